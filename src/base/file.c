@@ -1,0 +1,114 @@
+#include "base/file.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+calq_status calq__read_file(const char *path, char **out, size_t *size, calq_error *err)
+{
+    *out = NULL;
+    *size = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(fp);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+    }
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap > SIZE_MAX / 2) break;
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, fp);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        free(buf);
+        return calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s", path);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *size = n;
+    return CALQ_OK;
+}
+
+void calq__dirname(const char *path, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(buf, n, ".");
+    } else if (slash == path) {
+        snprintf(buf, n, "/");
+    } else {
+        snprintf(buf, n, "%.*s", (int)(slash - path), path);
+    }
+}
+
+calq_status calq__atomic_open(calq_atomic_file *f, const char *path, calq_error *err)
+{
+    memset(f, 0, sizeof *f);
+    size_t len = strlen(path);
+    f->path = malloc(len + 1);
+    f->tmp_path = malloc(len + 32);
+    if (!f->path || !f->tmp_path) {
+        calq__atomic_abort(f);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    memcpy(f->path, path, len + 1);
+    snprintf(f->tmp_path, len + 32, "%s.tmp.%ld", path, (long)getpid());
+    f->fp = fopen(f->tmp_path, "wb");
+    if (!f->fp) {
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s", path, strerror(errno));
+        free(f->path);
+        free(f->tmp_path);
+        memset(f, 0, sizeof *f);
+        return CALQ_ERR_IO;
+    }
+    return CALQ_OK;
+}
+
+calq_status calq__atomic_commit(calq_atomic_file *f, calq_error *err)
+{
+    calq_status st = CALQ_OK;
+    int bad = ferror(f->fp) || fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0;
+    if (fclose(f->fp) != 0) bad = 1;
+    f->fp = NULL;
+    if (bad) {
+        st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s (the previous file, if any, is unchanged)",
+                        f->path, strerror(errno));
+        remove(f->tmp_path);
+    } else if (rename(f->tmp_path, f->path) != 0) {
+        st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", f->path, strerror(errno));
+        remove(f->tmp_path);
+    }
+    free(f->path);
+    free(f->tmp_path);
+    memset(f, 0, sizeof *f);
+    return st;
+}
+
+void calq__atomic_abort(calq_atomic_file *f)
+{
+    if (f->fp) {
+        fclose(f->fp);
+        remove(f->tmp_path);
+    }
+    free(f->path);
+    free(f->tmp_path);
+    memset(f, 0, sizeof *f);
+}

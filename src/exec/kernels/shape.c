@@ -1,0 +1,5 @@
+#include "exec/op.h"
+
+const calq_op_def calq__ops_shape[] = {
+    {0},
+};

@@ -1,0 +1,77 @@
+/* The operator interface between the executor and the kernels.
+ *
+ * Each operator is a calq_op_def in a kernels/ file. The executor calls, per node:
+ *   infer   at plan time (and at run time for data-dependent shapes): set every output's
+ *           dtype, ndim and dims from the inputs. Input tensors always carry dtype and shape;
+ *           their data is non-NULL only when known (constants, folded values, or at run time).
+ *           Inputs listed in `data_inputs` must have data for infer; the executor guarantees it
+ *           or falls back to run-time shape inference.
+ *   prepare (optional) once shapes are final: build c->state (e.g. a oneDNN primitive).
+ *   run     compute. Outputs are allocated by the executor (c->out[i]->data, zero-filled is NOT
+ *           guaranteed). Must not write inputs. Must be deterministic for any thread count.
+ *   release frees c->state.
+ * `run` is the plain-C reference kernel (the `_ref` one); `run_fast` (with prepare/release) is
+ * the optimised path, used when the session asks for it and prepare produced a state.
+ */
+#ifndef CALQ_EXEC_OP_H
+#define CALQ_EXEC_OP_H
+
+#include <stdbool.h>
+
+#include "base/error.h"
+#include "base/tensor.h"
+#include "graph/graph.h"
+
+typedef struct calq_op_ctx {
+    const calq_node *node; /* attributes via calq__attr_*(node, ...) */
+    int opset;             /* the node's opset version */
+    int n_in;
+    calq_tensor **in;      /* in[i] == NULL for an omitted optional input */
+    int n_out;
+    calq_tensor **out;     /* out[i] == NULL for an omitted optional output */
+    void *state;           /* owned by the op (prepare/release) */
+    calq_error *err;
+} calq_op_ctx;
+
+typedef struct calq_op_def {
+    const char *op_type;   /* ONNX op type, default domain */
+    int min_inputs, max_inputs;
+    int min_outputs, max_outputs;
+    unsigned data_inputs;  /* bit i: infer needs the data of input i (e.g. Reshape's shape) */
+    bool shape_only;       /* output depends only on input shapes (Shape, Size): always foldable */
+    calq_status (*infer)(calq_op_ctx *c);
+    calq_status (*run)(calq_op_ctx *c); /* reference kernel */
+    calq_status (*prepare)(calq_op_ctx *c);
+    calq_status (*run_fast)(calq_op_ctx *c);
+    void (*release)(void *state);
+} calq_op_def;
+
+/* Registry (exec/ops.c). NULL when op_type/domain is not implemented. */
+const calq_op_def *calq__op_find(const char *domain, const char *op_type);
+
+/* Error helpers for kernels: the node name becomes the error's layer and prefixes the message
+ * as "<op_type> node '<name>': ...". */
+calq_status calq__op_fail(calq_op_ctx *c, calq_status s, const char *fmt, ...) CALQ_PRINTF(3, 4);
+
+/* Sets out tensor shape. */
+void calq__set_shape(calq_tensor *t, calq_dtype dt, const int64_t *dims, int ndim);
+/* Normalises a possibly negative axis into [0, rank); -1 if out of range. */
+int calq__norm_axis(int64_t axis, int rank);
+
+/* Multidirectional (numpy) broadcasting of a and b into out dims. Returns false if the shapes
+ * do not broadcast. */
+bool calq__broadcast_shape(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout);
+/* For an output of `ndim` dims, strides (in elements) to read an input of shape dims/n that is
+ * broadcast to it (0 for broadcast dims). */
+void calq__broadcast_strides(const int64_t *dims, int n, int ndim, int64_t *strides);
+
+/* Every op family exports a {NULL}-terminated table. */
+extern const calq_op_def calq__ops_elementwise[];
+extern const calq_op_def calq__ops_shape[];
+extern const calq_op_def calq__ops_conv[];
+extern const calq_op_def calq__ops_gemm[];
+extern const calq_op_def calq__ops_pool[];
+extern const calq_op_def calq__ops_reduce[];
+extern const calq_op_def calq__ops_resize[];
+
+#endif

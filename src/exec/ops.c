@@ -1,0 +1,74 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/op.h"
+
+static const calq_op_def *const tables[] = {
+    calq__ops_elementwise, calq__ops_shape, calq__ops_conv, calq__ops_gemm,
+    calq__ops_pool,        calq__ops_reduce, calq__ops_resize,
+};
+
+const calq_op_def *calq__op_find(const char *domain, const char *op_type)
+{
+    if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const calq_op_def *d = tables[t]; d->op_type; d++)
+            if (strcmp(d->op_type, op_type) == 0) return d;
+    return NULL;
+}
+
+calq_status calq__op_fail(calq_op_ctx *c, calq_status s, const char *fmt, ...)
+{
+    char msg[CALQ_ERROR_MESSAGE_MAX - 512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return calq__fail(c->err, s, c->node->name, "%s node '%s': %s", c->node->op_type, c->node->name, msg);
+}
+
+void calq__set_shape(calq_tensor *t, calq_dtype dt, const int64_t *dims, int ndim)
+{
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->dims[i] = dims[i];
+}
+
+int calq__norm_axis(int64_t axis, int rank)
+{
+    if (axis < 0) axis += rank;
+    return axis < 0 || axis >= rank ? -1 : (int)axis;
+}
+
+bool calq__broadcast_shape(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout)
+{
+    int n = na > nb ? na : nb;
+    if (n > CALQ_MAX_DIMS) return false;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da == db || db == 1)
+            out[i] = da;
+        else if (da == 1)
+            out[i] = db;
+        else
+            return false;
+    }
+    *nout = n;
+    return true;
+}
+
+void calq__broadcast_strides(const int64_t *dims, int n, int ndim, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        int k = i - (ndim - n);
+        if (k < 0 || dims[k] == 1) {
+            strides[i] = 0;
+        } else {
+            strides[i] = s;
+        }
+        if (k >= 0) s *= dims[k];
+    }
+}

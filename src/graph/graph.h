@@ -1,0 +1,100 @@
+/* calq's graph IR: values (tensor edges), nodes, attributes. Frontends build it; passes and
+ * the executor read it. Everything in a graph is owned by the graph and released by
+ * calq__graph_free(). */
+#ifndef CALQ_GRAPH_GRAPH_H
+#define CALQ_GRAPH_GRAPH_H
+
+#include <stdbool.h>
+
+#include "calq.h"
+
+typedef enum calq_attr_type {
+    CALQ_ATTR_INT,
+    CALQ_ATTR_FLOAT,
+    CALQ_ATTR_STRING,
+    CALQ_ATTR_INTS,
+    CALQ_ATTR_FLOATS,
+    CALQ_ATTR_STRINGS,
+    CALQ_ATTR_TENSOR,
+    CALQ_ATTR_OTHER /* graphs etc.: kept so "unsupported" messages can name it */
+} calq_attr_type;
+
+typedef struct calq_attr {
+    char *name;
+    calq_attr_type type;
+    int64_t i;
+    float f;
+    char *s;
+    int n;          /* element count for INTS / FLOATS / STRINGS */
+    int64_t *ints;
+    float *floats;
+    char **strings;
+    calq_tensor *t; /* owned */
+} calq_attr;
+
+typedef struct calq_value {
+    char *name;
+    calq_dtype dtype;  /* UNDEFINED until known */
+    int ndim;          /* -1: rank unknown */
+    int64_t dims[CALQ_MAX_DIMS]; /* -1: unknown dim */
+    calq_tensor *constant; /* initializer / Constant data (owned), or NULL */
+    int producer;      /* node index, or -1 (graph input / constant) */
+    bool is_input;     /* a graph input the user feeds */
+    bool is_output;
+} calq_value;
+
+typedef struct calq_node {
+    char *name;     /* never NULL: frontends invent "<op_type>_<index>" for unnamed nodes */
+    char *op_type;
+    char *domain;   /* "" for the default ONNX domain */
+    int n_inputs, n_outputs;
+    int *inputs;    /* value indices; -1 for an omitted optional input */
+    int *outputs;   /* value indices; -1 for an omitted optional output */
+    int n_attrs;
+    calq_attr *attrs;
+    int opset;      /* opset version of the node's domain */
+    int src_index;  /* index of the node in the source model (for save), -1 if synthetic */
+} calq_node;
+
+typedef struct calq_graph {
+    int n_values, cap_values;
+    calq_value *values;
+    int n_nodes, cap_nodes;
+    calq_node *nodes;
+    int n_inputs;  /* user-fed inputs, in model order */
+    int *inputs;
+    int n_outputs;
+    int *outputs;
+    int opset;     /* default-domain opset */
+    /* name -> value index hash */
+    int *hash;
+    int hash_cap;
+} calq_graph;
+
+calq_graph *calq__graph_new(void);
+void calq__graph_free(calq_graph *g);
+
+/* Value index for `name`, or -1. */
+int calq__graph_find(const calq_graph *g, const char *name);
+/* Value index for `name`, creating an unknown-shape value if needed; -1 on OOM. */
+int calq__graph_value(calq_graph *g, const char *name);
+/* Appends a node (strings copied; inputs/outputs copied). Returns index or -1 on OOM. */
+int calq__graph_add_node(calq_graph *g, const char *name, const char *op_type, const char *domain, const int *inputs,
+                         int n_inputs, const int *outputs, int n_outputs);
+/* Adds an attribute slot to node `ni` and returns it (zeroed except name), or NULL on OOM. */
+calq_attr *calq__node_add_attr(calq_graph *g, int ni, const char *name, calq_attr_type type);
+
+/* Orders nodes topologically (stable: keeps the model's order where it is valid) and sets
+ * producers. Fails on a cycle or on a value produced twice, naming it. */
+calq_status calq__graph_toposort(calq_graph *g, calq_error *err);
+
+/* Attribute lookup on a node; NULL when absent. */
+const calq_attr *calq__attr(const calq_node *n, const char *name);
+int64_t calq__attr_int(const calq_node *n, const char *name, int64_t dflt);
+float calq__attr_float(const calq_node *n, const char *name, float dflt);
+const char *calq__attr_str(const calq_node *n, const char *name, const char *dflt);
+/* INTS attribute: returns count (or -1 when absent) and sets *vals (owned by the node). */
+int calq__attr_ints(const calq_node *n, const char *name, const int64_t **vals);
+int calq__attr_floats(const calq_node *n, const char *name, const float **vals);
+
+#endif

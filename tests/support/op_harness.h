@@ -1,0 +1,56 @@
+/* Runs one operator directly (no model file): build a one-node graph, give it tensors, and
+ * execute its reference or fast kernel. For kernel unit tests. */
+#ifndef CALQ_TEST_OP_HARNESS_H
+#define CALQ_TEST_OP_HARNESS_H
+
+#include "exec/op.h"
+
+typedef struct op_case {
+    calq_graph *g;
+    int node;
+} op_case;
+
+/* A one-node graph with n_in inputs and n_out outputs. */
+op_case op_case_new(const char *op_type, int opset, int n_in, int n_out);
+void op_case_free(op_case *c);
+void op_attr_int(op_case *c, const char *name, int64_t v);
+void op_attr_float(op_case *c, const char *name, float v);
+void op_attr_str(op_case *c, const char *name, const char *v);
+void op_attr_ints(op_case *c, const char *name, const int64_t *v, int n);
+void op_attr_floats(op_case *c, const char *name, const float *v, int n);
+
+/* Runs the node: infer, allocate outputs (out[i].data owned by the caller afterwards: free
+ * with calq_tensor_free_data), then the reference kernel (fast = 0) or prepare + run_fast
+ * (fast = 1; falls back to the reference kernel when prepare declines). in[i].data may be
+ * NULL for an omitted optional input. */
+calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
+                        calq_error *err);
+
+/* Tensor helpers for tests. Data is malloc'ed; free with calq_tensor_free_data. */
+calq_tensor t_f32(const float *vals, int ndim, const int64_t *dims);
+calq_tensor t_i64(const int64_t *vals, int ndim, const int64_t *dims);
+calq_tensor t_rand_f32(unsigned seed, int ndim, const int64_t *dims, float lo, float hi);
+/* Max |a-b| relative to (atol + rtol*|b|); returns 1 if within tolerance, prints the worst. */
+int t_close(const calq_tensor *a, const calq_tensor *b, double rtol, double atol, const char *what);
+
+/* Minimal test macros: count failures, print location. */
+extern int test_failures;
+#define CHECK(cond)                                                                                    \
+    do {                                                                                               \
+        if (!(cond)) {                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                   \
+            test_failures++;                                                                           \
+        }                                                                                              \
+    } while (0)
+#define CHECK_OK(expr)                                                                                 \
+    do {                                                                                               \
+        calq_error e_ = {0};                                                                           \
+        (void)e_;                                                                                      \
+        calq_status s_ = (expr);                                                                       \
+        if (s_ != CALQ_OK) {                                                                           \
+            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_);             \
+            test_failures++;                                                                           \
+        }                                                                                              \
+    } while (0)
+
+#endif

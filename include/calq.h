@@ -23,9 +23,9 @@ extern "C" {
 #define CALQ_API
 #endif
 
-#define CALQ_VERSION_MAJOR 0
-#define CALQ_VERSION_MINOR 1
-#define CALQ_VERSION_PATCH 0
+#define CALQ_VERSION_MAJOR  0
+#define CALQ_VERSION_MINOR  1
+#define CALQ_VERSION_PATCH  0
 #define CALQ_VERSION_STRING "0.1.0"
 
 /* Status codes. The -655xx values are AMCT's own error codes (amct-reference.md §2.2), so a
@@ -50,7 +50,7 @@ typedef enum calq_status {
 } calq_status;
 
 #define CALQ_ERROR_MESSAGE_MAX 4096
-#define CALQ_ERROR_NAME_MAX 256
+#define CALQ_ERROR_NAME_MAX    256
 
 /* Filled by a failing call. Caller-owned; zero-initialise it ({0}) before the first use. */
 typedef struct calq_error {
@@ -115,8 +115,8 @@ typedef struct calq_model calq_model;
 CALQ_API calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err);
 /* Same, from a buffer (the caller keeps ownership of `data`). `base_dir` resolves external
  * tensor data; NULL means the current directory. */
-CALQ_API calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const char *base_dir,
-                                                 calq_model **out, calq_error *err);
+CALQ_API calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
+                                                 calq_error *err);
 CALQ_API void calq_model_free(calq_model *m);
 
 /* Graph inputs (constant initializers excluded) and outputs. Names are owned by the model.
@@ -157,8 +157,8 @@ CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 typedef struct calq_session calq_session;
 
 typedef struct calq_session_opts {
-    int n_threads;    /* 0: OpenMP's default */
-    int use_fast;     /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
+    int n_threads; /* 0: OpenMP's default */
+    int use_fast;  /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
 } calq_session_opts;
 
 /* Called once for every tensor the executor produces (graph inputs first, then each node's
@@ -189,12 +189,188 @@ CALQ_API calq_status calq_session_output(const calq_session *s, int i, const cal
 
 /* Shape and dtype of any tensor named `name` as planned for the current input shapes (plans
  * first if needed). */
-CALQ_API calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out,
-                                              calq_error *err);
+CALQ_API calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err);
 
 /* Peak bytes of the activation arena of the current plan, and the sum of all activation
  * sizes (what it would take without buffer reuse). */
 CALQ_API void calq_session_memory(const calq_session *s, size_t *arena_bytes, size_t *sum_bytes);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Images (calibration data and quick checks)                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+/* How a photo becomes a model input: decoded (JPEG/PNG/BMP/...), resized to width x height
+ * (0 keeps the size), channels in RGB order (or BGR), then y = (x - mean[c]) / std[c] * scale,
+ * laid out NCHW as a 1x3xHxW float32 tensor. */
+typedef struct calq_image_opts {
+    int width, height;
+    float mean[3];
+    float std[3];
+    float scale;
+    int bgr;
+} calq_image_opts;
+
+/* Defaults: keep size, mean 0, std 1, scale 1, RGB. */
+CALQ_API void calq_image_opts_init(calq_image_opts *o);
+/* Loads one image into *out (data owned by the caller: calq_tensor_free_data). */
+CALQ_API calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_tensor *out, calq_error *err);
+
+/* ---- Quantization numerics (src/quant) ---- */
+/* The calibration algorithms as pure functions: arrays in, factors out. Every rule reproduces
+ * AMCT's float32 arithmetic (amct-reference.md §2, §3, §5, §6); docs/numerics.md lists the few
+ * places where calq deliberately differs. Scales are AMCT's step sizes: x ~ (q - offset) * scale.
+ * Objects created here are freed by the matching *_free(); results are plain caller-owned
+ * structs. */
+
+typedef enum calq_round_mode {
+    CALQ_ROUND_HALF_AWAY = 0, /* C round(): AMCT's searches, fake quant and ARQ (§2.3) */
+    CALQ_ROUND_HALF_EVEN = 1  /* ties to even: the device's AscendQuant, numpy (§0.3) */
+} calq_round_mode;
+
+/* Rounds v to an integer value in the given mode (independent of the FPU rounding mode). */
+CALQ_API float calq_round(float v, calq_round_mode mode);
+
+/* AMCT's process_scale (§2.1): *scale < FLT_EPSILON (zero, negative, tiny) becomes 1.0; +inf,
+ * NaN and scales above 1/FLT_EPSILON fail with CALQ_ERR_NOT_SUPPORT and AMCT's message. */
+CALQ_API calq_status calq_process_scale(float *scale, const char *layer, calq_error *err);
+
+/* q = clamp(round(x/scale) + offset, -2^(b-1), 2^(b-1)-1) for n elements; num_bits in [2, 8]. */
+CALQ_API void calq_quantize(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode,
+                            int8_t *q);
+/* Fake quant (§2.3): y = (q - offset) * scale with q as above; num_bits in [2, 16]. y may be x. */
+CALQ_API void calq_fake_quant(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode,
+                              float *y);
+
+/* IFMR activation calibration (§3). */
+typedef struct calq_ifmr_opts {
+    float max_percentile, min_percentile; /* (0.5, 1]; default 0.999999 */
+    float search_start, search_end;       /* 0 < start < end; default 0.7, 1.3 */
+    float search_step;                    /* (0, end - start]; default 0.01 (60 candidates) */
+    int asymmetric;                       /* 1 (default): with offset; 0: symmetric, offset 0 */
+    int num_bits;                         /* default 8; [2, 16] */
+    int amct_float_loss;                  /* 0 (default): losses summed in double, split-independent (docs/numerics.md);
+                                             1: AMCT's float running sum of per-element (d*d)/L terms */
+    int n_threads;                        /* 0: OpenMP's default. Results never depend on it. */
+} calq_ifmr_opts;
+
+CALQ_API void calq_ifmr_opts_default(calq_ifmr_opts *o);
+
+typedef struct calq_ifmr_result {
+    float scale;                 /* scale_d */
+    int offset;                  /* offset_d (0 when symmetric) */
+    float clip_max;              /* the winning clip: r_best * max_init, or r_best * |a| (symmetric) */
+    float max_init, min_init;    /* percentile values after zero forcing (§3.3) */
+    int best_index;              /* index of the winning ratio (search_start + i * search_step) */
+    int n_candidates, n_illegal; /* grid size; candidates excluded because process_scale fails */
+    double best_loss;            /* mean squared error of the winner (float value when amct_float_loss) */
+    uint64_t count, nan_count, pos_inf_count, neg_inf_count;
+    float data_min, data_max; /* range of the finite values */
+} calq_ifmr_result;
+
+/* Whole-buffer IFMR (the reference: sorts a copy of x). `layer` names the tensor in errors. */
+CALQ_API calq_status calq_ifmr(const float *x, size_t n, const calq_ifmr_opts *o, const char *layer,
+                               calq_ifmr_result *out, calq_error *err);
+
+/* Streaming IFMR: the same factors, bit for bit, from data that arrive batch by batch, with state
+ * bounded by the percentile tails (about 2*(1-p)*count values) instead of the whole data.
+ * Protocol: feed every batch, call end_pass; while *done == 0, feed the same batches again in
+ * the same order and call end_pass again. Usually two passes (statistics, then losses); a third
+ * happens only when max_count was 0 and the first pass could not prove its order statistics
+ * exact. max_count: an upper bound on the total element count, or 0 when unknown. */
+typedef struct calq_ifmr_stream calq_ifmr_stream;
+
+CALQ_API calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count, const char *layer,
+                                             calq_ifmr_stream **out, calq_error *err);
+CALQ_API calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err);
+CALQ_API calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err);
+/* Valid once end_pass reported done. */
+CALQ_API calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err);
+CALQ_API int calq_ifmr_stream_pass(const calq_ifmr_stream *s);     /* 1: statistics, 2: losses, 0: done */
+CALQ_API size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s); /* current heap memory of the state */
+CALQ_API void calq_ifmr_stream_free(calq_ifmr_stream *s);
+
+/* HFMG activation calibration (§5): a histogram merged batch by batch (one feed = one batch). */
+typedef struct calq_hfmg_opts {
+    int num_bins;       /* 1024, 2048, 4096 (default) or 8192 */
+    int asymmetric;     /* default 1 */
+    int num_bits;       /* default 8 */
+    int left_clip_loss; /* 0 (default): AMCT's loss as its code computes it, where bins left of the clip
+                           range add nothing (docs/numerics.md); 1: their clipping error counts, as
+                           §5 describes it and PyTorch's HistogramObserver does */
+} calq_hfmg_opts;
+
+CALQ_API void calq_hfmg_opts_default(calq_hfmg_opts *o);
+
+typedef struct calq_hfmg_result {
+    float scale;
+    int offset;
+    float clip_min, clip_max;  /* the winning clip range, before zero forcing */
+    int best_left, best_right; /* winning bin range */
+    int n_candidates;
+    float best_loss;
+    uint64_t count, nan_count, pos_inf_count, neg_inf_count;
+} calq_hfmg_result;
+
+typedef struct calq_hfmg calq_hfmg;
+
+CALQ_API calq_status calq_hfmg_create(const calq_hfmg_opts *o, const char *layer, calq_hfmg **out, calq_error *err);
+CALQ_API calq_status calq_hfmg_feed(calq_hfmg *h, const float *x, size_t n, calq_error *err);
+CALQ_API calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out, calq_error *err);
+/* The current histogram: *counts (owned by h, valid until the next feed) and the float bounds
+ * of bin i, lo + i*width .. lo + (i+1)*width. Returns the bin count (0 before the first batch). */
+CALQ_API int calq_hfmg_bins(const calq_hfmg *h, const uint64_t **counts, float *lo, float *width);
+CALQ_API void calq_hfmg_free(calq_hfmg *h);
+
+/* ARQ weight quantization (§6.1). Where the output channel of a weight is: */
+typedef enum calq_weight_layout {
+    CALQ_WEIGHTS_CONV = 0,           /* Conv [Cout, Cin/group, k...] incl. depthwise: channel = dim 0 */
+    CALQ_WEIGHTS_CONV_TRANSPOSE = 1, /* ConvTranspose [Cin, Cout/group, k...]: channel of element
+                                        (ci, j, ...) = (ci / (Cin/group)) * (Cout/group) + j */
+    CALQ_WEIGHTS_MATRIX = 2          /* Gemm / InnerProduct / MatMul: per tensor only */
+} calq_weight_layout;
+
+typedef struct calq_arq_opts {
+    int channel_wise;           /* default 1: one scale per output channel; an error for MATRIX (§8.4) */
+    int asymmetric;             /* default 0 (the only mode the record check accepts, §4.4) */
+    int num_bits;               /* default 8; [2, 8] */
+    calq_round_mode round_mode; /* default CALQ_ROUND_HALF_AWAY (AMCT) */
+} calq_arq_opts;
+
+CALQ_API void calq_arq_opts_default(calq_arq_opts *o);
+/* Number of scales calq_arq_quantize writes (Cout when channel-wise, else 1); -1 if the shape
+ * does not fit the layout. */
+CALQ_API int64_t calq_arq_num_scales(const calq_tensor *w, calq_weight_layout layout, int group,
+                                     const calq_arq_opts *o);
+/* Computes scale_w/offset_w (calq_arq_num_scales entries, caller-owned) and, when non-NULL, the
+ * int8 weights w_q and the fake-quant weights w_fake (numel entries each, in w's own layout). */
+CALQ_API calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, int group,
+                                       const calq_arq_opts *o, const char *layer, float *scale_w, int *offset_w,
+                                       int8_t *w_q, float *w_fake, calq_error *err);
+
+/* deq_scale[c] = scale_d * scale_w[c] in float32 (§6.2); n_scale_w is n or 1 (broadcast). */
+CALQ_API void calq_deq_scale(float scale_d, const float *scale_w, int64_t n_scale_w, int64_t n, float *deq);
+/* bias_q[c] = round_half_even(bias[c] / deq_scale[c]) in float32, checked against int32 (§6.2, §8.4). */
+CALQ_API calq_status calq_quant_bias(const float *bias, int64_t n, float scale_d, const float *scale_w,
+                                     int64_t n_scale_w, const char *layer, int32_t *bias_q, calq_error *err);
+/* The AscendDequant uint64 (§6.3): bits 0..31 float bits, 32..39 shift_n, 40..47 offset_w. */
+CALQ_API uint64_t calq_deq_scale_pack(float deq_scale, unsigned shift_n, int offset_w);
+CALQ_API void calq_deq_scale_unpack(uint64_t v, float *deq_scale, unsigned *shift_n, int *offset_w);
+/* FORCE_FP16_QUANT's "s19" truncation of a deq_scale (keeps bits & 0xFFFFE000, §6.3). */
+CALQ_API float calq_deq_scale_s19(float deq_scale);
+
+/* shift_bit search (§6.4) over the float outputs of one layer, batch by batch. */
+typedef struct calq_shift_bit calq_shift_bit;
+
+/* deq_scale has n_channels entries (copied). broadcast: one error sum over all channels (a
+ * "global conv"), the same shift for every channel. */
+CALQ_API calq_status calq_shift_bit_create(int n_channels, const float *deq_scale, int broadcast, calq_shift_bit **out,
+                                           calq_error *err);
+/* One batch y laid out [outer, n_channels, inner] (NCHW: outer = N, inner = H*W). */
+CALQ_API calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int64_t outer, int64_t inner,
+                                         calq_error *err);
+/* shift_bit[c] in [1, 16] for every channel. */
+CALQ_API calq_status calq_shift_bit_result(const calq_shift_bit *s, int *shift_bit, calq_error *err);
+CALQ_API void calq_shift_bit_free(calq_shift_bit *s);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,41 @@
+/* The calq command line: one file per subcommand. */
 #include <stdio.h>
-#include "calq.h"
-int main(void) { printf("calq %s\n", CALQ_VERSION_STRING); return 0; }
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} commands[] = {
+    {"run", calq_cmd_run, "run a model (float) on .npy inputs and write its outputs"},
+    {"inspect", calq_cmd_inspect, "list a model's inputs, outputs, shapes, operators and quantizable layers"},
+    {"factors", calq_cmd_factors, "compute quantization factors (IFMR/HFMG/ARQ) for one tensor"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "calq %s: post-training INT8 quantization\n\nusage: calq <command> [options]\n\ncommands:\n",
+            CALQ_VERSION_STRING);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n'calq <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("calq %s\n", CALQ_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "calq: error: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}

@@ -19,16 +19,16 @@ calq_status calq__fail(calq_error *err, calq_status s, const char *layer, const 
 calq_status calq__prefix(calq_error *err, const char *fmt, ...) CALQ_PRINTF(2, 3);
 
 /* Programmer errors only: abort with location. Runtime problems return a status. */
-#define CALQ_ASSERT(x)                                                                                 \
-    do {                                                                                               \
-        if (!(x)) calq__abort(__FILE__, __LINE__, #x);                                                 \
+#define CALQ_ASSERT(x)                                                                                                 \
+    do {                                                                                                               \
+        if (!(x)) calq__abort(__FILE__, __LINE__, #x);                                                                 \
     } while (0)
 _Noreturn void calq__abort(const char *file, int line, const char *what);
 
-#define CALQ_TRY(expr)                                                                                 \
-    do {                                                                                               \
-        calq_status calq__s = (expr);                                                                  \
-        if (calq__s != CALQ_OK) return calq__s;                                                        \
+#define CALQ_TRY(expr)                                                                                                 \
+    do {                                                                                                               \
+        calq_status calq__s = (expr);                                                                                  \
+        if (calq__s != CALQ_OK) return calq__s;                                                                        \
     } while (0)
 
 #endif

@@ -5,8 +5,14 @@
 
 static int log_level = CALQ_LOG_INFO;
 
-void calq__log_set_level(int level) { log_level = level; }
-int calq__log_level(void) { return log_level; }
+void calq__log_set_level(int level)
+{
+    log_level = level;
+}
+int calq__log_level(void)
+{
+    return log_level;
+}
 
 void calq__log(int level, const char *fmt, ...)
 {

@@ -69,7 +69,10 @@ int64_t calq__shape_numel(const int64_t *dims, int ndim)
     return n;
 }
 
-int64_t calq_tensor_numel(const calq_tensor *t) { return calq__shape_numel(t->dims, t->ndim); }
+int64_t calq_tensor_numel(const calq_tensor *t)
+{
+    return calq__shape_numel(t->dims, t->ndim);
+}
 
 bool calq__shape_equal(const int64_t *a, int na, const int64_t *b, int nb)
 {
@@ -111,8 +114,7 @@ calq_status calq__tensor_alloc(calq_tensor *t, calq_error *err)
                           calq_dtype_name(t->dtype), t->ndim);
     size_t bytes = (size_t)n * es;
     t->data = calloc(bytes ? bytes : 1, 1);
-    if (!t->data)
-        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory allocating %zu bytes", bytes);
+    if (!t->data) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory allocating %zu bytes", bytes);
     return CALQ_OK;
 }
 

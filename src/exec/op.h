@@ -26,19 +26,21 @@ typedef struct calq_op_ctx {
     const calq_node *node; /* attributes via calq__attr_*(node, ...) */
     int opset;             /* the node's opset version */
     int n_in;
-    calq_tensor **in;      /* in[i] == NULL for an omitted optional input */
+    calq_tensor **in; /* in[i] == NULL for an omitted optional input */
     int n_out;
-    calq_tensor **out;     /* out[i] == NULL for an omitted optional output */
-    void *state;           /* owned by the op (prepare/release) */
+    calq_tensor **out; /* out[i] == NULL for an omitted optional output */
+    void *state;       /* owned by the op (prepare/release) */
     calq_error *err;
+    unsigned const_inputs; /* bit i: input i is a constant (same data on every run, available
+                              in prepare), e.g. weights: prepare may reorder them once */
 } calq_op_ctx;
 
 typedef struct calq_op_def {
-    const char *op_type;   /* ONNX op type, default domain */
+    const char *op_type; /* ONNX op type, default domain */
     int min_inputs, max_inputs;
     int min_outputs, max_outputs;
-    unsigned data_inputs;  /* bit i: infer needs the data of input i (e.g. Reshape's shape) */
-    bool shape_only;       /* output depends only on input shapes (Shape, Size): always foldable */
+    unsigned data_inputs; /* bit i: infer needs the data of input i (e.g. Reshape's shape) */
+    bool shape_only;      /* output depends only on input shapes (Shape, Size): always foldable */
     calq_status (*infer)(calq_op_ctx *c);
     calq_status (*run)(calq_op_ctx *c); /* reference kernel */
     calq_status (*prepare)(calq_op_ctx *c);

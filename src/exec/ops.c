@@ -5,7 +5,7 @@
 #include "exec/op.h"
 
 static const calq_op_def *const tables[] = {
-    calq__ops_elementwise, calq__ops_shape, calq__ops_conv, calq__ops_gemm,
+    calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,   calq__ops_gemm,
     calq__ops_pool,        calq__ops_reduce, calq__ops_resize,
 };
 

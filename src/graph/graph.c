@@ -14,7 +14,10 @@ static char *dupstr(const char *s)
     return d;
 }
 
-calq_graph *calq__graph_new(void) { return calloc(1, sizeof(calq_graph)); }
+calq_graph *calq__graph_new(void)
+{
+    return calloc(1, sizeof(calq_graph));
+}
 
 static void attr_free(calq_attr *a)
 {
@@ -31,6 +34,18 @@ static void attr_free(calq_attr *a)
     }
 }
 
+void calq__node_release(calq_node *n)
+{
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int a = 0; a < n->n_attrs; a++) attr_free(&n->attrs[a]);
+    free(n->attrs);
+    memset(n, 0, sizeof *n);
+}
+
 void calq__graph_free(calq_graph *g)
 {
     if (!g) return;
@@ -41,16 +56,7 @@ void calq__graph_free(calq_graph *g)
             free(g->values[i].constant);
         }
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        calq_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
-        for (int a = 0; a < n->n_attrs; a++) attr_free(&n->attrs[a]);
-        free(n->attrs);
-    }
+    for (int i = 0; i < g->n_nodes; i++) calq__node_release(&g->nodes[i]);
     free(g->values);
     free(g->nodes);
     free(g->inputs);
@@ -182,11 +188,10 @@ calq_status calq__graph_toposort(calq_graph *g, calq_error *err)
             int v = g->nodes[i].outputs[o];
             if (v < 0) continue;
             if (g->values[v].producer >= 0 || g->values[v].constant || g->values[v].is_input)
-                return calq__fail(err, CALQ_ERR_BAD_FORMAT, g->nodes[i].name,
-                                  "tensor '%s' is produced twice (by node '%s' and by %s)", g->values[v].name,
-                                  g->nodes[i].name,
-                                  g->values[v].producer >= 0 ? g->nodes[g->values[v].producer].name
-                                                             : "a graph input or initializer");
+                return calq__fail(
+                    err, CALQ_ERR_BAD_FORMAT, g->nodes[i].name,
+                    "tensor '%s' is produced twice (by node '%s' and by %s)", g->values[v].name, g->nodes[i].name,
+                    g->values[v].producer >= 0 ? g->nodes[g->values[v].producer].name : "a graph input or initializer");
             g->values[v].producer = i;
         }
     }

@@ -25,7 +25,7 @@ typedef struct calq_attr {
     int64_t i;
     float f;
     char *s;
-    int n;          /* element count for INTS / FLOATS / STRINGS */
+    int n; /* element count for INTS / FLOATS / STRINGS */
     int64_t *ints;
     float *floats;
     char **strings;
@@ -34,26 +34,26 @@ typedef struct calq_attr {
 
 typedef struct calq_value {
     char *name;
-    calq_dtype dtype;  /* UNDEFINED until known */
-    int ndim;          /* -1: rank unknown */
+    calq_dtype dtype;            /* UNDEFINED until known */
+    int ndim;                    /* -1: rank unknown */
     int64_t dims[CALQ_MAX_DIMS]; /* -1: unknown dim */
-    calq_tensor *constant; /* initializer / Constant data (owned), or NULL */
-    int producer;      /* node index, or -1 (graph input / constant) */
-    bool is_input;     /* a graph input the user feeds */
+    calq_tensor *constant;       /* initializer / Constant data (owned), or NULL */
+    int producer;                /* node index, or -1 (graph input / constant) */
+    bool is_input;               /* a graph input the user feeds */
     bool is_output;
 } calq_value;
 
 typedef struct calq_node {
-    char *name;     /* never NULL: frontends invent "<op_type>_<index>" for unnamed nodes */
+    char *name; /* never NULL: frontends invent "<op_type>_<index>" for unnamed nodes */
     char *op_type;
-    char *domain;   /* "" for the default ONNX domain */
+    char *domain; /* "" for the default ONNX domain */
     int n_inputs, n_outputs;
-    int *inputs;    /* value indices; -1 for an omitted optional input */
-    int *outputs;   /* value indices; -1 for an omitted optional output */
+    int *inputs;  /* value indices; -1 for an omitted optional input */
+    int *outputs; /* value indices; -1 for an omitted optional output */
     int n_attrs;
     calq_attr *attrs;
-    int opset;      /* opset version of the node's domain */
-    int src_index;  /* index of the node in the source model (for save), -1 if synthetic */
+    int opset;     /* opset version of the node's domain */
+    int src_index; /* index of the node in the source model (for save), -1 if synthetic */
 } calq_node;
 
 typedef struct calq_graph {
@@ -61,11 +61,11 @@ typedef struct calq_graph {
     calq_value *values;
     int n_nodes, cap_nodes;
     calq_node *nodes;
-    int n_inputs;  /* user-fed inputs, in model order */
+    int n_inputs; /* user-fed inputs, in model order */
     int *inputs;
     int n_outputs;
     int *outputs;
-    int opset;     /* default-domain opset */
+    int opset; /* default-domain opset */
     /* name -> value index hash */
     int *hash;
     int hash_cap;
@@ -83,6 +83,9 @@ int calq__graph_add_node(calq_graph *g, const char *name, const char *op_type, c
                          int n_inputs, const int *outputs, int n_outputs);
 /* Adds an attribute slot to node `ni` and returns it (zeroed except name), or NULL on OOM. */
 calq_attr *calq__node_add_attr(calq_graph *g, int ni, const char *name, calq_attr_type type);
+
+/* Frees what node n owns (not the node slot itself). */
+void calq__node_release(calq_node *n);
 
 /* Orders nodes topologically (stable: keeps the model's order where it is valid) and sets
  * producers. Fails on a cycle or on a value produced twice, naming it. */

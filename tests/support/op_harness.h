@@ -35,22 +35,22 @@ int t_close(const calq_tensor *a, const calq_tensor *b, double rtol, double atol
 
 /* Minimal test macros: count failures, print location. */
 extern int test_failures;
-#define CHECK(cond)                                                                                    \
-    do {                                                                                               \
-        if (!(cond)) {                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                   \
-            test_failures++;                                                                           \
-        }                                                                                              \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            test_failures++;                                                                                           \
+        }                                                                                                              \
     } while (0)
-#define CHECK_OK(expr)                                                                                 \
-    do {                                                                                               \
-        calq_error e_ = {0};                                                                           \
-        (void)e_;                                                                                      \
-        calq_status s_ = (expr);                                                                       \
-        if (s_ != CALQ_OK) {                                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_);             \
-            test_failures++;                                                                           \
-        }                                                                                              \
+#define CHECK_OK(expr)                                                                                                 \
+    do {                                                                                                               \
+        calq_error e_ = {0};                                                                                           \
+        (void)e_;                                                                                                      \
+        calq_status s_ = (expr);                                                                                       \
+        if (s_ != CALQ_OK) {                                                                                           \
+            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_);                             \
+            test_failures++;                                                                                           \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -13,10 +13,10 @@ dnnl_engine_t calq__dnnl_engine(void);
 
 /* Converts a failing dnnl_status_t into a calq error on the op's node. */
 calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what);
-#define CALQ_DNNL(c, call)                                                                             \
-    do {                                                                                               \
-        dnnl_status_t calq__ds = (call);                                                               \
-        if (calq__ds != dnnl_success) return calq__dnnl_check((c), calq__ds, #call);                   \
+#define CALQ_DNNL(c, call)                                                                                             \
+    do {                                                                                                               \
+        dnnl_status_t calq__ds = (call);                                                                               \
+        if (calq__ds != dnnl_success) return calq__dnnl_check((c), calq__ds, #call);                                   \
     } while (0)
 
 /* f32 memory descriptor with a plain layout (abcd...: C order) for dims[ndim]. */

@@ -1,0 +1,430 @@
+/* oneDNN fast paths for Conv and ConvTranspose.
+ *
+ * calq's activations are plain C-ordered (NCHW) tensors, and that is what these kernels read
+ * and write. Inside, the method is chosen per node (timings: UltraFace slim-320, AVX-512,
+ * 2 threads):
+ *   - 1x1 ungrouped convolutions with stride 1 and no padding are a matrix product per image,
+ *     Y[n] (M x P) = W (M x C) . X[n] (C x P): oneDNN's sgemm on fixed tiles of Y, so no
+ *     conversion of the activations is needed;
+ *   - everything else runs oneDNN's convolution on its channel-blocked layout (nChw16c):
+ *     depthwise and k > 1 convolutions are 3-12x slower on NCHW (oneDNN then falls back to
+ *     im2col + GEMM), far more than the cost of converting. The input is reordered into that
+ *     layout, convolved and the output reordered back; the blocked copies live in a
+ *     per-thread scratch buffer that every node reuses.
+ * Determinism across thread counts: oneDNN's threaded GEMM splits the reduction (K) between
+ * threads when it has many threads and little M x N work, which changes the rounding; its
+ * GEMM-based convolutions inherit that (seen with 6+ threads on 1x1 convolutions). So the
+ * GEMM path above runs each fixed tile single-threaded (oneDNN's GEMM uses one thread inside
+ * an OpenMP parallel region), GEMM-based convolution implementations are never accepted, and
+ * nodes oneDNN can only run that way (or with its slow reference code) use calq's reference
+ * kernel. The direct (jit) convolution kernels parallelise over images, channel blocks and
+ * output positions only, never over the reduction.
+ * Weights are reordered into the layout oneDNN picks. When the executor marks them constant
+ * (c->const_inputs) that happens once in prepare; otherwise the weight input may change from
+ * run to run (a graph input, as in the ONNX conformance tests) and it is reordered on every
+ * execution. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/dnnl_common.h"
+
+/* ---- per-thread scratch for blocked activations ------------------------------------------ */
+
+/* A session runs one node at a time on its thread, and a blocked copy is dead once run_fast
+ * returns, so one grow-only buffer per calling thread serves every convolution (and stays
+ * warm in cache) without the cross-thread races a process-wide buffer would have. */
+typedef struct scratch_buf {
+    void *p;
+    size_t n;
+} scratch_buf;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_ok;
+
+static void scratch_free(void *v)
+{
+    scratch_buf *b = v;
+    free(b->p);
+    free(b);
+}
+
+static void scratch_init(void)
+{
+    scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+static void *scratch_get(size_t n)
+{
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch_buf *b = pthread_getspecific(scratch_key);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b) return NULL;
+        if (pthread_setspecific(scratch_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->n < n) {
+        free(b->p);
+        b->p = NULL;
+        b->n = 0;
+        if (posix_memalign(&b->p, 64, n) != 0) {
+            b->p = NULL;
+            return NULL;
+        }
+        b->n = n;
+    }
+    return b->p;
+}
+
+/* ---- Conv / ConvTranspose ------------------------------------------------------------------ */
+
+/* Output tiling of the 1x1 GEMM path. Tile sizes depend on the shape only, never on the
+ * thread count, so the arithmetic is the same however many threads share the tiles. Tiles
+ * are at most 64 channels x 1024 positions, split further (down to 128 positions) until
+ * there are enough of them to keep a few threads busy, and equal-sized so they balance. */
+#define GEMM_MAX_TILE_M 64
+#define GEMM_MAX_TILE_P 1024
+#define GEMM_MIN_TILE_P 128
+#define GEMM_MIN_TILES  8
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static void gemm_tiles(int64_t n, int64_t m, int64_t p, int64_t *tile_m, int64_t *tile_p)
+{
+    const int64_t tm = ceil_div(m, GEMM_MAX_TILE_M);
+    int64_t tp = ceil_div(p, GEMM_MAX_TILE_P);
+    while (n * tm * tp < GEMM_MIN_TILES && p / (tp + 1) >= GEMM_MIN_TILE_P) tp++;
+    *tile_m = ceil_div(m, tm);
+    *tile_p = ceil_div(ceil_div(p, tp), 16) * 16; /* whole cache lines */
+    if (*tile_p > p) *tile_p = p;
+}
+
+typedef struct conv_state {
+    /* 1x1 GEMM path (prim == NULL): Y[n] = W . X[n] (+ bias) */
+    int64_t g_n, g_m, g_k, g_p, tile_m, tile_p;
+    /* convolution primitive path */
+    dnnl_primitive_t prim;
+    dnnl_primitive_t w_reorder;              /* ONNX weight layout -> the primitive's; NULL when equal */
+    dnnl_primitive_t src_reorder;            /* NCHW -> blocked input; NULL when the primitive reads NCHW */
+    dnnl_primitive_t dst_reorder;            /* blocked -> NCHW output; NULL when it writes NCHW */
+    dnnl_memory_t src, w_user, w, bias, dst; /* src/dst: the NCHW tensors */
+    dnnl_memory_t src_blk, dst_blk;          /* blocked copies (handles: the scratch) */
+    size_t src_blk_bytes, dst_blk_bytes;     /* 64-byte rounded */
+    dnnl_stream_t stream;
+    bool w_ready; /* s->w already holds the (constant) weights */
+} conv_state;
+
+void calq__conv_dnnl_release(void *state)
+{
+    conv_state *s = state;
+    if (!s) return;
+    dnnl_primitive_t prims[] = {s->prim, s->w_reorder, s->src_reorder, s->dst_reorder};
+    for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
+        if (prims[i]) dnnl_primitive_destroy(prims[i]);
+    if (s->w && s->w != s->w_user) dnnl_memory_destroy(s->w);
+    dnnl_memory_t mems[] = {s->src, s->w_user, s->bias, s->dst, s->src_blk, s->dst_blk};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    if (s->stream) dnnl_stream_destroy(s->stream);
+    free(s);
+}
+
+/* The memory descriptor of ONNX weights as oneDNN sees them. oneDNN's logical weight dims are
+ * [OC, IC, k...] (or [G, OC/G, IC/G, k...] when grouped) for both convolution and
+ * deconvolution. ONNX Conv's W [M, C/G, k...] is exactly that in plain order; ConvTranspose's
+ * W [C, M/G, k...] = [G, C/G, M/G, k...] has the two channel axes swapped. */
+static dnnl_status_t onnx_weights_md(const calq_conv_geom *g, dnnl_memory_desc_t *md, dnnl_dims_t dims, int *ndims)
+{
+    int nd = 0;
+    if (g->group > 1) dims[nd++] = g->group;
+    dims[nd++] = g->c_out / g->group;
+    dims[nd++] = g->c_in / g->group;
+    for (int i = 0; i < g->nsp; i++) dims[nd++] = g->k[i];
+    *ndims = nd;
+    if (!g->transpose) return calq__dnnl_plain_md(md, dims, nd);
+    /* Tags by (grouped, spatial rank): the first two weight axes after any group axis swap. */
+    static const dnnl_format_tag_t plain_swapped[] = {dnnl_bac, dnnl_bacd, dnnl_bacde};
+    static const dnnl_format_tag_t grouped_swapped[] = {dnnl_acbd, dnnl_acbde, dnnl_acbdef};
+    const dnnl_format_tag_t tag = g->group > 1 ? grouped_swapped[g->nsp - 1] : plain_swapped[g->nsp - 1];
+    return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, tag);
+}
+
+/* Channel-blocked-by-16 activation tags for 1-D, 2-D, 3-D. */
+static const dnnl_format_tag_t blocked_tags[] = {dnnl_aBc16b, dnnl_aBcd16b, dnnl_aBcde16b};
+
+typedef struct conv_descs {
+    dnnl_dims_t sdims, ddims, wdims, bdims, strides, dil, pad_l, pad_r;
+    int nd, wnd;
+    dnnl_memory_desc_t src_plain, dst_plain, bias, w_user, w_any;
+} conv_descs;
+
+/* A primitive descriptor with src/dst in the given layouts (weights: oneDNN's choice), or
+ * NULL if oneDNN cannot build one with a direct (non-GEMM, non-reference) implementation. */
+static dnnl_primitive_desc_t try_pd(const calq_conv_geom *g, conv_descs *d, dnnl_format_tag_t stag,
+                                    dnnl_format_tag_t dtag)
+{
+    dnnl_engine_t eng = calq__dnnl_engine();
+    dnnl_memory_desc_t smd, dmd;
+    if (dnnl_memory_desc_init_by_tag(&smd, d->nd, d->sdims, dnnl_f32, stag) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dmd, d->nd, d->ddims, dnnl_f32, dtag) != dnnl_success)
+        return NULL;
+    const dnnl_memory_desc_t *bmd = g->has_bias ? &d->bias : NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st;
+    if (!g->transpose) {
+        dnnl_convolution_desc_t cd;
+        st = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd,
+                                                        &d->w_any, bmd, &dmd, d->strides, d->dil, d->pad_l, d->pad_r);
+        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL);
+    } else {
+        dnnl_deconvolution_desc_t cd;
+        st = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_deconvolution_direct, &smd,
+                                                          &d->w_any, bmd, &dmd, d->strides, d->dil, d->pad_l, d->pad_r);
+        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL);
+    }
+    if (st != dnnl_success) return NULL;
+    const char *impl = NULL;
+    /* See the top of the file: GEMM-based implementations ("gemm:jit", "x64:gemm:jit") are
+     * not deterministic across thread counts, and "ref" is slower than calq's own loops. */
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+        strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm:") != NULL) {
+        dnnl_primitive_desc_destroy(pd);
+        return NULL;
+    }
+    return pd;
+}
+
+/* For calls that should not fail once a primitive descriptor exists (allocation): report. */
+#define TRY_OR_FAIL(call)                                                                                              \
+    do {                                                                                                               \
+        dnnl_status_t ds_ = (call);                                                                                    \
+        if (ds_ != dnnl_success) {                                                                                     \
+            st = calq__dnnl_check(c, ds_, #call);                                                                      \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static dnnl_status_t make_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+{
+    dnnl_engine_t eng = calq__dnnl_engine();
+    dnnl_primitive_desc_t rpd;
+    dnnl_status_t ds = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
+    if (ds != dnnl_success) return ds;
+    ds = dnnl_primitive_create(r, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    return ds;
+}
+
+static size_t round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* A 1-D convolution as a 2-D one of height 1: oneDNN's direct kernels for depthwise
+ * convolutions exist only in 2-D, and the memory layouts are identical. */
+static void promote_1d(calq_conv_geom *g)
+{
+    if (g->nsp != 1) return;
+    int64_t *v[] = {g->in, g->out, g->k, g->stride, g->dil, g->pad_b, g->pad_e, g->out_pad};
+    static const int64_t unit[] = {1, 1, 1, 1, 1, 0, 0, 0};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        v[i][1] = v[i][0];
+        v[i][0] = unit[i];
+    }
+    g->nsp = 2;
+}
+
+static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
+{
+    c->state = NULL;
+    calq_conv_geom g;
+    CALQ_TRY(calq__conv_geom(c, transpose, &g));
+    promote_1d(&g);
+    dnnl_engine_t eng = calq__dnnl_engine();
+    if (!eng || g.n == 0) return CALQ_OK; /* no engine / empty batch: the reference kernel copes */
+
+    conv_descs d;
+    d.nd = 2 + g.nsp;
+    d.sdims[0] = d.ddims[0] = g.n;
+    d.sdims[1] = g.c_in;
+    d.ddims[1] = g.c_out;
+    d.bdims[0] = g.c_out;
+    bool gemm = !transpose && g.group == 1;
+    for (int i = 0; i < g.nsp; i++) {
+        d.sdims[2 + i] = g.in[i];
+        d.ddims[2 + i] = g.out[i];
+        d.strides[i] = g.stride[i];
+        d.dil[i] = g.dil[i] - 1; /* oneDNN counts the gaps between taps: ONNX dilation 1 is 0 */
+        d.pad_l[i] = g.pad_b[i];
+        /* ONNX output_padding extends the output at the end, which for oneDNN's deconvolution
+         * is right padding reduced by the same amount. */
+        d.pad_r[i] = g.pad_e[i] - g.out_pad[i];
+        /* oneDNN has no negative padding: such (rare) ConvTransposes use the reference. */
+        if (d.pad_l[i] < 0 || d.pad_r[i] < 0) return CALQ_OK;
+        if (g.k[i] != 1 || g.stride[i] != 1 || g.pad_b[i] != 0 || g.pad_e[i] != 0) gemm = false;
+    }
+    if (calq__dnnl_plain_md(&d.src_plain, d.sdims, d.nd) != dnnl_success ||
+        calq__dnnl_plain_md(&d.dst_plain, d.ddims, d.nd) != dnnl_success ||
+        calq__dnnl_plain_md(&d.bias, d.bdims, 1) != dnnl_success ||
+        onnx_weights_md(&g, &d.w_user, d.wdims, &d.wnd) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&d.w_any, d.wnd, d.wdims, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
+        return CALQ_OK;
+
+    if (gemm) {
+        conv_state *s = calloc(1, sizeof *s);
+        if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the 1x1 convolution");
+        s->g_n = g.n;
+        s->g_m = g.c_out;
+        s->g_k = g.c_in;
+        s->g_p = 1;
+        for (int i = 0; i < g.nsp; i++) s->g_p *= g.out[i];
+        gemm_tiles(s->g_n, s->g_m, s->g_p, &s->tile_m, &s->tile_p);
+        c->state = s;
+        return CALQ_OK;
+    }
+
+    /* A convolution with few input channels per group (a network's first layer) reads NCHW
+     * directly into a blocked output, which oneDNN's blocked kernels support, saving the
+     * input conversion. */
+    static const dnnl_format_tag_t plain_tags[] = {dnnl_abc, dnnl_abcd, dnnl_abcde};
+    const dnnl_format_tag_t ptag = plain_tags[g.nsp - 1], btag = blocked_tags[g.nsp - 1];
+    const bool narrow_in = g.group == 1 && g.c_in < 16;
+    dnnl_primitive_desc_t pd = try_pd(&g, &d, narrow_in ? ptag : btag, btag);
+    if (!pd && narrow_in) pd = try_pd(&g, &d, btag, btag);
+    if (!pd) return CALQ_OK;
+
+    calq_status st = CALQ_OK;
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        dnnl_primitive_desc_destroy(pd);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the oneDNN convolution");
+    }
+    TRY_OR_FAIL(dnnl_primitive_create(&s->prim, pd));
+    const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *s_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *o_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    TRY_OR_FAIL(dnnl_memory_create(&s->src, &d.src_plain, eng, DNNL_MEMORY_NONE));
+    TRY_OR_FAIL(dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
+    if (!dnnl_memory_desc_equal(s_md, &d.src_plain)) {
+        TRY_OR_FAIL(dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
+        TRY_OR_FAIL(make_reorder(&s->src_reorder, &d.src_plain, s_md));
+        s->src_blk_bytes = round64(dnnl_memory_desc_get_size(s_md));
+    }
+    if (!dnnl_memory_desc_equal(o_md, &d.dst_plain)) {
+        TRY_OR_FAIL(dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
+        TRY_OR_FAIL(make_reorder(&s->dst_reorder, o_md, &d.dst_plain));
+        s->dst_blk_bytes = round64(dnnl_memory_desc_get_size(o_md));
+    }
+    if (g.has_bias) TRY_OR_FAIL(dnnl_memory_create(&s->bias, &d.bias, eng, DNNL_MEMORY_NONE));
+    TRY_OR_FAIL(dnnl_memory_create(&s->w_user, &d.w_user, eng, DNNL_MEMORY_NONE));
+    if (dnnl_memory_desc_equal(w_md, &d.w_user)) {
+        s->w = s->w_user;
+    } else {
+        TRY_OR_FAIL(dnnl_memory_create(&s->w, w_md, eng, DNNL_MEMORY_ALLOCATE));
+        TRY_OR_FAIL(make_reorder(&s->w_reorder, &d.w_user, w_md));
+    }
+    TRY_OR_FAIL(dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags));
+    if ((c->const_inputs & 2u) && c->in[1]->data) {
+        TRY_OR_FAIL(dnnl_memory_set_data_handle(s->w_user, c->in[1]->data));
+        if (s->w_reorder) {
+            dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->w_user}, {DNNL_ARG_TO, s->w}};
+            TRY_OR_FAIL(dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs));
+            TRY_OR_FAIL(dnnl_stream_wait(s->stream));
+        }
+        s->w_ready = true;
+    }
+    c->state = s;
+    s = NULL;
+out:
+    dnnl_primitive_desc_destroy(pd);
+    calq__conv_dnnl_release(s);
+    return st;
+}
+
+calq_status calq__conv_dnnl_prepare(calq_op_ctx *c)
+{
+    return conv_prepare(c, false);
+}
+calq_status calq__convtranspose_dnnl_prepare(calq_op_ctx *c)
+{
+    return conv_prepare(c, true);
+}
+
+/* The 1x1 path: tiles of (image, output-channel block, position block), each one bias fill
+ * plus one single-threaded sgemm. */
+static calq_status gemm_run(calq_op_ctx *c, const conv_state *s)
+{
+    const float *x = c->in[0]->data, *w = c->in[1]->data;
+    const float *b = c->n_in > 2 && c->in[2] ? c->in[2]->data : NULL;
+    float *y = c->out[0]->data;
+    const int64_t N = s->g_n, M = s->g_m, K = s->g_k, P = s->g_p;
+    const int64_t TM = s->tile_m, TP = s->tile_p, tm = ceil_div(M, TM), tp = ceil_div(P, TP);
+    int failed = 0;
+#pragma omp parallel for collapse(3) schedule(static) reduction(| : failed)
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t im = 0; im < tm; im++) {
+            for (int64_t ip = 0; ip < tp; ip++) {
+                const int64_t m0 = im * TM, p0 = ip * TP;
+                const int64_t ml = M - m0 < TM ? M - m0 : TM, pl = P - p0 < TP ? P - p0 : TP;
+                float *yt = y + (n * M + m0) * P + p0;
+                if (b)
+                    for (int64_t i = 0; i < ml; i++)
+                        for (int64_t j = 0; j < pl; j++) yt[i * P + j] = b[m0 + i];
+                if (dnnl_sgemm('N', 'N', ml, pl, K, 1.0f, w + m0 * K, K, x + n * K * P + p0, P, b ? 1.0f : 0.0f, yt,
+                               P) != dnnl_success)
+                    failed = 1;
+            }
+        }
+    }
+    if (failed) return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
+    return CALQ_OK;
+}
+
+calq_status calq__conv_dnnl_run(calq_op_ctx *c)
+{
+    conv_state *s = c->state;
+    if (!s->prim) return gemm_run(c, s);
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src, c->in[0]->data));
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst, c->out[0]->data));
+    if (s->src_blk || s->dst_blk) {
+        char *scratch = scratch_get(s->src_blk_bytes + s->dst_blk_bytes);
+        if (!scratch) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the convolution's scratch");
+        if (s->src_blk) CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src_blk, scratch));
+        if (s->dst_blk) CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst_blk, scratch + s->src_blk_bytes));
+    }
+    if (!s->w_ready) {
+        CALQ_DNNL(c, dnnl_memory_set_data_handle(s->w_user, c->in[1]->data));
+        if (s->w_reorder) {
+            dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->w_user}, {DNNL_ARG_TO, s->w}};
+            CALQ_DNNL(c, dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs));
+        }
+    }
+    if (s->src_reorder) {
+        dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->src}, {DNNL_ARG_TO, s->src_blk}};
+        CALQ_DNNL(c, dnnl_primitive_execute(s->src_reorder, s->stream, 2, rargs));
+    }
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->src_blk ? s->src_blk : s->src},
+                               {DNNL_ARG_WEIGHTS, s->w},
+                               {DNNL_ARG_DST, s->dst_blk ? s->dst_blk : s->dst}};
+    int nargs = 3;
+    if (s->bias) {
+        CALQ_DNNL(c, dnnl_memory_set_data_handle(s->bias, c->in[2]->data));
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->bias};
+    }
+    CALQ_DNNL(c, dnnl_primitive_execute(s->prim, s->stream, nargs, args));
+    if (s->dst_reorder) {
+        dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->dst_blk}, {DNNL_ARG_TO, s->dst}};
+        CALQ_DNNL(c, dnnl_primitive_execute(s->dst_reorder, s->stream, 2, rargs));
+    }
+    CALQ_DNNL(c, dnnl_stream_wait(s->stream));
+    return CALQ_OK;
+}

@@ -1,0 +1,43 @@
+/* The oneDNN fast path shared by Gemm and MatMul (float32 only).
+ *
+ * A plan covers `batch` independent products Y_b = alpha * op(A_b) * op(B_b) (+ beta * Y_b),
+ * each MxK by KxN, with plain (possibly transposed) row-major operands. Nothing about the
+ * data is cached: every run reads A and B afresh, so B may be a graph input that changes
+ * between runs.
+ *
+ * Determinism: oneDNN's own threading may split the K reduction across threads (its jit gemm
+ * does so on AVX2-only CPUs), which makes results depend on the thread count. The plan
+ * therefore cuts Y into fixed blocks chosen from the shape alone and runs one single-threaded
+ * oneDNN product per block inside calq's own parallel loop: each output element is computed
+ * by the same kernel in the same order whatever the number of threads. */
+#ifndef CALQ_EXEC_GEMM_DNNL_H
+#define CALQ_EXEC_GEMM_DNNL_H
+
+#include <stdbool.h>
+
+#include "exec/op.h"
+
+typedef struct calq_mm_desc {
+    int64_t M, N, K;
+    bool trans_a; /* A is stored KxM */
+    bool trans_b; /* B is stored NxK */
+    float alpha;
+    bool accumulate; /* Y = alpha*A*B + beta*Y (Y pre-filled by the caller) */
+    float beta;
+    /* Batch: `nb` output batch dims; a_bs/b_bs are the element offsets of A and B per step
+     * of each batch dim (0 where that operand is broadcast). Y's batches are contiguous. */
+    int nb;
+    int64_t bdims[CALQ_MAX_DIMS];
+    int64_t a_bs[CALQ_MAX_DIMS];
+    int64_t b_bs[CALQ_MAX_DIMS];
+} calq_mm_desc;
+
+typedef struct calq_mm_dnnl calq_mm_dnnl;
+
+/* Builds a plan. *out is NULL (and CALQ_OK returned) when oneDNN cannot serve the shape
+ * well: the caller then declines the fast path. */
+calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_dnnl **out);
+calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float *a, const float *b, float *y);
+void calq__mm_dnnl_free(calq_mm_dnnl *p);
+
+#endif

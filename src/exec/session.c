@@ -1,0 +1,207 @@
+/* calq_session: plans a model for the current input shapes (re-planning when they change),
+ * runs it, and hands every produced tensor to the observer. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tensor.h"
+#include "exec/plan.h"
+#include "frontend/model.h"
+
+struct calq_session {
+    calq_model *m;
+    calq_session_opts opts;
+    calq_plan *plan;
+    calq_observer_fn observer;
+    void *observer_user;
+    bool *observed; /* per value; NULL = all */
+    calq_tensor *outputs;
+    void **output_copies; /* outputs that are graph inputs are copied (user data is borrowed) */
+};
+
+calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, calq_session **out, calq_error *err)
+{
+    *out = NULL;
+    if (!m) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model");
+    calq_session *s = calloc(1, sizeof *s);
+    if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    s->m = m;
+    s->opts.n_threads = 0;
+    s->opts.use_fast = 1;
+    if (opts) s->opts = *opts;
+    s->outputs = calloc((size_t)m->g->n_outputs + 1, sizeof *s->outputs);
+    s->output_copies = calloc((size_t)m->g->n_outputs + 1, sizeof *s->output_copies);
+    if (!s->outputs || !s->output_copies) {
+        calq_session_free(s);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    *out = s;
+    return CALQ_OK;
+}
+
+void calq_session_free(calq_session *s)
+{
+    if (!s) return;
+    calq__plan_free(s->plan);
+    free(s->observed);
+    if (s->output_copies)
+        for (int i = 0; i < s->m->g->n_outputs; i++) free(s->output_copies[i]);
+    free(s->output_copies);
+    free(s->outputs);
+    free(s);
+}
+
+calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void *user, const char *const *names, int n,
+                                      calq_error *err)
+{
+    const calq_graph *g = s->m->g;
+    bool *obs = NULL;
+    if (n > 0) {
+        obs = calloc((size_t)g->n_values + 1, sizeof *obs);
+        if (!obs) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        for (int i = 0; i < n; i++) {
+            int v = calq__graph_find(g, names[i]);
+            if (v < 0) {
+                free(obs);
+                return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", names[i]);
+            }
+            obs[v] = true;
+        }
+    }
+    free(s->observed);
+    s->observed = obs;
+    s->observer = fn;
+    s->observer_user = user;
+    return CALQ_OK;
+}
+
+/* Checks user inputs against the model's declared inputs. */
+static calq_status check_inputs(const calq_graph *g, const calq_tensor *inputs, int n, calq_error *err)
+{
+    if (n != g->n_inputs)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has %d inputs, %d were given", g->n_inputs, n);
+    for (int i = 0; i < n; i++) {
+        const calq_value *v = &g->values[g->inputs[i]];
+        const calq_tensor *t = &inputs[i];
+        char want[160], got[160];
+        if (t->dtype != v->dtype)
+            return calq__fail(err, CALQ_ERR_SHAPE, NULL, "input '%s' must be %s, got %s", v->name,
+                              calq_dtype_name(v->dtype), calq_dtype_name(t->dtype));
+        if (t->ndim < 0 || t->ndim > CALQ_MAX_DIMS || calq_tensor_numel(t) < 0)
+            return calq__fail(err, CALQ_ERR_SHAPE, NULL, "input '%s' has an invalid shape", v->name);
+        if (!t->data && calq_tensor_numel(t) > 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "input '%s' has no data", v->name);
+        bool ok = v->ndim < 0 || v->ndim == t->ndim;
+        for (int d = 0; ok && v->ndim >= 0 && d < v->ndim; d++)
+            if (v->dims[d] >= 0 && v->dims[d] != t->dims[d]) ok = false;
+        if (!ok)
+            return calq__fail(err, CALQ_ERR_SHAPE, NULL,
+                              "input '%s' must be %s, got %s (set the shape with --input-shape %s:... when the model "
+                              "allows others)",
+                              v->name, calq__shape_str(v->dims, v->ndim, want, sizeof want),
+                              calq__shape_str(t->dims, t->ndim, got, sizeof got), v->name);
+    }
+    return CALQ_OK;
+}
+
+static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n, calq_error *err)
+{
+    if (s->plan && calq__plan_matches(s->plan, inputs, n)) return CALQ_OK;
+    calq__plan_free(s->plan);
+    s->plan = NULL;
+    return calq__plan_build(s->m->g, inputs, n, s->opts.use_fast != 0, &s->plan, err);
+}
+
+static calq_status observe(calq_session *s, int v, calq_error *err)
+{
+    if (!s->observer || (s->observed && !s->observed[v])) return CALQ_OK;
+    const calq_value *val = &s->m->g->values[v];
+    if (s->observer(s->observer_user, val->name, &s->plan->vals[v].t) != 0) {
+        if (err && err->status == CALQ_OK)
+            calq__fail(err, CALQ_ERR_GENERIC, NULL, "the run was stopped by its observer at tensor '%s'", val->name);
+        return err ? err->status : CALQ_ERR_GENERIC;
+    }
+    return CALQ_OK;
+}
+
+calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    const calq_graph *g = s->m->g;
+    CALQ_TRY(check_inputs(g, inputs, n_inputs, err));
+    if (s->opts.n_threads > 0) omp_set_num_threads(s->opts.n_threads);
+    CALQ_TRY(ensure_plan(s, inputs, n_inputs, err));
+    calq_plan *p = s->plan;
+    for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = inputs[i].data;
+    if (err) err->status = CALQ_OK;
+    for (int i = 0; i < n_inputs; i++) CALQ_TRY(observe(s, g->inputs[i], err));
+    for (int st = 0; st < p->n_steps; st++) {
+        CALQ_TRY(calq__plan_run_step(p, st, err));
+        const calq_node *n = &g->nodes[p->steps[st].node];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) CALQ_TRY(observe(s, n->outputs[k], err));
+        calq__plan_release_after(p, st);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const calq_plan_value *pv = &p->vals[g->outputs[i]];
+        s->outputs[i] = pv->t;
+        if (pv->kind == CALQ_PV_INPUT) {
+            size_t nb = calq__tensor_nbytes(&pv->t);
+            void *copy = realloc(s->output_copies[i], nb ? nb : 1);
+            if (!copy) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+            if (nb) memcpy(copy, pv->t.data, nb);
+            s->output_copies[i] = copy;
+            s->outputs[i].data = copy;
+        }
+    }
+    for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = NULL;
+    return CALQ_OK;
+}
+
+calq_status calq_session_output(const calq_session *s, int i, const calq_tensor **out)
+{
+    if (!s->plan || i < 0 || i >= s->m->g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
+    *out = &s->outputs[i];
+    return CALQ_OK;
+}
+
+calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err)
+{
+    const calq_graph *g = s->m->g;
+    int v = calq__graph_find(g, name);
+    if (v < 0) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", name);
+    if (!s->plan) {
+        calq_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins);
+        if (!ins) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        for (int i = 0; i < g->n_inputs; i++) {
+            const calq_value *iv = &g->values[g->inputs[i]];
+            char shape[160];
+            if (iv->ndim < 0 || calq__shape_numel(iv->dims, iv->ndim) < 0) {
+                free(ins);
+                return calq__fail(
+                    err, CALQ_ERR_SHAPE, NULL, "input '%s' has dynamic dims (%s); give them with --input-shape %s:...",
+                    iv->name, calq__shape_str(iv->dims, iv->ndim < 0 ? 0 : iv->ndim, shape, sizeof shape), iv->name);
+            }
+            calq__set_shape(&ins[i], iv->dtype, iv->dims, iv->ndim);
+        }
+        calq_status st = calq__plan_build(g, ins, g->n_inputs, false, &s->plan, err);
+        free(ins);
+        CALQ_TRY(st);
+    }
+    const calq_plan_value *pv = &s->plan->vals[v];
+    memset(out, 0, sizeof *out);
+    out->name = g->values[v].name;
+    out->dtype = pv->t.dtype;
+    if (pv->kind == CALQ_PV_DYNAMIC || pv->kind == CALQ_PV_NONE) {
+        out->ndim = -1;
+    } else {
+        out->ndim = pv->t.ndim;
+        memcpy(out->dims, pv->t.dims, sizeof out->dims);
+    }
+    return CALQ_OK;
+}
+
+void calq_session_memory(const calq_session *s, size_t *arena_bytes, size_t *sum_bytes)
+{
+    *arena_bytes = s->plan ? s->plan->arena_bytes : 0;
+    *sum_bytes = s->plan ? s->plan->sum_bytes : 0;
+}

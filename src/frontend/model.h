@@ -1,0 +1,20 @@
+/* The loaded model: calq's IR plus a handle on the original file, which save patches. */
+#ifndef CALQ_FRONTEND_MODEL_H
+#define CALQ_FRONTEND_MODEL_H
+
+#include "graph/graph.h"
+
+typedef enum calq_model_format { CALQ_FORMAT_ONNX = 1, CALQ_FORMAT_CAFFE = 2 } calq_model_format;
+
+struct calq_model {
+    calq_graph *g;
+    calq_model_format format;
+    char *path;     /* the model file, or NULL when loaded from a buffer */
+    char *base_dir; /* folder for external data */
+    void *onnx;     /* Onnx__ModelProto* (owned), kept for save */
+};
+
+/* Builds m->g from the ONNX ModelProto in m->onnx. */
+calq_status calq__onnx_import(struct calq_model *m, calq_error *err);
+
+#endif

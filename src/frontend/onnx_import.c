@@ -1,0 +1,356 @@
+/* ONNX ModelProto -> calq IR. Weights held in initializers or in Constant nodes both become
+ * constant values; initializers listed among the graph inputs (IR 3 models) are constants,
+ * not user inputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/tensor.h"
+#include "exec/op.h"
+#include "frontend/model.h"
+#include "frontend/onnx_tensor.h"
+
+#define CALQ_MIN_OPSET 1
+#define CALQ_MAX_OPSET 17
+
+static calq_status value_info_shape(calq_graph *g, int v, const Onnx__ValueInfoProto *vi)
+{
+    calq_value *val = &g->values[v];
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return CALQ_OK;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type) val->dtype = calq__onnx_dtype(tt->elem_type);
+    if (tt->shape && tt->shape->n_dim <= CALQ_MAX_DIMS) {
+        val->ndim = (int)tt->shape->n_dim;
+        for (size_t d = 0; d < tt->shape->n_dim; d++) {
+            const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+            val->dims[d] =
+                dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0
+                    ? dim->dim_value
+                    : -1;
+        }
+    }
+    return CALQ_OK;
+}
+
+static calq_status copy_attr(calq_graph *g, int ni, const Onnx__AttributeProto *a, const char *base_dir,
+                             calq_error *err)
+{
+    const char *nodename = g->nodes[ni].name;
+    calq_attr_type type;
+    switch (a->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: type = CALQ_ATTR_FLOAT; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: type = CALQ_ATTR_INT; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: type = CALQ_ATTR_STRING; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: type = CALQ_ATTR_TENSOR; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: type = CALQ_ATTR_FLOATS; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: type = CALQ_ATTR_INTS; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: type = CALQ_ATTR_STRINGS; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED:
+        /* IR < 3 writers leave `type` unset; infer it from the field that is present. */
+        type = a->has_f       ? CALQ_ATTR_FLOAT
+               : a->has_i     ? CALQ_ATTR_INT
+               : a->has_s     ? CALQ_ATTR_STRING
+               : a->t         ? CALQ_ATTR_TENSOR
+               : a->n_floats  ? CALQ_ATTR_FLOATS
+               : a->n_ints    ? CALQ_ATTR_INTS
+               : a->n_strings ? CALQ_ATTR_STRINGS
+                              : CALQ_ATTR_OTHER;
+        break;
+    default: type = CALQ_ATTR_OTHER; break;
+    }
+    calq_attr *ca = calq__node_add_attr(g, ni, a->name ? a->name : "", type);
+    if (!ca) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+    switch (type) {
+    case CALQ_ATTR_FLOAT: ca->f = a->f; break;
+    case CALQ_ATTR_INT: ca->i = a->i; break;
+    case CALQ_ATTR_STRING:
+        ca->s = malloc(a->s.len + 1);
+        if (!ca->s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        if (a->s.len) memcpy(ca->s, a->s.data, a->s.len);
+        ca->s[a->s.len] = 0;
+        break;
+    case CALQ_ATTR_FLOATS:
+        ca->n = (int)a->n_floats;
+        ca->floats = malloc(sizeof(float) * (a->n_floats + 1));
+        if (!ca->floats) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        if (a->n_floats) memcpy(ca->floats, a->floats, sizeof(float) * a->n_floats);
+        break;
+    case CALQ_ATTR_INTS:
+        ca->n = (int)a->n_ints;
+        ca->ints = malloc(sizeof(int64_t) * (a->n_ints + 1));
+        if (!ca->ints) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        if (a->n_ints) memcpy(ca->ints, a->ints, sizeof(int64_t) * a->n_ints);
+        break;
+    case CALQ_ATTR_STRINGS:
+        ca->strings = calloc(a->n_strings + 1, sizeof(char *));
+        if (!ca->strings) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        ca->n = (int)a->n_strings;
+        for (size_t i = 0; i < a->n_strings; i++) {
+            ca->strings[i] = malloc(a->strings[i].len + 1);
+            if (!ca->strings[i]) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+            if (a->strings[i].len) memcpy(ca->strings[i], a->strings[i].data, a->strings[i].len);
+            ca->strings[i][a->strings[i].len] = 0;
+        }
+        break;
+    case CALQ_ATTR_TENSOR:
+        if (!a->t)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, nodename,
+                              "node '%s': attribute '%s' is a TENSOR without a tensor", nodename, ca->name);
+        ca->t = calloc(1, sizeof(calq_tensor));
+        if (!ca->t) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        if (calq__onnx_tensor_load(a->t, base_dir, ca->t, err) != CALQ_OK)
+            return calq__prefix(err, "node '%s', attribute '%s'", nodename, ca->name);
+        break;
+    case CALQ_ATTR_OTHER: break;
+    }
+    return CALQ_OK;
+}
+
+/* A Constant node's value as a tensor (the forms of opsets 1-17). Returns NULL with *err set
+ * when the node has a form calq cannot turn into a constant. */
+static calq_status constant_value(const calq_node *n, calq_tensor *out, calq_error *err)
+{
+    const calq_attr *a = calq__attr(n, "value");
+    memset(out, 0, sizeof *out);
+    if (a && a->type == CALQ_ATTR_TENSOR) return calq__tensor_clone(out, a->t, err);
+    if ((a = calq__attr(n, "value_float")) && a->type == CALQ_ATTR_FLOAT) {
+        out->dtype = CALQ_DTYPE_FLOAT32;
+        CALQ_TRY(calq__tensor_alloc(out, err));
+        *(float *)out->data = a->f;
+        return CALQ_OK;
+    }
+    if ((a = calq__attr(n, "value_int")) && a->type == CALQ_ATTR_INT) {
+        out->dtype = CALQ_DTYPE_INT64;
+        CALQ_TRY(calq__tensor_alloc(out, err));
+        *(int64_t *)out->data = a->i;
+        return CALQ_OK;
+    }
+    if ((a = calq__attr(n, "value_floats")) && a->type == CALQ_ATTR_FLOATS) {
+        out->dtype = CALQ_DTYPE_FLOAT32;
+        out->ndim = 1;
+        out->dims[0] = a->n;
+        CALQ_TRY(calq__tensor_alloc(out, err));
+        if (a->n) memcpy(out->data, a->floats, sizeof(float) * (size_t)a->n);
+        return CALQ_OK;
+    }
+    if ((a = calq__attr(n, "value_ints")) && a->type == CALQ_ATTR_INTS) {
+        out->dtype = CALQ_DTYPE_INT64;
+        out->ndim = 1;
+        out->dims[0] = a->n;
+        CALQ_TRY(calq__tensor_alloc(out, err));
+        if (a->n) memcpy(out->data, a->ints, sizeof(int64_t) * (size_t)a->n);
+        return CALQ_OK;
+    }
+    return calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name,
+                      "Constant node '%s' has no value calq can read (sparse and string constants are not supported)",
+                      n->name);
+}
+
+static bool is_constant_node(const calq_node *n)
+{
+    return strcmp(n->op_type, "Constant") == 0 && !n->domain[0] && n->n_outputs == 1 && n->outputs[0] >= 0;
+}
+
+static int find_opset(const Onnx__ModelProto *mp, const char *domain)
+{
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        const char *d = o->domain ? o->domain : "";
+        if (strcmp(d, domain) == 0 || (!domain[0] && strcmp(d, "ai.onnx") == 0)) return (int)o->version;
+    }
+    return -1;
+}
+
+/* One message listing every unsupported op type with the nodes using it. */
+static calq_status check_supported(calq_graph *g, calq_error *err)
+{
+    char msg[CALQ_ERROR_MESSAGE_MAX];
+    size_t at = 0;
+    int n_types = 0;
+    char *seen = calloc((size_t)g->n_nodes + 1, 1);
+    if (!seen) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (seen[i] || calq__op_find(g->nodes[i].domain, g->nodes[i].op_type)) continue;
+        const char *dom = g->nodes[i].domain;
+        at +=
+            (size_t)snprintf(msg + at, at < sizeof msg ? sizeof msg - at : 0, "%s  %s%s%s (nodes:", n_types ? "\n" : "",
+                             dom[0] ? dom : "", dom[0] ? "::" : "", g->nodes[i].op_type);
+        int listed = 0;
+        for (int j = i; j < g->n_nodes; j++) {
+            if (strcmp(g->nodes[j].op_type, g->nodes[i].op_type) != 0 || strcmp(g->nodes[j].domain, dom) != 0) continue;
+            seen[j] = 1;
+            if (listed < 8 && at < sizeof msg)
+                at += (size_t)snprintf(msg + at, sizeof msg - at, " %s", g->nodes[j].name);
+            else if (listed == 8 && at < sizeof msg)
+                at += (size_t)snprintf(msg + at, sizeof msg - at, " ...");
+            listed++;
+        }
+        if (at < sizeof msg) at += (size_t)snprintf(msg + at, sizeof msg - at, ")");
+        n_types++;
+    }
+    free(seen);
+    if (!n_types) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                      "the model uses %d operator type%s calq does not implement:\n%s\nSee docs/operators.md for the "
+                      "supported set.",
+                      n_types, n_types == 1 ? "" : "s", msg);
+}
+
+calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
+{
+    const Onnx__ModelProto *mp = m->onnx;
+    if (!mp->graph) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "the model has no graph");
+    const Onnx__GraphProto *gp = mp->graph;
+    int opset = find_opset(mp, "");
+    if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
+    if (opset > CALQ_MAX_OPSET)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                          "the model uses ONNX opset %d; calq supports opsets 7 to %d. Re-export with opset %d or "
+                          "lower (e.g. torch.onnx.export(..., opset_version=%d)).",
+                          opset, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
+    calq_graph *g = calq__graph_new();
+    if (!g) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    m->g = g;
+    g->opset = opset;
+
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->name || !tp->name[0]) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "an initializer has no name");
+        int v = calq__graph_value(g, tp->name);
+        if (v < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        if (g->values[v].constant)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "initializer '%s' is defined twice", tp->name);
+        calq_tensor *t = calloc(1, sizeof *t);
+        if (!t) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        if (calq__onnx_tensor_load(tp, m->base_dir, t, err) != CALQ_OK) {
+            free(t);
+            return err ? err->status : CALQ_ERR_BAD_FORMAT;
+        }
+        g->values[v].constant = t;
+        g->values[v].dtype = t->dtype;
+        g->values[v].ndim = t->ndim;
+        memcpy(g->values[v].dims, t->dims, sizeof t->dims);
+    }
+
+    int *ins = malloc(sizeof(int) * (gp->n_input + 1));
+    if (!ins) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    int n_ins = 0;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !vi->name[0]) {
+            free(ins);
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph input %zu has no name", i);
+        }
+        int v = calq__graph_value(g, vi->name);
+        if (v < 0) {
+            free(ins);
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        }
+        if (g->values[v].constant) continue; /* an initializer listed as input (IR 3) */
+        value_info_shape(g, v, vi);
+        if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED) {
+            free(ins);
+            return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                              "graph input '%s' is not a tensor of a type calq supports", vi->name);
+        }
+        g->values[v].is_input = true;
+        ins[n_ins++] = v;
+    }
+    g->inputs = ins;
+    g->n_inputs = n_ins;
+
+    for (size_t i = 0; i < gp->n_value_info; i++)
+        if (gp->value_info[i]->name) {
+            int v = calq__graph_value(g, gp->value_info[i]->name);
+            if (v >= 0 && !g->values[v].constant && !g->values[v].is_input) value_info_shape(g, v, gp->value_info[i]);
+        }
+
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        if (!np->op_type || !np->op_type[0])
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "node %zu has no op_type", i);
+        char fallback[96];
+        snprintf(fallback, sizeof fallback, "%s_%zu", np->op_type, i);
+        const char *name = np->name && np->name[0] ? np->name : fallback;
+        int *io = malloc(sizeof(int) * (np->n_input + np->n_output + 1));
+        if (!io) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory");
+        for (size_t k = 0; k < np->n_input; k++)
+            io[k] = np->input[k] && np->input[k][0] ? calq__graph_value(g, np->input[k]) : -1;
+        for (size_t k = 0; k < np->n_output; k++)
+            io[np->n_input + k] = np->output[k] && np->output[k][0] ? calq__graph_value(g, np->output[k]) : -1;
+        const char *domain = np->domain ? np->domain : "";
+        int ni = calq__graph_add_node(g, name, np->op_type, strcmp(domain, "ai.onnx") == 0 ? "" : domain, io,
+                                      (int)np->n_input, io + np->n_input, (int)np->n_output);
+        free(io);
+        if (ni < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory");
+        g->nodes[ni].src_index = (int)i;
+        g->nodes[ni].opset = domain[0] && strcmp(domain, "ai.onnx") != 0 ? find_opset(mp, domain) : opset;
+        for (size_t k = 0; k < np->n_attribute; k++) CALQ_TRY(copy_attr(g, ni, np->attribute[k], m->base_dir, err));
+    }
+
+    int *outs = malloc(sizeof(int) * (gp->n_output + 1));
+    if (!outs) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    g->outputs = outs;
+    for (size_t i = 0; i < gp->n_output; i++) {
+        if (!gp->output[i]->name || !gp->output[i]->name[0])
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph output %zu has no name", i);
+        int v = calq__graph_value(g, gp->output[i]->name);
+        if (v < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        g->values[v].is_output = true;
+        outs[g->n_outputs++] = v;
+    }
+
+    /* Constant nodes become constant values: weights in Constant nodes are then weights like
+     * initializers (some exporters store every weight that way). Two passes, so that a failure
+     * in the first leaves every node intact for calq__graph_free. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        calq_node *n = &g->nodes[i];
+        if (!is_constant_node(n)) continue;
+        calq_value *val = &g->values[n->outputs[0]];
+        if (val->constant || val->is_input)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, n->name, "tensor '%s' is produced twice", val->name);
+        calq_tensor *t = calloc(1, sizeof *t);
+        if (!t) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        calq_status s = constant_value(n, t, err);
+        if (s != CALQ_OK) {
+            free(t);
+            return s;
+        }
+        val->constant = t;
+        val->dtype = t->dtype;
+        val->ndim = t->ndim;
+        memcpy(val->dims, t->dims, sizeof t->dims);
+    }
+    int kept = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (is_constant_node(&g->nodes[i]))
+            calq__node_release(&g->nodes[i]);
+        else
+            g->nodes[kept++] = g->nodes[i];
+    }
+    g->n_nodes = kept;
+
+    CALQ_TRY(check_supported(g, err));
+    CALQ_TRY(calq__graph_toposort(g, err));
+
+    /* Every node input must be produced, fed, or constant. */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+            int v = g->nodes[i].inputs[k];
+            if (v < 0) continue;
+            const calq_value *val = &g->values[v];
+            if (val->producer < 0 && !val->is_input && !val->constant)
+                return calq__fail(err, CALQ_ERR_BAD_FORMAT, g->nodes[i].name,
+                                  "node '%s' (%s) reads tensor '%s', which no node, input or initializer provides",
+                                  g->nodes[i].name, g->nodes[i].op_type, val->name);
+        }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const calq_value *val = &g->values[g->outputs[i]];
+        if (val->producer < 0 && !val->is_input && !val->constant)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph output '%s' is not produced by any node",
+                              val->name);
+    }
+    return CALQ_OK;
+}

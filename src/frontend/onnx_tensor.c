@@ -1,0 +1,175 @@
+#include "frontend/onnx_tensor.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/tensor.h"
+
+calq_dtype calq__onnx_dtype(int32_t t)
+{
+    switch (t) {
+    case 1: return CALQ_DTYPE_FLOAT32;
+    case 2: return CALQ_DTYPE_UINT8;
+    case 3: return CALQ_DTYPE_INT8;
+    case 4: return CALQ_DTYPE_UINT16;
+    case 5: return CALQ_DTYPE_INT16;
+    case 6: return CALQ_DTYPE_INT32;
+    case 7: return CALQ_DTYPE_INT64;
+    case 9: return CALQ_DTYPE_BOOL;
+    case 10: return CALQ_DTYPE_FLOAT16;
+    case 11: return CALQ_DTYPE_FLOAT64;
+    case 12: return CALQ_DTYPE_UINT32;
+    case 13: return CALQ_DTYPE_UINT64;
+    default: return CALQ_DTYPE_UNDEFINED;
+    }
+}
+
+int32_t calq__onnx_dtype_to_onnx(calq_dtype t)
+{
+    switch (t) {
+    case CALQ_DTYPE_FLOAT32: return 1;
+    case CALQ_DTYPE_UINT8: return 2;
+    case CALQ_DTYPE_INT8: return 3;
+    case CALQ_DTYPE_UINT16: return 4;
+    case CALQ_DTYPE_INT16: return 5;
+    case CALQ_DTYPE_INT32: return 6;
+    case CALQ_DTYPE_INT64: return 7;
+    case CALQ_DTYPE_BOOL: return 9;
+    case CALQ_DTYPE_FLOAT16: return 10;
+    case CALQ_DTYPE_FLOAT64: return 11;
+    case CALQ_DTYPE_UINT32: return 12;
+    case CALQ_DTYPE_UINT64: return 13;
+    case CALQ_DTYPE_UNDEFINED: break;
+    }
+    return 0;
+}
+
+static const char *onnx_type_name(int32_t t)
+{
+    static const char *names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                                  "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                                  "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
+/* External data: only files inside the model's folder (ONNX's own rule), so a model cannot
+ * make calq read arbitrary files. */
+static calq_status load_external(const Onnx__TensorProto *tp, const char *base_dir, const char *name, calq_tensor *out,
+                                 size_t nbytes, calq_error *err)
+{
+    const char *location = NULL;
+    long long offset = 0, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        if (!e->key || !e->value) continue;
+        if (strcmp(e->key, "location") == 0) location = e->value;
+        if (strcmp(e->key, "offset") == 0) offset = strtoll(e->value, NULL, 10);
+        if (strcmp(e->key, "length") == 0) length = strtoll(e->value, NULL, 10);
+    }
+    if (!location || !location[0])
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s' has external data without a location", name);
+    if (!base_dir)
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "tensor '%s' keeps its data in the external file '%s', but the model was not loaded from a "
+                          "file, so there is no folder to find it in",
+                          name, location);
+    if (location[0] == '/' || strstr(location, ".."))
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "tensor '%s': external data location '%s' points outside the model's folder", name, location);
+    if (offset < 0 || (length >= 0 && (size_t)length != nbytes))
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "tensor '%s': external data length %lld does not match its shape (%zu bytes)", name, length,
+                          nbytes);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", base_dir, location);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return calq__fail(err, CALQ_ERR_IO, NULL, "tensor '%s': cannot open external data file %s: %s", name, path,
+                          strerror(errno));
+    calq_status st = CALQ_OK;
+    if (fseek(fp, (long)offset, SEEK_SET) != 0 || fread(out->data, 1, nbytes, fp) != nbytes)
+        st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                        "tensor '%s': external data file %s is too short (needs %zu bytes at offset %lld)", name, path,
+                        nbytes, offset);
+    fclose(fp);
+    return st;
+}
+
+calq_status calq__onnx_tensor_load(const Onnx__TensorProto *tp, const char *base_dir, calq_tensor *out, calq_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!tp) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "a tensor value is missing");
+    const char *name = tp->name && tp->name[0] ? tp->name : "(unnamed)";
+    out->dtype = calq__onnx_dtype(tp->data_type);
+    if (out->dtype == CALQ_DTYPE_UNDEFINED)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                          "tensor '%s' has data type %s (%d), which calq does not support", name,
+                          onnx_type_name(tp->data_type), (int)tp->data_type);
+    if (tp->n_dims > CALQ_MAX_DIMS)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL, "tensor '%s' has %zu dims; calq supports up to %d", name,
+                          tp->n_dims, CALQ_MAX_DIMS);
+    out->ndim = (int)tp->n_dims;
+    for (size_t i = 0; i < tp->n_dims; i++) {
+        if (tp->dims[i] < 0)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s' has a negative dimension", name);
+        out->dims[i] = tp->dims[i];
+    }
+    int64_t n = calq_tensor_numel(out);
+    if (n < 0 || (uint64_t)n > ((uint64_t)1 << 40))
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s' is impossibly large", name);
+    CALQ_TRY(calq__tensor_alloc(out, err));
+    size_t es = calq_dtype_size(out->dtype), nbytes = (size_t)n * es;
+    calq_status st = CALQ_OK;
+
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        st = load_external(tp, base_dir, name, out, nbytes, err);
+    } else if (tp->has_raw_data) {
+        if (tp->raw_data.len != nbytes)
+            st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                            "tensor '%s': raw data holds %zu bytes, its shape and type need %zu", name,
+                            tp->raw_data.len, nbytes);
+        else if (nbytes)
+            memcpy(out->data, tp->raw_data.data, nbytes);
+    } else {
+        /* Typed fields: which one holds the values depends on the data type (onnx.proto). */
+        size_t have = 0;
+        switch (out->dtype) {
+        case CALQ_DTYPE_FLOAT32:
+            have = tp->n_float_data;
+            if (have == (size_t)n && n) memcpy(out->data, tp->float_data, nbytes);
+            break;
+        case CALQ_DTYPE_FLOAT64:
+            have = tp->n_double_data;
+            if (have == (size_t)n && n) memcpy(out->data, tp->double_data, nbytes);
+            break;
+        case CALQ_DTYPE_INT64:
+            have = tp->n_int64_data;
+            if (have == (size_t)n && n) memcpy(out->data, tp->int64_data, nbytes);
+            break;
+        case CALQ_DTYPE_UINT32:
+        case CALQ_DTYPE_UINT64:
+            have = tp->n_uint64_data;
+            if (have == (size_t)n)
+                for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, (int64_t)tp->uint64_data[i]);
+            break;
+        case CALQ_DTYPE_FLOAT16: /* fp16 bit patterns, one per int32 */
+            have = tp->n_int32_data;
+            if (have == (size_t)n)
+                for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = (uint16_t)tp->int32_data[i];
+            break;
+        default:
+            have = tp->n_int32_data;
+            if (have == (size_t)n)
+                for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, tp->int32_data[i]);
+            break;
+        }
+        if (have != (size_t)n)
+            st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s': holds %zu values, its shape needs %lld", name,
+                            have, (long long)n);
+    }
+    if (st != CALQ_OK) calq_tensor_free_data(out);
+    return st;
+}

@@ -1,0 +1,325 @@
+/* Streaming IFMR: AMCT keeps every activation of every batch and sorts them (amct-reference.md
+ * §3.2, the std::bad_alloc FAQ). calq makes two passes over the same batches instead:
+ *   pass 1 (statistics): count, finite range, NaN/Inf counts, and the two percentile tails in
+ *          bounded heaps (calq__tail), which give the k-th largest/smallest values exactly;
+ *   pass 2 (losses): the candidate loss sums, with the split-independent accumulation of
+ *          ifmr_loss.c.
+ * The percentile rank k depends on the final count L (§3.3). With max_count given, the tails
+ * are sized for the largest rank any L <= max_count can need and pass 1 is always exact. With
+ * max_count == 0 they grow with the count seen so far (twice the bound, plus 64) and pass 1
+ * proves its result exact at the end; if it cannot, the now-known L drives one more
+ * statistics pass. */
+#include <inttypes.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "quant/quant.h"
+
+#define SCAN_BLOCK 64    /* elements per pass-1 screening step */
+#define LOSS_CHUNK 16384 /* elements per pass-2 step (64 KB: stays in L2 across candidates) */
+#define TAIL_SLACK 64    /* extra capacity when the count is not known */
+
+struct calq_ifmr_stream {
+    calq_ifmr_opts o;
+    char layer[CALQ_ERROR_NAME_MAX];
+    unsigned n_cand;
+    int pass;           /* 1 statistics, 2 losses, 0 done, -1 failed */
+    uint64_t max_count; /* declared bound, or the count learned by a first pass (0: unknown) */
+    int count_learned;
+
+    calq__ifmr_stats st;
+    calq__tail top, bottom; /* bottom keeps -x */
+    uint64_t sum1, sum2;    /* checksum of the statistics pass */
+    uint64_t first_count, first_sum1, first_sum2;
+    int repeated;
+
+    uint64_t seen; /* pass 2 */
+    uint64_t psum1, psum2;
+    calq__ifmr_cand *cand;
+    calq__ifmr_acc *acc;
+    unsigned *legal;
+    unsigned n_legal;
+    float max_init, min_init;
+    calq_ifmr_result res;
+};
+
+static void stats_reset(calq_ifmr_stream *s)
+{
+    memset(&s->st, 0, sizeof s->st);
+    s->st.data_min = INFINITY;
+    s->st.data_max = -INFINITY;
+    calq__tail_reset(&s->top);
+    calq__tail_reset(&s->bottom);
+    s->sum1 = s->sum2 = 0;
+}
+
+static int tails_sized_for(calq_ifmr_stream *s, uint64_t count)
+{
+    uint64_t kt, kb;
+    if (s->max_count) {
+        kt = calq__ifmr_rank_bound(s->o.max_percentile, s->max_count);
+        kb = calq__ifmr_rank_bound(s->o.min_percentile, s->max_count);
+    } else {
+        kt = 2 * calq__ifmr_rank_bound(s->o.max_percentile, count) + TAIL_SLACK;
+        kb = 2 * calq__ifmr_rank_bound(s->o.min_percentile, count) + TAIL_SLACK;
+    }
+    if (kt > SIZE_MAX / 8 || kb > SIZE_MAX / 8) return 0;
+    return calq__tail_set_cap(&s->top, (size_t)kt) && calq__tail_set_cap(&s->bottom, (size_t)kb);
+}
+
+calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count, const char *layer,
+                                    calq_ifmr_stream **out, calq_error *err)
+{
+    *out = NULL;
+    unsigned n_cand = 0;
+    CALQ_TRY(calq__ifmr_check_opts(o, layer, &n_cand, err));
+    calq_ifmr_stream *s = calloc(1, sizeof *s);
+    if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "IFMR: out of memory");
+    s->o = *o;
+    snprintf(s->layer, sizeof s->layer, "%s", layer ? layer : "");
+    s->n_cand = n_cand;
+    s->pass = 1;
+    s->max_count = max_count;
+    stats_reset(s);
+    s->cand = calloc(n_cand, sizeof *s->cand);
+    s->acc = calloc(n_cand, sizeof *s->acc);
+    s->legal = calloc(n_cand, sizeof *s->legal);
+    if (!s->cand || !s->acc || !s->legal || !tails_sized_for(s, 0)) {
+        calq_ifmr_stream_free(s);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "IFMR: out of memory for the percentile tails");
+    }
+    *out = s;
+    return CALQ_OK;
+}
+
+void calq_ifmr_stream_free(calq_ifmr_stream *s)
+{
+    if (!s) return;
+    calq__tail_free(&s->top);
+    calq__tail_free(&s->bottom);
+    free(s->cand);
+    free(s->acc);
+    free(s->legal);
+    free(s);
+}
+
+int calq_ifmr_stream_pass(const calq_ifmr_stream *s)
+{
+    return s->pass < 0 ? 0 : s->pass;
+}
+
+size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s)
+{
+    return sizeof *s + (s->top.alloc + s->bottom.alloc) * sizeof(float) +
+           s->n_cand * (sizeof *s->cand + sizeof *s->acc + sizeof *s->legal);
+}
+
+/* An order-independent checksum of the values, to catch a pass fed different data. */
+static void checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
+{
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        a += u;
+        b += (uint64_t)u * u;
+    }
+    *s1 += a;
+    *s2 += b;
+}
+
+static void scan_one(calq_ifmr_stream *s, float v)
+{
+    if (isnan(v)) {
+        s->st.nan_count++;
+        return;
+    }
+    if (isinf(v)) {
+        if (v > 0)
+            s->st.pos_inf_count++;
+        else
+            s->st.neg_inf_count++;
+        return;
+    }
+    if (v < s->st.data_min) s->st.data_min = v;
+    if (v > s->st.data_max) s->st.data_max = v;
+    calq__tail_push(&s->top, v);
+    calq__tail_push(&s->bottom, -v);
+}
+
+static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err)
+{
+    uint64_t after = s->st.count + n;
+    if (s->max_count && after > s->max_count)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                          "IFMR of layer \"%s\": %" PRIu64 " elements fed, more than the %" PRIu64
+                          " declared as max_count%s",
+                          calq__name(s->layer), after, s->max_count,
+                          s->count_learned ? " (the count of the first statistics pass: feed the same batches)" : "");
+    if (!tails_sized_for(s, after))
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, s->layer, "IFMR: out of memory for the percentile tails");
+    checksum(x, n, &s->sum1, &s->sum2);
+    s->st.count = after;
+    for (size_t j = 0; j < n; j += SCAN_BLOCK) {
+        size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
+        const float *b = x + j;
+        /* screen the block: its extremes, and whether it holds a NaN or an inf (v - v is NaN) */
+        float mx = -INFINITY, mn = INFINITY;
+        int finite = 1;
+        for (size_t i = 0; i < m; i++) {
+            float v = b[i];
+            mx = v > mx ? v : mx;
+            mn = v < mn ? v : mn;
+            finite &= (v - v) == 0.0f;
+        }
+        if (!finite) {
+            for (size_t i = 0; i < m; i++) scan_one(s, b[i]);
+            continue;
+        }
+        if (mn < s->st.data_min) s->st.data_min = mn;
+        if (mx > s->st.data_max) s->st.data_max = mx;
+        if (calq__tail_rejects(&s->top, mx))
+            calq__tail_drop(&s->top, mx);
+        else
+            for (size_t i = 0; i < m; i++) calq__tail_push(&s->top, b[i]);
+        if (calq__tail_rejects(&s->bottom, -mn))
+            calq__tail_drop(&s->bottom, -mn);
+        else
+            for (size_t i = 0; i < m; i++) calq__tail_push(&s->bottom, -b[i]);
+    }
+    return CALQ_OK;
+}
+
+static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
+{
+    const uint64_t g = s->seen;
+    const int amct = s->o.amct_float_loss;
+    const float Lf = (float)s->st.count;
+    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
+    if (nt > (int)s->n_legal) nt = (int)s->n_legal;
+    if (n < LOSS_CHUNK / 4) nt = 1;
+        /* each thread owns whole candidates and walks the batch in order, chunk by chunk */
+#pragma omp parallel num_threads(nt > 0 ? nt : 1)
+    {
+        unsigned T = (unsigned)omp_get_num_threads(), t = (unsigned)omp_get_thread_num();
+        unsigned c0 = (unsigned)((uint64_t)s->n_legal * t / T), c1 = (unsigned)((uint64_t)s->n_legal * (t + 1) / T);
+        for (size_t j = 0; j < n; j += LOSS_CHUNK) {
+            size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
+            for (unsigned k = c0; k < c1; k++) {
+                unsigned i = s->legal[k];
+                calq__ifmr_loss_fast(x + j, m, g + j, &s->cand[i], amct, Lf, &s->acc[i]);
+            }
+        }
+    }
+}
+
+calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err)
+{
+    if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR: data pointer is NULL");
+    if (s->pass == 1) return feed_statistics(s, x, n, err);
+    if (s->pass == 2) {
+        if (s->seen + n > s->st.count)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                              "IFMR of layer \"%s\": the loss pass received more than the %" PRIu64
+                              " elements of the statistics pass; feed the same batches in the same order",
+                              calq__name(s->layer), s->st.count);
+        checksum(x, n, &s->psum1, &s->psum2);
+        feed_losses(s, x, n);
+        s->seen += n;
+        return CALQ_OK;
+    }
+    return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR of layer \"%s\": the stream is %s",
+                      calq__name(s->layer), s->pass == 0 ? "finished" : "failed");
+}
+
+static calq_status end_statistics(calq_ifmr_stream *s, int *done, calq_error *err)
+{
+    calq_status st = calq__ifmr_check_stats(&s->st, &s->o, s->layer, err);
+    if (st != CALQ_OK) return st;
+    if (s->repeated && (s->st.count != s->first_count || s->sum1 != s->first_sum1 || s->sum2 != s->first_sum2))
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                          "IFMR of layer \"%s\": the repeated statistics pass saw different data (%" PRIu64
+                          " elements, first pass %" PRIu64 "); feed the same batches in the same order",
+                          calq__name(s->layer), s->st.count, s->first_count);
+    uint64_t kmax = calq__ifmr_rank(s->o.max_percentile, s->st.count);
+    uint64_t kmin = calq__ifmr_rank(s->o.min_percentile, s->st.count);
+    float neg_kth_min = 0.0f;
+    int exact = calq__tail_kth(&s->top, kmax, &s->st.kth_max);
+    exact &= calq__tail_kth(&s->bottom, kmin, &neg_kth_min);
+    s->st.kth_min = -neg_kth_min;
+    if (!exact) {
+        if (s->max_count)
+            return calq__fail(err, CALQ_ERR_INTERNAL, s->layer,
+                              "IFMR: percentile tails too small for a declared count (a bug in calq)");
+        /* the count is known now: one more statistics pass with tails sized for it */
+        s->first_count = s->st.count;
+        s->first_sum1 = s->sum1;
+        s->first_sum2 = s->sum2;
+        s->repeated = 1;
+        s->max_count = s->st.count;
+        s->count_learned = 1;
+        stats_reset(s);
+        if (!tails_sized_for(s, 0))
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, s->layer, "IFMR: out of memory for the percentile tails");
+        *done = 0;
+        return CALQ_OK;
+    }
+    /* the tails are not needed any more */
+    calq__tail_free(&s->top);
+    calq__tail_free(&s->bottom);
+    st = calq__ifmr_grid(&s->st, &s->o, s->n_cand, s->layer, s->cand, &s->max_init, &s->min_init, err);
+    if (st != CALQ_OK) return st;
+    s->n_legal = 0;
+    for (unsigned i = 0; i < s->n_cand; i++)
+        if (s->cand[i].rule == CALQ__SCALE_OK) s->legal[s->n_legal++] = i;
+    memset(s->acc, 0, s->n_cand * sizeof *s->acc);
+    s->seen = 0;
+    s->psum1 = s->psum2 = 0;
+    s->pass = 2;
+    *done = 0;
+    return CALQ_OK;
+}
+
+calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err)
+{
+    *done = 0;
+    calq_status st;
+    if (s->pass == 1) {
+        st = end_statistics(s, done, err);
+    } else if (s->pass == 2) {
+        if (s->seen != s->st.count || s->psum1 != s->sum1 || s->psum2 != s->sum2) {
+            st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                            "IFMR of layer \"%s\": the loss pass saw different data than the statistics pass (%" PRIu64
+                            " elements, statistics pass %" PRIu64 "); feed the same batches in the same order",
+                            calq__name(s->layer), s->seen, s->st.count);
+        } else {
+            st = calq__ifmr_select(&s->st, &s->o, s->n_cand, s->cand, s->acc, s->max_init, s->min_init, s->layer,
+                                   &s->res, err);
+            if (st == CALQ_OK) {
+                s->pass = 0;
+                *done = 1;
+            }
+        }
+    } else if (s->pass == 0) {
+        *done = 1;
+        return CALQ_OK;
+    } else {
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR of layer \"%s\": the stream failed earlier",
+                          calq__name(s->layer));
+    }
+    if (st != CALQ_OK) s->pass = -1;
+    return st;
+}
+
+calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err)
+{
+    if (s->pass != 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                          "IFMR of layer \"%s\": no result yet (pass %d is not finished)", calq__name(s->layer),
+                          s->pass);
+    *out = s->res;
+    return CALQ_OK;
+}

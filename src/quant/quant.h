@@ -1,0 +1,173 @@
+/* Internals shared by the quantization numerics (src/quant). Everything here is float32
+ * arithmetic written so that each operation is one IEEE operation in a fixed order: the
+ * factors must equal AMCT's bit for bit (amct-reference.md §10.1). Expressions that AMCT
+ * evaluates as separate float operations are kept as separate statements so that no compiler
+ * may contract them into an FMA (GCC's ISO C mode does not contract; clang contracts only
+ * within one expression). */
+#ifndef CALQ_QUANT_QUANT_H
+#define CALQ_QUANT_QUANT_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "calq.h"
+
+/* The layer name as messages print it. */
+static inline const char *calq__name(const char *layer)
+{
+    return layer && *layer ? layer : "(unnamed)";
+}
+
+/* ---- rounding (§0.3, §2.3) ---------------------------------------------------------------- */
+
+/* Exactly C roundf() (ties away from zero), written with selects and a truncating conversion
+ * so that loops using it vectorize. |t| >= 2^23 is already an integer and NaN passes through;
+ * for smaller |t|, frac = a - trunc(a) is exact. */
+static inline float calq__round_away(float t)
+{
+    float a = fabsf(t);
+    int small = a < 8388608.0f;
+    float ac = small ? a : 0.0f; /* keeps the int conversion defined */
+    float i = (float)(int32_t)ac;
+    float frac = ac - i;
+    float r = frac >= 0.5f ? i + 1.0f : i;
+    return small ? copysignf(r, t) : t;
+}
+
+/* Ties to even, independent of the FPU rounding mode (numpy round, the device's rint). */
+static inline float calq__round_even(float t)
+{
+    float a = fabsf(t);
+    if (!(a < 8388608.0f)) return t;
+    float i = (float)(int32_t)a;
+    float frac = a - i;
+    float r = i;
+    if (frac > 0.5f || (frac == 0.5f && ((int32_t)i & 1))) r = i + 1.0f;
+    return copysignf(r, t);
+}
+
+static inline float calq__round_mode(float t, calq_round_mode mode)
+{
+    return mode == CALQ_ROUND_HALF_EVEN ? calq__round_even(t) : calq__round_away(t);
+}
+
+/* ---- process_scale (§2.1) ------------------------------------------------------------------ */
+
+typedef enum calq__scale_rule {
+    CALQ__SCALE_OK = 0,
+    CALQ__SCALE_INF,       /* "Not support scale is +inf." */
+    CALQ__SCALE_NAN,       /* "Not support scale is nan." */
+    CALQ__SCALE_TOO_LARGE, /* "Not support scale greater than 1 / FLT_EPSILON. currentScale: %f" */
+    CALQ__SCALE_NEGATIVE   /* IFMR's own "currentScale < 0" skip (§3.5); unreachable with zero forcing */
+} calq__scale_rule;
+
+/* AMCT's util::ProcessScale(float&) with its float comparisons: replaces a scale below
+ * FLT_EPSILON by 1.0, then reports the first rule the (new) scale breaks. */
+static inline calq__scale_rule calq__process_scale(float *s)
+{
+    if (*s < FLT_EPSILON) *s = 1.0f;
+    if (isinf(*s)) return CALQ__SCALE_INF;
+    if (isnan(*s)) return CALQ__SCALE_NAN;
+    float inv = 1.0f / *s;
+    if (inv < FLT_EPSILON) return CALQ__SCALE_TOO_LARGE;
+    return CALQ__SCALE_OK;
+}
+
+/* AMCT's message for a broken rule, with the scale printed as AMCT prints it ("%f"). */
+void calq__scale_rule_text(calq__scale_rule r, float scale, char *buf, size_t n);
+
+/* ---- IFMR internals (ifmr.c, ifmr_loss.c, ifmr_stream.c) ----------------------------------- */
+
+/* One candidate clip of the search grid (§3.4-3.6): elements are clipped to [lo, hi] and
+ * quantized with `scale` (already through process_scale). */
+typedef struct calq__ifmr_cand {
+    float lo, hi, scale;
+    float scale_raw; /* before process_scale, for messages */
+    calq__scale_rule rule;
+} calq__ifmr_cand;
+
+/* Loss accumulator of one candidate. Double mode: 8 lanes, element g goes to lane g % 8 by its
+ * position in the whole data, each lane a sequential double sum, lanes combined in a fixed tree
+ * at the end: the result is a function of the element sequence alone, never of batch
+ * boundaries or threads. AMCT mode: one float running sum in element order, as AMCT's
+ * std::accumulate. */
+#define CALQ__IFMR_LANES 8
+typedef struct calq__ifmr_acc {
+    double lane[CALQ__IFMR_LANES];
+    float f;
+} calq__ifmr_acc;
+
+/* Adds elements x[0..n), whose position in the whole data starts at g0, to acc. amct selects
+ * the float-sum mode, whose per-element term is (d*d)/Lf. The _ref kernel is the plain scalar
+ * transcription of §3.5 (C round()); the fast one vectorizes and must agree bit for bit. */
+void calq__ifmr_loss_ref(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
+                         calq__ifmr_acc *acc);
+void calq__ifmr_loss_fast(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
+                          calq__ifmr_acc *acc);
+/* The fixed-order total of the lanes. */
+double calq__ifmr_acc_total(const calq__ifmr_acc *acc);
+
+/* Checks options; fills the number of candidates. */
+calq_status calq__ifmr_check_opts(const calq_ifmr_opts *o, const char *layer, unsigned *n_cand, calq_error *err);
+/* k = the rank of the percentile value (§3.3, float32 product); 0 when out of [1, L]. */
+uint64_t calq__ifmr_rank(float percentile, uint64_t L);
+/* An upper bound of calq__ifmr_rank(p, L') over all L' <= L. */
+uint64_t calq__ifmr_rank_bound(float percentile, uint64_t L);
+
+/* Data statistics both implementations gather before the search. */
+typedef struct calq__ifmr_stats {
+    uint64_t count, nan_count, pos_inf_count, neg_inf_count;
+    float data_min, data_max; /* finite values; +inf/-inf when there are none */
+    float kth_max, kth_min;   /* k_max-th largest and k_min-th smallest value */
+} calq__ifmr_stats;
+
+/* The failures that only depend on the statistics: empty data, inf/NaN (§3.3), a rank out of
+ * range. Returns CALQ_OK when the data are usable. */
+calq_status calq__ifmr_check_stats(const calq__ifmr_stats *st, const calq_ifmr_opts *o, const char *layer,
+                                   calq_error *err);
+/* Fills max_init/min_init (zero forcing) and the candidate grid cand[n_cand]; returns the number
+ * of legal candidates. When none is legal, fails with the diagnosis. */
+calq_status calq__ifmr_grid(const calq__ifmr_stats *st, const calq_ifmr_opts *o, unsigned n_cand, const char *layer,
+                            calq__ifmr_cand *cand, float *max_init, float *min_init, calq_error *err);
+/* Picks the first minimum among legal candidates and computes scale/offset (§3.5, §3.6). */
+calq_status calq__ifmr_select(const calq__ifmr_stats *st, const calq_ifmr_opts *o, unsigned n_cand,
+                              const calq__ifmr_cand *cand, const calq__ifmr_acc *acc, float max_init, float min_init,
+                              const char *layer, calq_ifmr_result *out, calq_error *err);
+
+/* ---- bounded tails for exact order statistics (tail.c) ------------------------------------ */
+
+/* Keeps the largest values fed to it in a min-heap of at most `cap` entries. Everything it
+ * drops is <= `edge` (the largest value ever dropped). After sorting, the k-th largest value of
+ * all the data fed is known exactly when k <= n and v[k-1] >= edge: every value above edge was
+ * kept, so the kept values at or above edge are the data's own top values. With a capacity that
+ * never falls below the k finally needed this always holds. The smallest values are kept by
+ * feeding -x. */
+typedef struct calq__tail {
+    float *v;
+    size_t n, cap, alloc;
+    int dropped;
+    float edge;
+} calq__tail;
+
+void calq__tail_reset(calq__tail *t);
+void calq__tail_free(calq__tail *t);
+/* Raises the capacity to cap (never lowers it). Returns 0 when memory runs out. */
+int calq__tail_set_cap(calq__tail *t, size_t cap);
+void calq__tail_push(calq__tail *t, float x);
+/* Counts values known to be dropped without pushing them (all <= x). */
+static inline void calq__tail_drop(calq__tail *t, float x)
+{
+    if (!t->dropped || x > t->edge) t->edge = x;
+    t->dropped = 1;
+}
+/* The heap's smallest kept value once full; values <= it would only be dropped. */
+static inline int calq__tail_rejects(const calq__tail *t, float x)
+{
+    return t->n == t->cap && t->n && x <= t->v[0];
+}
+/* Sorts the kept values (largest first; the heap is gone afterwards) and reads the k-th
+ * largest. Returns 1 when it is provably exact, 0 when values it would need were dropped. */
+int calq__tail_kth(calq__tail *t, uint64_t k, float *out);
+
+#endif

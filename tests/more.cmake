@@ -1,0 +1,43 @@
+# ONNX backend conformance (Debian libonnx-testdata).
+add_executable(calq_conformance ${CMAKE_CURRENT_SOURCE_DIR}/conformance/onnx_backend.c)
+target_link_libraries(calq_conformance PRIVATE calq_test_support)
+target_compile_options(calq_conformance PRIVATE ${CALQ_WARN})
+set_target_properties(calq_conformance PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+add_test(NAME conformance.onnx_backend COMMAND calq_conformance)
+set_tests_properties(conformance.onnx_backend PROPERTIES TIMEOUT 900)
+
+# libFuzzer targets: tests/fuzz/fuzz_*.c (clang only; `make test-fuzz` runs them briefly).
+if(CALQ_FUZZ)
+  file(GLOB CALQ_FUZZ_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_*.c)
+  add_custom_target(fuzzers)
+  foreach(src ${CALQ_FUZZ_SRCS})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name} ${src})
+    target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR}/gen)
+    target_link_libraries(${name} PRIVATE calq)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+    add_dependencies(fuzzers ${name})
+  endforeach()
+endif()
+
+# Tools used by the peer tests.
+add_executable(calq_npy_compare ${CMAKE_CURRENT_SOURCE_DIR}/tools/npy_compare.c)
+target_link_libraries(calq_npy_compare PRIVATE calq_test_support)
+set_target_properties(calq_npy_compare PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+# Independent runtimes: onnxruntime-node (npm). Label "peer".
+set(CALQ_SHARED_DIR ${CMAKE_SOURCE_DIR}/../shared CACHE PATH "the shared models and data")
+add_test(NAME peer.ultraface_vs_onnxruntime
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/peers/ultraface_vs_ort.sh $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.ultraface_vs_onnxruntime PROPERTIES LABELS peer TIMEOUT 300)
+add_test(NAME peer.onnx_import_variants
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/peers/onnx_variants.sh $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.onnx_import_variants PROPERTIES LABELS peer TIMEOUT 300)
+# IFMR vs PyTorch's HistogramObserver on real UltraFace activations (Debian python3-torch).
+add_test(NAME peer.ifmr_vs_torch
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/ifmr_vs_torch.sh $<TARGET_FILE:calq_cli> 4)
+set_tests_properties(peer.ifmr_vs_torch PROPERTIES LABELS peer TIMEOUT 600)

@@ -1,0 +1,244 @@
+/* Streaming IFMR equals the whole-buffer reference bit for bit (amct-reference.md §3), for any
+ * batch split and thread count: scale, offset, winning index, loss and percentile values. Also
+ * holds the vectorized loss kernel against the scalar one on arbitrary element positions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "op_harness.h"
+#include "quant/quant.h"
+
+static uint64_t rs;
+static uint64_t next64(void)
+{
+    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double unif(void)
+{
+    return (double)(next64() >> 11) * 0x1p-53;
+}
+static double normal(void)
+{
+    double u = unif(), v = unif();
+    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+enum gen {
+    G_UNIFORM,
+    G_NORMAL,
+    G_RELU,
+    G_LAPLACE,
+    G_NEGATIVE,
+    G_CONST_POS,
+    G_CONST_NEG,
+    G_OUTLIERS,
+    G_TINY,
+    G_HUGE,
+    G_DESCENDING,
+    G_INTEGERS,
+    G_ASCENDING,
+    G_BIMODAL
+};
+
+static void generate(enum gen g, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = 0;
+        switch (g) {
+        case G_UNIFORM: v = 2.0 * unif() - 1.0; break;
+        case G_NORMAL: v = normal(); break;
+        case G_RELU: v = fmax(0.0, normal() * 3.0 + 0.5); break;
+        case G_LAPLACE: v = (unif() < 0.5 ? -1 : 1) * -log(unif() + 1e-300) * 10.0; break;
+        case G_NEGATIVE: v = -(0.1 + 4.9 * unif()); break;
+        case G_CONST_POS: v = 3.25; break;
+        case G_CONST_NEG: v = -7.0; break;
+        case G_OUTLIERS: v = normal() * (unif() < 0.001 ? 1000.0 : 1.0); break;
+        case G_TINY: v = normal() * 1e-30; break;
+        case G_HUGE: v = 3.0e9 * unif(); break;
+        case G_DESCENDING: v = (double)(n - i) / (double)n; break;
+        case G_INTEGERS: v = floor(normal() * 20.0) * 0.5; break;
+        case G_ASCENDING: v = (double)i / (double)n - 0.25; break;
+        case G_BIMODAL: v = (unif() < 0.7 ? -2.0 : 5.0) + 0.3 * normal(); break;
+        }
+        x[i] = (float)v;
+    }
+}
+
+enum split { S_ONE, S_RANDOM, S_SINGLES, S_FIXED, S_PRIME, S_BIG_RANDOM };
+
+static size_t next_batch(enum split sp, size_t left)
+{
+    size_t b = left;
+    switch (sp) {
+    case S_ONE: break;
+    case S_RANDOM: b = 1 + next64() % 5000; break;
+    case S_SINGLES: b = 1; break;
+    case S_FIXED: b = 4096; break;
+    case S_PRIME: b = 9973; break;
+    case S_BIG_RANDOM: b = 1 + next64() % 2000000; break;
+    }
+    return b < left ? b : left;
+}
+
+typedef struct tcase {
+    const char *name;
+    enum gen gen;
+    size_t n;
+    int asym, amct;
+    float pmax, pmin;
+    enum split split;
+    int declare_count, threads;
+} tcase;
+
+static int same(const calq_ifmr_result *a, const calq_ifmr_result *b)
+{
+    return !memcmp(&a->scale, &b->scale, sizeof(float)) && a->offset == b->offset && a->best_index == b->best_index &&
+           !memcmp(&a->best_loss, &b->best_loss, sizeof(double)) &&
+           !memcmp(&a->max_init, &b->max_init, sizeof(float)) && !memcmp(&a->min_init, &b->min_init, sizeof(float)) &&
+           !memcmp(&a->clip_max, &b->clip_max, sizeof(float)) && a->n_illegal == b->n_illegal && a->count == b->count;
+}
+
+static calq_status stream_run(const float *x, size_t n, const calq_ifmr_opts *o, enum split sp, int declare,
+                              calq_ifmr_result *res, int *passes, size_t *bytes, calq_error *err)
+{
+    calq_ifmr_stream *s = NULL;
+    calq_status st = calq_ifmr_stream_create(o, declare ? (uint64_t)n : 0, "t", &s, err);
+    int done = 0;
+    *passes = 0;
+    *bytes = 0;
+    uint64_t seed = rs;
+    while (st == CALQ_OK && !done) {
+        rs = seed; /* every pass gets the same batches */
+        for (size_t j = 0; j < n && st == CALQ_OK;) {
+            size_t b = next_batch(sp, n - j);
+            st = calq_ifmr_stream_feed(s, x + j, b, err);
+            j += b;
+        }
+        size_t by = calq_ifmr_stream_bytes(s);
+        if (by > *bytes) *bytes = by;
+        if (st == CALQ_OK) st = calq_ifmr_stream_end_pass(s, &done, err);
+        ++*passes;
+    }
+    if (st == CALQ_OK) st = calq_ifmr_stream_result(s, res, err);
+    calq_ifmr_stream_free(s);
+    return st;
+}
+
+static void run_case(const tcase *c)
+{
+    float *x = malloc(c->n * sizeof *x);
+    rs = 0x1234567ull + (uint64_t)c->gen * 1000003ull + c->n;
+    generate(c->gen, x, c->n);
+    calq_ifmr_opts o;
+    calq_ifmr_opts_default(&o);
+    o.asymmetric = c->asym;
+    o.amct_float_loss = c->amct;
+    if (c->pmax > 0) o.max_percentile = c->pmax;
+    if (c->pmin > 0) o.min_percentile = c->pmin;
+    calq_ifmr_result ref, st1, st2;
+    calq_error e = {0};
+    clock_t t0 = clock();
+    calq_status s0 = calq_ifmr(x, c->n, &o, "t", &ref, &e);
+    double t_ref = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(s0 == CALQ_OK);
+    if (s0 != CALQ_OK) {
+        fprintf(stderr, "%s: reference failed: %s\n", c->name, e.message);
+        free(x);
+        return;
+    }
+    int passes1 = 0, passes2 = 0;
+    size_t bytes1 = 0, bytes2 = 0;
+    o.n_threads = c->threads;
+    rs = 42;
+    calq_status s1 = stream_run(x, c->n, &o, c->split, c->declare_count, &st1, &passes1, &bytes1, &e);
+    CHECK(s1 == CALQ_OK);
+    if (s1 != CALQ_OK) fprintf(stderr, "%s: stream failed: %s\n", c->name, e.message);
+    /* a second run with another split, the other count mode and another thread count */
+    o.n_threads = c->threads == 1 ? 2 : 1;
+    rs = 7;
+    calq_status s2 =
+        stream_run(x, c->n, &o, c->split == S_ONE ? S_RANDOM : S_ONE, !c->declare_count, &st2, &passes2, &bytes2, &e);
+    CHECK(s2 == CALQ_OK);
+    int ok = s1 == CALQ_OK && s2 == CALQ_OK && same(&ref, &st1) && same(&ref, &st2);
+    CHECK(ok);
+    printf("%-28s n=%-8zu %s %s p=%.6g/%.6g: scale %.9g offset %4d idx %2d loss %.6e illegal %2d | passes %d/%d, "
+           "state %zu B, ref %.2fs  %s\n",
+           c->name, c->n, c->asym ? "asym" : "sym ", c->amct ? "float " : "double", (double)o.max_percentile,
+           (double)o.min_percentile, (double)ref.scale, ref.offset, ref.best_index, ref.best_loss, ref.n_illegal,
+           passes1, passes2, bytes1, t_ref, ok ? "same" : "DIFFERENT");
+    if (!ok && s1 == CALQ_OK)
+        fprintf(stderr, "  ref %.9g/%d/%d/%.17g  stream %.9g/%d/%d/%.17g  stream2 %.9g/%d/%d/%.17g\n",
+                (double)ref.scale, ref.offset, ref.best_index, ref.best_loss, (double)st1.scale, st1.offset,
+                st1.best_index, st1.best_loss, (double)st2.scale, st2.offset, st2.best_index, st2.best_loss);
+    free(x);
+}
+
+/* The vectorized kernel against the scalar one: same lanes, bit for bit, from any start. */
+static void test_kernels(void)
+{
+    enum { N = 50000 };
+    float *x = malloc(N * sizeof *x);
+    rs = 99;
+    generate(G_OUTLIERS, x, N);
+    x[5] = 0.5f;
+    x[6] = -1.5f; /* exact halves after division by 1 */
+    calq__ifmr_cand c[3] = {{-2.0f, 3.0f, 1.0f, 1.0f, CALQ__SCALE_OK},
+                            {-1.0f, 0.75f, 0.0068627f, 0.0068627f, CALQ__SCALE_OK},
+                            {-100.0f, 100.0f, 0.787f, 0.787f, CALQ__SCALE_OK}};
+    int bad = 0;
+    for (int k = 0; k < 3; k++) {
+        for (int amct = 0; amct < 2; amct++) {
+            calq__ifmr_acc a = {{0}, 0}, b = {{0}, 0};
+            calq__ifmr_loss_ref(x, N, 3, &c[k], amct, (float)N, &a);
+            for (size_t j = 0; j < N;) {
+                size_t m = 1 + next64() % 700;
+                if (m > N - j) m = N - j;
+                calq__ifmr_loss_fast(x + j, m, 3 + j, &c[k], amct, (float)N, &b);
+                j += m;
+            }
+            if (memcmp(&a, &b, sizeof a) != 0) bad++;
+        }
+    }
+    CHECK(bad == 0);
+    free(x);
+}
+
+int main(void)
+{
+    test_kernels();
+    const tcase cases[] = {
+        {"uniform", G_UNIFORM, 200000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"uniform sym", G_UNIFORM, 200000, 0, 0, 0, 0, S_FIXED, 1, 1},
+        {"normal", G_NORMAL, 300000, 1, 0, 0, 0, S_PRIME, 0, 2},
+        {"normal sym p=0.999", G_NORMAL, 300000, 0, 0, 0.999f, 0.999f, S_RANDOM, 0, 2},
+        {"relu", G_RELU, 250000, 1, 0, 0, 0, S_RANDOM, 1, 2},
+        {"relu float loss", G_RELU, 250000, 1, 1, 0, 0, S_RANDOM, 0, 2},
+        {"laplace", G_LAPLACE, 150000, 1, 0, 0.9999f, 0.99f, S_RANDOM, 0, 2},
+        {"laplace sym float loss", G_LAPLACE, 150000, 0, 1, 0, 0, S_PRIME, 1, 1},
+        {"all negative", G_NEGATIVE, 100000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"all negative sym", G_NEGATIVE, 100000, 0, 0, 0, 0, S_FIXED, 0, 2},
+        {"constant 3.25", G_CONST_POS, 70000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"constant -7 sym", G_CONST_NEG, 70000, 0, 0, 0, 0, S_PRIME, 1, 2},
+        {"outliers", G_OUTLIERS, 400000, 1, 0, 0.9995f, 0.9995f, S_RANDOM, 0, 2},
+        {"tiny (scale -> 1.0)", G_TINY, 50000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"huge (some illegal)", G_HUGE, 60000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"descending p=0.9 (repeat)", G_DESCENDING, 100000, 1, 0, 0.9f, 0.9f, S_RANDOM, 0, 2},
+        {"integers (ties)", G_INTEGERS, 120000, 1, 0, 0, 0, S_RANDOM, 0, 2},
+        {"integers sym float loss", G_INTEGERS, 120000, 0, 1, 0, 0, S_FIXED, 0, 2},
+        {"ascending p=0.6", G_ASCENDING, 80000, 1, 0, 0.6f, 0.75f, S_RANDOM, 0, 2},
+        {"bimodal", G_BIMODAL, 90000, 0, 0, 0, 0, S_RANDOM, 0, 2},
+        {"1-element batches", G_NORMAL, 20000, 1, 0, 0, 0, S_SINGLES, 0, 2},
+        {"1-element batches float", G_RELU, 12000, 1, 1, 0.99f, 0.99f, S_SINGLES, 1, 1},
+        {"1-element batches sym", G_LAPLACE, 15000, 0, 0, 0.999f, 0.999f, S_SINGLES, 0, 2},
+        {"single element", G_NORMAL, 1, 1, 0, 0, 0, S_ONE, 0, 1},
+        {"ten million", G_NORMAL, 10000000, 1, 0, 0, 0, S_BIG_RANDOM, 0, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
+    return test_failures ? 1 : 0;
+}

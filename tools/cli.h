@@ -1,0 +1,37 @@
+/* Shared helpers for calq's subcommands (public API only). */
+#ifndef CALQ_TOOLS_CLI_H
+#define CALQ_TOOLS_CLI_H
+
+#include "calq.h"
+
+#define CLI_USAGE 2 /* exit status for a usage error */
+
+/* Prints "calq: error: <message>" to stderr; returns 1. */
+int cli_fail(const calq_error *err);
+int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Matches "--name value" and "--name=value" (AMCT's two spellings). On a match returns 1,
+ * sets *val and advances *i; returns -1 (after printing) when the value is missing. */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+
+/* Parses "NAME:d0,d1,..." (or several separated by ';') and applies each with
+ * calq_model_set_input_shape. */
+calq_status cli_apply_input_shapes(calq_model *m, const char *spec, calq_error *err);
+
+/* Loads an ONNX model (path ends in .onnx) or a Caffe model (prototxt + weights). */
+calq_status cli_load_model(const char *model, const char *weights, calq_model **out, calq_error *err);
+
+/* A file-name-safe copy of a tensor name ('/', ':' and other odd characters become '_'). */
+void cli_safe_name(const char *name, char *buf, size_t n);
+
+/* Image preprocessing flags shared by run and calibration: --resize WxH, --mean a[,b,c],
+ * --std a[,b,c], --scale s, --bgr. Returns 1 when argv[*i] was one of them, 0 when not, -1 on
+ * a bad value (after printing). */
+int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
+
+/* Subcommands. */
+int calq_cmd_run(int argc, char **argv);
+int calq_cmd_inspect(int argc, char **argv);
+int calq_cmd_factors(int argc, char **argv);
+
+#endif

@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         }
     }
     calq_session *sess;
-    calq_session_opts opts = {threads, !ref};
+    calq_session_opts opts = {.n_threads = threads, .use_fast = !ref};
     if (calq_session_create(m, &opts, &sess, &err) != CALQ_OK) {
         fprintf(stderr, "bench: %s\n", err.message);
         return 1;

@@ -159,6 +159,9 @@ typedef struct calq_session calq_session;
 typedef struct calq_session_opts {
     int n_threads; /* 0: OpenMP's default */
     int use_fast;  /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
+    int no_fusion; /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
+                      before them (their outputs keep their names; the Conv's own output is no
+                      longer computed); 1: run the graph exactly as the model has it */
 } calq_session_opts;
 
 /* Called once for every tensor the executor produces (graph inputs first, then each node's

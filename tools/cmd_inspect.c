@@ -60,7 +60,7 @@ int calq_cmd_inspect(int argc, char **argv)
         return cli_fail(&err);
     }
     calq_session *s = NULL;
-    calq_session_opts opts = {1, 0};
+    calq_session_opts opts = {.n_threads = 1, .no_fusion = 1}; /* shapes of the model's own tensors */
     int shapes_ok = calq_session_create(m, &opts, &s, &err) == CALQ_OK;
     calq_error shape_err = {0};
     calq_value_info probe;

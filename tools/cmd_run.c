@@ -22,7 +22,9 @@ static const char usage_text[] =
     "  --threads N            OpenMP threads (results are identical for any N)\n"
     "  --dump NAMES           also write these intermediate tensors (comma separated)\n"
     "  --dump-all             write every tensor the model computes\n"
-    "  --ref                  use the plain reference kernels instead of oneDNN\n";
+    "  --ref                  use the plain reference kernels instead of oneDNN\n"
+    "  --no-fusion            run the graph as written (by default Conv+BatchNorm and per-channel\n"
+    "                         Mul/Add after a Conv are folded into it, as AMCT does)\n";
 
 typedef struct dump_ctx {
     const char *dir;
@@ -69,7 +71,7 @@ int calq_cmd_run(int argc, char **argv)
     int is_image[64];
     calq_image_opts img;
     calq_image_opts_init(&img);
-    int n_specs = 0, threads = 0, dump_all = 0, ref = 0;
+    int n_specs = 0, threads = 0, dump_all = 0, ref = 0, no_fusion = 0;
     for (int i = 1; i < argc; i++) {
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -111,6 +113,8 @@ int calq_cmd_run(int argc, char **argv)
             dump_all = 1;
         } else if (!strcmp(argv[i], "--ref")) {
             ref = 1;
+        } else if (!strcmp(argv[i], "--no-fusion")) {
+            no_fusion = 1;
         } else if (argv[i][0] != '-' && !model) {
             model = argv[i];
         } else {
@@ -176,7 +180,7 @@ int calq_cmd_run(int argc, char **argv)
         cli_failf("cannot create %s: %s", outdir, strerror(errno));
         goto done;
     }
-    calq_session_opts opts = {threads, !ref};
+    calq_session_opts opts = {.n_threads = threads, .use_fast = !ref, .no_fusion = no_fusion};
     if (calq_session_create(m, &opts, &s, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;

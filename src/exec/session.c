@@ -7,9 +7,12 @@
 #include "base/tensor.h"
 #include "exec/plan.h"
 #include "frontend/model.h"
+#include "graph/passes.h"
 
 struct calq_session {
     calq_model *m;
+    calq_graph *g; /* what runs: the model's graph, or a fused copy (owned) */
+    bool owns_graph;
     calq_session_opts opts;
     calq_plan *plan;
     calq_observer_fn observer;
@@ -29,6 +32,24 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
     s->opts.n_threads = 0;
     s->opts.use_fast = 1;
     if (opts) s->opts = *opts;
+    s->g = m->g;
+    if (!s->opts.no_fusion) {
+        int n_folded = 0;
+        calq_status st = calq__graph_clone(m->g, &s->g, err);
+        if (st == CALQ_OK) {
+            s->owns_graph = true;
+            st = calq__pass_fold_conv_affine(s->g, NULL, 0, &n_folded, err);
+        }
+        if (st != CALQ_OK) {
+            calq_session_free(s);
+            return st;
+        }
+        if (!n_folded) { /* nothing to fold: run the model's own graph */
+            calq__graph_free(s->g);
+            s->g = m->g;
+            s->owns_graph = false;
+        }
+    }
     s->outputs = calloc((size_t)m->g->n_outputs + 1, sizeof *s->outputs);
     s->output_copies = calloc((size_t)m->g->n_outputs + 1, sizeof *s->output_copies);
     if (!s->outputs || !s->output_copies) {
@@ -48,13 +69,14 @@ void calq_session_free(calq_session *s)
         for (int i = 0; i < s->m->g->n_outputs; i++) free(s->output_copies[i]);
     free(s->output_copies);
     free(s->outputs);
+    if (s->owns_graph) calq__graph_free(s->g);
     free(s);
 }
 
 calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void *user, const char *const *names, int n,
                                       calq_error *err)
 {
-    const calq_graph *g = s->m->g;
+    const calq_graph *g = s->g;
     bool *obs = NULL;
     if (n > 0) {
         obs = calloc((size_t)g->n_values + 1, sizeof *obs);
@@ -64,6 +86,14 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
             if (v < 0) {
                 free(obs);
                 return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", names[i]);
+            }
+            const calq_value *val = &g->values[v];
+            if (val->producer < 0 && !val->is_input && !val->constant) {
+                free(obs);
+                return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                                  "tensor '%s' is not computed: the layer after it was folded into its Conv "
+                                  "(Conv+BatchNorm fusion). Run without fusion (calq run --no-fusion) to see it",
+                                  names[i]);
             }
             obs[v] = true;
         }
@@ -109,13 +139,13 @@ static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n
     if (s->plan && calq__plan_matches(s->plan, inputs, n)) return CALQ_OK;
     calq__plan_free(s->plan);
     s->plan = NULL;
-    return calq__plan_build(s->m->g, inputs, n, s->opts.use_fast != 0, &s->plan, err);
+    return calq__plan_build(s->g, inputs, n, s->opts.use_fast != 0, &s->plan, err);
 }
 
 static calq_status observe(calq_session *s, int v, calq_error *err)
 {
     if (!s->observer || (s->observed && !s->observed[v])) return CALQ_OK;
-    const calq_value *val = &s->m->g->values[v];
+    const calq_value *val = &s->g->values[v];
     if (s->observer(s->observer_user, val->name, &s->plan->vals[v].t) != 0) {
         if (err && err->status == CALQ_OK)
             calq__fail(err, CALQ_ERR_GENERIC, NULL, "the run was stopped by its observer at tensor '%s'", val->name);
@@ -126,7 +156,7 @@ static calq_status observe(calq_session *s, int v, calq_error *err)
 
 calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
 {
-    const calq_graph *g = s->m->g;
+    const calq_graph *g = s->g;
     CALQ_TRY(check_inputs(g, inputs, n_inputs, err));
     if (s->opts.n_threads > 0) omp_set_num_threads(s->opts.n_threads);
     CALQ_TRY(ensure_plan(s, inputs, n_inputs, err));
@@ -166,7 +196,7 @@ calq_status calq_session_output(const calq_session *s, int i, const calq_tensor 
 
 calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err)
 {
-    const calq_graph *g = s->m->g;
+    const calq_graph *g = s->g;
     int v = calq__graph_find(g, name);
     if (v < 0) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", name);
     if (!s->plan) {

@@ -116,7 +116,7 @@ static result run_test(const char *dir, int fast, char *why, size_t whyn)
         if (stat(sd, &stbuf) != 0) break;
         calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
         calq_session *s = NULL;
-        calq_session_opts opts = {0, fast};
+        calq_session_opts opts = {.use_fast = fast};
         int loaded = 0;
         for (int i = 0; i < n_in; i++, loaded++) {
             snprintf(path, sizeof path, "%s/input_%d.pb", sd, i);

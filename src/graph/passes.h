@@ -1,0 +1,20 @@
+/* Graph rewrites applied to a session's copy of the IR. */
+#ifndef CALQ_GRAPH_PASSES_H
+#define CALQ_GRAPH_PASSES_H
+
+#include "graph/graph.h"
+
+/* Deep copy (owner: caller, calq__graph_free). */
+calq_status calq__graph_clone(const calq_graph *src, calq_graph **out, calq_error *err);
+
+/* Folds per-output-channel affine layers that directly follow a Conv into the Conv's weight
+ * and bias (amct-reference.md §8.3): BatchNormalization (inference), and Mul / Add by a
+ * constant that broadcasts per channel (how Caffe's Scale layer arrives). A Conv is folded
+ * only when its output feeds that one layer and nothing else (not a graph output), its weight
+ * is constant, and the Conv is not named in `skip` (AMCT's skip_fusion_layers). The folded
+ * layer disappears; its output tensor name is kept, the Conv's own output name is not.
+ * *n_folded counts folded layers. */
+calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, int n_skip, int *n_folded,
+                                        calq_error *err);
+
+#endif

@@ -50,6 +50,8 @@ typedef struct calq_op_def {
 
 /* Registry (exec/ops.c). NULL when op_type/domain is not implemented. */
 const calq_op_def *calq__op_find(const char *domain, const char *op_type);
+/* The i-th implemented operator (0-based, registry order), or NULL past the end. */
+const calq_op_def *calq__op_at(int i);
 
 /* Error helpers for kernels: the node name becomes the error's layer and prefixes the message
  * as "<op_type> node '<name>': ...". */

@@ -18,6 +18,14 @@ const calq_op_def *calq__op_find(const char *domain, const char *op_type)
     return NULL;
 }
 
+const calq_op_def *calq__op_at(int i)
+{
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const calq_op_def *d = tables[t]; d->op_type; d++)
+            if (i-- == 0) return d;
+    return NULL;
+}
+
 calq_status calq__op_fail(calq_op_ctx *c, calq_status s, const char *fmt, ...)
 {
     char msg[CALQ_ERROR_MESSAGE_MAX - 512];

@@ -86,11 +86,13 @@ static void *scratch_get(size_t n)
 
 /* Output tiling of the 1x1 GEMM path. Tile sizes depend on the shape only, never on the
  * thread count, so the arithmetic is the same however many threads share the tiles. Tiles
- * are at most 64 channels x 1024 positions, split further (down to 128 positions) until
- * there are enough of them to keep a few threads busy, and equal-sized so they balance. */
+ * are at most 64 channels x 1024 positions, split further (down to 128 positions, then down
+ * to 16 channels) until there are enough of them to keep a few threads busy, and
+ * equal-sized so they balance. */
 #define GEMM_MAX_TILE_M 64
 #define GEMM_MAX_TILE_P 1024
 #define GEMM_MIN_TILE_P 128
+#define GEMM_MIN_TILE_M 16
 #define GEMM_MIN_TILES  8
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -100,9 +102,9 @@ static int64_t ceil_div(int64_t a, int64_t b)
 
 static void gemm_tiles(int64_t n, int64_t m, int64_t p, int64_t *tile_m, int64_t *tile_p)
 {
-    const int64_t tm = ceil_div(m, GEMM_MAX_TILE_M);
-    int64_t tp = ceil_div(p, GEMM_MAX_TILE_P);
+    int64_t tm = ceil_div(m, GEMM_MAX_TILE_M), tp = ceil_div(p, GEMM_MAX_TILE_P);
     while (n * tm * tp < GEMM_MIN_TILES && p / (tp + 1) >= GEMM_MIN_TILE_P) tp++;
+    while (n * tm * tp < GEMM_MIN_TILES && m / (tm + 1) >= GEMM_MIN_TILE_M) tm++;
     *tile_m = ceil_div(m, tm);
     *tile_p = ceil_div(ceil_div(p, tp), 16) * 16; /* whole cache lines */
     if (*tile_p > p) *tile_p = p;

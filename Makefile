@@ -33,7 +33,7 @@ test-asan:
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCALQ_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN) -j$(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	    ctest --output-on-failure -j$(JOBS)
+	    ctest --output-on-failure -j$(JOBS) -LE bench
 
 test-fuzz:
 	@echo "== fuzz targets (libFuzzer, $(FUZZ_SECONDS) s each) =="

@@ -113,10 +113,20 @@ typedef struct calq_model calq_model;
 /* Loads an ONNX model (opsets 7..17). Fails with one message listing every unsupported
  * operator type and the nodes that use it. Free with calq_model_free(). */
 CALQ_API calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err);
-/* Same, from a buffer (the caller keeps ownership of `data`). `base_dir` resolves external
- * tensor data; NULL means the current directory. */
+/* Same, from a buffer (the caller keeps ownership of `data`). `base_dir` is the folder that
+ * external tensor data is read from; NULL refuses models with external data. */
 CALQ_API calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
                                                  calq_error *err);
+/* Loads a Caffe model: the net from `prototxt` (text), the learned blobs from `caffemodel`
+ * (binary), matched by layer name; caffemodel may be NULL for a net without learned blobs. Both
+ * `layer` and legacy V1 `layers` lists are read; layers are kept as in Caffe's TEST phase, and
+ * training-only layers (losses, Accuracy, Silence, data readers) are skipped with a note. Fails
+ * with one message listing every unsupported layer type and the layers using it. Tensor names
+ * are Caffe's blob names; a blob written in place by several layers is one tensor per write,
+ * the last write keeping the blob's name and earlier ones named "<blob>/<layer>_out". Inputs
+ * may be reshaped to any size (calq_model_set_input_shape). Free with calq_model_free(). */
+CALQ_API calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, calq_model **out,
+                                           calq_error *err);
 CALQ_API void calq_model_free(calq_model *m);
 
 /* Graph inputs (constant initializers excluded) and outputs. Names are owned by the model.
@@ -157,11 +167,15 @@ CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 typedef struct calq_session calq_session;
 
 typedef struct calq_session_opts {
-    int n_threads; /* 0: OpenMP's default */
-    int use_fast;  /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
-    int no_fusion; /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
-                      before them (their outputs keep their names; the Conv's own output is no
-                      longer computed); 1: run the graph exactly as the model has it */
+    int n_threads;                         /* 0: OpenMP's default */
+    int use_fast;                          /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
+    int no_fusion;                         /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
+                                              before them (their outputs keep their names; the Conv's own output is no
+                                              longer computed); 1: run the graph exactly as the model has it */
+    const char *const *skip_fusion_layers; /* Conv layers never folded (AMCT's skip_fusion_layers,
+                                              amct-reference.md §8.3); read by calq_session_create
+                                              only, not kept */
+    int n_skip_fusion_layers;
 } calq_session_opts;
 
 /* Called once for every tensor the executor produces (graph inputs first, then each node's
@@ -217,6 +231,141 @@ typedef struct calq_image_opts {
 CALQ_API void calq_image_opts_init(calq_image_opts *o);
 /* Loads one image into *out (data owned by the caller: calq_tensor_free_data). */
 CALQ_API calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_tensor *out, calq_error *err);
+
+/* ---- Calibration config and data (src/calib) ---- */
+/* The quantization config is AMCT's (amct-reference.md §7.2 JSON, §7.3 simplified .cfg): the
+ * global batch_num / activation_offset / fusion switches and, per quantizable layer, the
+ * activation algorithm (IFMR or HFMG) and the weight algorithm (ARQ) with their parameters.
+ * Layers of the model that the config does not list are left in float. */
+
+/* AMCT's create_quant_config arguments (§1.1). Initialise with calq_config_opts_init(). */
+typedef struct calq_config_opts {
+    const char *const *skip_layers; /* layer names left out of the config (not quantized) */
+    int n_skip_layers;
+    int batch_num;                 /* calibration batches, > 0 (default 1) */
+    int activation_offset;         /* 1 (default): asymmetric activations (with offset); 0: symmetric */
+    const char *config_defination; /* a simplified .cfg (§7.3) or NULL. When set, the config is derived
+                                      from it and the three fields above are ignored, as in AMCT
+                                      (AMCT's own spelling of the keyword) */
+} calq_config_opts;
+
+/* Defaults: no skipped layers, batch_num 1, activation_offset 1, no .cfg. */
+CALQ_API void calq_config_opts_init(calq_config_opts *o);
+
+/* Writes the JSON config of model m to json_out (atomically): every quantizable layer
+ * (§8.1, calq_node_info.quantizable) with AMCT's defaults, minus skip_layers. opts NULL means
+ * defaults. */
+CALQ_API calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts *opts, const char *json_out,
+                                              calq_error *err);
+
+/* A validated config, read against a model. Free with calq_config_free(). The library's
+ * calibration code reads every parameter through src/calib/config.h; this header offers the
+ * lifecycle and what a command line needs. */
+typedef struct calq_config calq_config;
+
+/* The same config calq_create_quant_config writes, in memory. */
+CALQ_API calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts, calq_config **out,
+                                        calq_error *err);
+/* Reads a JSON config (any path not ending in .cfg) or a simplified .cfg and checks all of it:
+ * unknown keys, JSON types, parameter ranges (§3.1, §5), layers that are not quantizable
+ * layers of m, IFMR and HFMG keys mixed in one layer, channel_wise where it is not allowed
+ * (§8.4). Messages name the file, the key and the layer; JSON syntax errors give
+ * file:line:column. */
+CALQ_API calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err);
+/* Writes c as AMCT's JSON (atomically). The bytes depend only on c: writing a config that was
+ * read from calq's own output reproduces that output byte for byte. */
+CALQ_API calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err);
+CALQ_API void calq_config_free(calq_config *c);
+
+CALQ_API int calq_config_batch_num(const calq_config *c);
+CALQ_API calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err);
+/* Layer entries, in the model's node order (enabled or not). Names are owned by c. */
+CALQ_API int calq_config_num_layers(const calq_config *c);
+CALQ_API const char *calq_config_layer_name(const calq_config *c, int i); /* NULL when out of range */
+CALQ_API int calq_config_layer_enabled(const calq_config *c, int i);      /* quant_enable */
+/* Index of the entry for `layer`, or -1 when the config does not list it. */
+CALQ_API int calq_config_find_layer(const calq_config *c, const char *layer);
+/* Sets quant_enable of an entry (e.g. to leave a layer in float after a failed calibration). */
+CALQ_API calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, calq_error *err);
+
+/* Calibration data: batch i of a source is one set of model inputs. Three kinds:
+ *  - AMCT's raw folders (§1.2): one folder per model input, each file one batch of raw
+ *    little-endian values, files in ascending name order;
+ *  - .npy files: per input, a folder of .npy files (name order) or a list of files;
+ *  - a folder of photos (JPEG/PNG/BMP, name order) for a model with one image input: a batch
+ *    is batch_size consecutive images, each through calq_image_load.
+ * Opening only lists the files; calq_data_check then compares every batch it will use with
+ * the model's inputs before any inference. Free with calq_data_free(). */
+typedef struct calq_data calq_data;
+
+/* data_dir: "dir1/;dir2/" (one folder per input, in model input order; .bin files).
+ * data_types: "float32;float64" (one per folder; NULL or "" means float32 for all). A file
+ * must hold exactly numel(input shape) values of its data type; float64 (or float16) data are
+ * converted to a float32 input. */
+CALQ_API calq_status calq_data_open_bin(const char *data_dir, const char *data_types, calq_data **out, calq_error *err);
+/* spec: per input (separated by ';'), a folder of .npy files, one .npy file, or a list of
+ * .npy files separated by ','. Each file holds one batch: an array of the input's shape. */
+CALQ_API calq_status calq_data_open_npy(const char *spec, calq_data **out, calq_error *err);
+/* dir: a folder of photos; opts: preprocessing (NULL: calq_image_opts_init defaults);
+ * batch_size: images per batch, which must equal dim 0 of the model's input. */
+CALQ_API calq_status calq_data_open_images(const char *dir, const calq_image_opts *opts, int batch_size,
+                                           calq_data **out, calq_error *err);
+CALQ_API void calq_data_free(calq_data *d);
+
+/* Number of complete batches available (bin/npy: files per input; images: images /
+ * batch_size, a partial last batch is not counted). */
+CALQ_API int calq_data_num_batches(const calq_data *d);
+/* What the source holds, for a log line, e.g. "calib/: 2 .bin files" or "photos/: 13 images". */
+CALQ_API void calq_data_describe(const calq_data *d, char *buf, size_t n);
+/* Where batch i comes from: "calib/0001.bin" (inputs joined with " + "), or
+ * "photos/a.jpg..photos/h.jpg". Returns buf. */
+CALQ_API const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, size_t n);
+/* Where sample k of batch i comes from: the image file, or "calib/0001.bin, sample 3". */
+CALQ_API const char *calq_data_sample_source(const calq_data *d, int batch, int sample, char *buf, size_t n);
+
+/* Preflight: checks, before any inference, that the source holds at least batch_num batches
+ * for every input of m with the right size and type (m's input shapes must be fixed, e.g. by
+ * calq_model_set_input_shape), and that the batch counts agree across inputs. The message says
+ * how many batches were found, how many batch_num needs, and what to do. */
+CALQ_API calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_num, calq_error *err);
+
+/* Reads batch i into inputs[0..n_inputs), one tensor per model input in input order. The
+ * caller owns the tensors and sets dtype and dims (the model input's) and data (room for
+ * numel elements); the source converts its values into them. Reusing the same tensors for
+ * every batch keeps memory constant. */
+CALQ_API calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err);
+
+/* ---- Calibration (src/calib) ---- */
+/* The calibration run (amct-reference.md §1.1 steps 3-4): ARQ on the (folded) weights of every
+ * enabled layer, then batch_num batches of data through the model with an IFMR (two passes over
+ * the same batches) or HFMG (one pass) calibrator on the input tensor of every enabled layer;
+ * layers reading the same tensor share one calibrator (§3.2). Memory does not grow with
+ * batch_num: activations are never kept across batches. Every layer is looked at before a
+ * failure is reported: the error lists all layers whose factors are illegal, with their data
+ * range, NaN/Inf counts, the first batch and sample (and file) where the bad value appeared,
+ * and the skip_layers line that leaves them in float. */
+typedef struct calq_calibrate_opts {
+    int n_threads;          /* 0: OpenMP's default. The record never depends on it. */
+    int skip_illegal;       /* 1: layers with illegal factors are left out of the record (kept in
+                               float), listed in the log and disabled in config_out; 0 (default):
+                               they fail the run and nothing is written */
+    int log;                /* 1 (default): AMCT's progress lines (§1.4), a summary and, when stderr
+                               is a terminal, a progress bar; 0: quiet */
+    const char *config_out; /* NULL or a path: the config actually used (JSON, §7.2) is written
+                               there (atomically) when the run succeeds */
+} calq_calibrate_opts;
+
+/* Defaults: threads 0, skip_illegal 0, log 1, no config_out. */
+CALQ_API void calq_calibrate_opts_init(calq_calibrate_opts *o);
+
+/* Calibrates m on `data` and writes the record (§7.1 text format) to record_out, atomically and
+ * only when the whole run succeeds; an existing file there is left untouched on failure.
+ * cfg NULL: AMCT's defaults for every quantizable layer (batch_num 1). The model's input
+ * shapes must be fixed (calq_model_set_input_shape). opts NULL: defaults. With log on, the
+ * summary ("calibrated N layers in X s; record PATH", the layers skipped) is printed. Errors: the preflight's (too few
+ * batches; no inference was run), CALQ_ERR_NOT_SUPPORT (-65519) for illegal factors, I/O. */
+CALQ_API calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *data,
+                                    const calq_calibrate_opts *opts, const char *record_out, calq_error *err);
 
 /* ---- Quantization numerics (src/quant) ---- */
 /* The calibration algorithms as pure functions: arrays in, factors out. Every rule reproduces

@@ -41,6 +41,25 @@ set_tests_properties(peer.onnx_import_variants PROPERTIES LABELS peer TIMEOUT 30
 add_test(NAME peer.ifmr_vs_torch
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/ifmr_vs_torch.sh $<TARGET_FILE:calq_cli> 4)
 set_tests_properties(peer.ifmr_vs_torch PROPERTIES LABELS peer TIMEOUT 600)
+# Caffe frontend: MTCNN det1/det2/det3 and UltraFace slim-320 against OpenCV's DNN module
+# (Debian python3-opencv), and UltraFace's Caffe model against its ONNX twin, both in calq.
+add_test(NAME peer.caffe_vs_opencv
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_vs_opencv.sh opencv $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.caffe_vs_opencv PROPERTIES LABELS peer TIMEOUT 300)
+add_test(NAME peer.caffe_vs_onnx_twin
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_vs_opencv.sh onnx-twin $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.caffe_vs_onnx_twin PROPERTIES LABELS peer TIMEOUT 300)
 
 # docs/operators.md must list exactly the registry's operators.
 set_tests_properties(unit.test_operator_docs PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# Calibration end to end (issue 5): real models, the seed failure scenarios, --threads 1 vs 2.
+add_test(NAME peer.calib_cli
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/calib_cli.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.calib_cli PROPERTIES LABELS peer TIMEOUT 600)
+# Peak RSS of calibrating UltraFace with batch_num 8 vs 1 (must be <= 1.25x).
+add_test(NAME peer.calib_memory
+         COMMAND sh ${CMAKE_SOURCE_DIR}/bench/calib_memory.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+# A memory benchmark: meaningless under ASan, whose quarantine holds freed memory (label bench).
+set_tests_properties(peer.calib_memory PROPERTIES LABELS "peer;bench" TIMEOUT 600)

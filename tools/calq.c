@@ -12,6 +12,8 @@ static const struct {
     {"run", calq_cmd_run, "run a model (float) on .npy inputs and write its outputs"},
     {"inspect", calq_cmd_inspect, "list a model's inputs, outputs, shapes, operators and quantizable layers"},
     {"factors", calq_cmd_factors, "compute quantization factors (IFMR/HFMG/ARQ) for one tensor"},
+    {"create-config", calq_cmd_create_config, "write AMCT's quantization config (JSON) for a model"},
+    {"calibration", calq_cmd_calibration, "calibrate a model on data and write AMCT's record file"},
 };
 
 static void usage(FILE *f)

@@ -79,13 +79,24 @@ calq_status cli_apply_input_shapes(calq_model *m, const char *spec, calq_error *
     return st;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 calq_status cli_load_model(const char *model, const char *weights, calq_model **out, calq_error *err)
 {
-    size_t n = strlen(model);
-    if (weights || (n > 9 && strcmp(model + n - 9, ".prototxt") == 0)) {
-        snprintf(err->message, sizeof err->message,
-                 "%s: Caffe models are not supported by this build yet; convert to ONNX or use an ONNX model", model);
-        return err->status = CALQ_ERR_UNSUPPORTED;
+    /* A Caffe model is a prototxt (the net) plus a caffemodel (--weights). */
+    if (weights || ends_with(model, ".prototxt")) {
+        if (!weights || ends_with(model, ".caffemodel")) {
+            snprintf(err->message, sizeof err->message,
+                     "%s: a Caffe model needs both files, the net and its weights: --model NET.prototxt --weights "
+                     "NET.caffemodel%s",
+                     model, weights ? " (the two look swapped)" : "");
+            return err->status = CALQ_ERR_BAD_PARAMETERS;
+        }
+        return calq_model_load_caffe(model, weights, out, err);
     }
     return calq_model_load_onnx(model, out, err);
 }

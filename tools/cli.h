@@ -33,5 +33,7 @@ int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
 int calq_cmd_run(int argc, char **argv);
 int calq_cmd_inspect(int argc, char **argv);
 int calq_cmd_factors(int argc, char **argv);
+int calq_cmd_create_config(int argc, char **argv);
+int calq_cmd_calibration(int argc, char **argv);
 
 #endif

@@ -26,24 +26,64 @@ static const char usage_text[] =
     "  --no-fusion            run the graph as written (by default Conv+BatchNorm and per-channel\n"
     "                         Mul/Add after a Conv are folded into it, as AMCT does)\n";
 
+/* Files written by this run, by tensor name. Sanitising can map two tensor names ("a/b", "a_b")
+ * to one file name, so a later one gets a numeric suffix instead of overwriting; the same
+ * tensor written twice (dumped, then written as a graph output) keeps its one file. */
+typedef struct name_set {
+    char **tensors, **files;
+    int n, cap;
+} name_set;
+
+static const char *unique_name(name_set *set, const char *tensor, const char *safe, char *buf, size_t n)
+{
+    for (int i = 0; i < set->n; i++)
+        if (strcmp(set->tensors[i], tensor) == 0) return set->files[i];
+    snprintf(buf, n, "%s", safe);
+    for (int k = 2;; k++) {
+        int clash = 0;
+        for (int i = 0; i < set->n && !clash; i++) clash = strcmp(set->files[i], buf) == 0;
+        if (!clash) break;
+        snprintf(buf, n, "%s_%d", safe, k);
+    }
+    if (set->n == set->cap) {
+        int cap = set->cap ? set->cap * 2 : 64;
+        char **t = realloc(set->tensors, sizeof(char *) * (size_t)cap);
+        if (t) set->tensors = t;
+        char **f = t ? realloc(set->files, sizeof(char *) * (size_t)cap) : NULL;
+        if (f) set->files = f;
+        if (!t || !f) return buf;
+        set->cap = cap;
+    }
+    char *tc = strdup(tensor), *fc = strdup(buf);
+    if (tc && fc) {
+        set->tensors[set->n] = tc;
+        set->files[set->n++] = fc;
+    } else {
+        free(tc);
+        free(fc);
+    }
+    return buf;
+}
+
 typedef struct dump_ctx {
     const char *dir;
     int written;
     calq_error *err;
+    name_set *names;
 } dump_ctx;
 
-static int write_tensor(const char *dir, const char *name, const calq_tensor *t, calq_error *err)
+static int write_tensor(const char *dir, name_set *names, const char *name, const calq_tensor *t, calq_error *err)
 {
-    char safe[512], path[4096];
+    char safe[512], uniq[600], path[4096];
     cli_safe_name(name, safe, sizeof safe);
-    snprintf(path, sizeof path, "%s/%s.npy", dir, safe);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, unique_name(names, name, safe, uniq, sizeof uniq));
     return calq_npy_write(path, t, err) == CALQ_OK ? 0 : -1;
 }
 
 static int dump_observer(void *user, const char *name, const calq_tensor *t)
 {
     dump_ctx *d = user;
-    if (write_tensor(d->dir, name, t, d->err) != 0) return 1;
+    if (write_tensor(d->dir, d->names, name, t, d->err) != 0) return 1;
     d->written++;
     return 0;
 }
@@ -134,6 +174,7 @@ int calq_cmd_run(int argc, char **argv)
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
     calq_session *s = NULL;
     char **dump_names = NULL;
+    name_set written = {0};
     if (!ins) goto done;
     if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) {
         cli_fail(&err);
@@ -185,7 +226,7 @@ int calq_cmd_run(int argc, char **argv)
         cli_fail(&err);
         goto done;
     }
-    dump_ctx dctx = {outdir, 0, &err};
+    dump_ctx dctx = {outdir, 0, &err, &written};
     int n_dump = 0;
     if (dump) {
         char *copy = strdup(dump), *save = NULL;
@@ -212,7 +253,7 @@ int calq_cmd_run(int argc, char **argv)
         calq_value_info info;
         calq_model_output_info(m, o, &info);
         calq_session_output(s, o, &t);
-        if (write_tensor(outdir, info.name, t, &err) != 0) {
+        if (write_tensor(outdir, &written, info.name, t, &err) != 0) {
             cli_fail(&err);
             goto done;
         }
@@ -228,6 +269,12 @@ done:
     if (dump_names)
         for (int i = 0; dump_names[i]; i++) free(dump_names[i]);
     free(dump_names);
+    for (int i = 0; i < written.n; i++) {
+        free(written.tensors[i]);
+        free(written.files[i]);
+    }
+    free(written.tensors);
+    free(written.files);
     calq_session_free(s);
     for (int i = 0; ins && i < n_in; i++) calq_tensor_free_data(&ins[i]);
     free(ins);

@@ -48,7 +48,7 @@ typedef struct calq_op_def {
     void (*release)(void *state);
 } calq_op_def;
 
-/* Registry (exec/ops.c). NULL when op_type/domain is not implemented. */
+/* Registry (exec/ops.c). NULL when calq has no kernel for op_type in domain. */
 const calq_op_def *calq__op_find(const char *domain, const char *op_type);
 /* The i-th implemented operator (0-based, registry order), or NULL past the end. */
 const calq_op_def *calq__op_at(int i);

@@ -142,8 +142,10 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
 {
     *out = NULL;
     if (n_inputs != g->n_inputs || n_inputs > 64)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has %d inputs, %d were given", g->n_inputs,
-                          n_inputs);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          n_inputs > 64 ? "the model has %d inputs; calq plans models with up to 64 inputs"
+                                        : "the model has %d inputs, %d were given",
+                          g->n_inputs, n_inputs);
     calq_plan *p = calloc(1, sizeof *p);
     if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     p->g = g;
@@ -201,7 +203,7 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
             if (pv->kind == CALQ_PV_DYNAMIC) shapes_known = false;
             if (!value_known_data(pv)) {
                 all_known = false;
-                if (d->data_inputs & (1u << k)) needs_runtime = true;
+                if (k < 32 && (d->data_inputs & (1u << k))) needs_runtime = true;
             } else if (k < 32) {
                 step.const_inputs |= 1u << k;
             }
@@ -220,9 +222,19 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
             for (int k = 0; k < n->n_outputs; k++) {
                 if (n->outputs[k] < 0) continue;
                 calq_plan_value *pv = &p->vals[n->outputs[k]];
-                if (calq_tensor_numel(&pv->t) < 0 || pv->t.dtype == CALQ_DTYPE_UNDEFINED) {
+                int64_t numel = calq_tensor_numel(&pv->t);
+                if (numel < 0 || pv->t.dtype == CALQ_DTYPE_UNDEFINED) {
                     st = calq__fail(err, CALQ_ERR_INTERNAL, n->name, "%s node '%s': output %d has no valid shape",
                                     n->op_type, n->name, k);
+                    break;
+                }
+                /* Bounded so arena offsets cannot wrap: 2^40 bytes is far beyond any real tensor. */
+                if ((uint64_t)numel > (UINT64_C(1) << 40) / calq_dtype_size(pv->t.dtype)) {
+                    char shape[160];
+                    st = calq__fail(err, CALQ_ERR_SHAPE, n->name,
+                                    "%s node '%s': output %d would be %s (%lld elements), too large to allocate",
+                                    n->op_type, n->name, k,
+                                    calq__shape_str(pv->t.dims, pv->t.ndim, shape, sizeof shape), (long long)numel);
                     break;
                 }
                 pv->nbytes = calq__tensor_nbytes(&pv->t);

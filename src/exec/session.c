@@ -19,6 +19,7 @@ struct calq_session {
     void *observer_user;
     bool *observed; /* per value; NULL = all */
     calq_tensor *outputs;
+    bool have_outputs;    /* the last run succeeded */
     void **output_copies; /* outputs that are graph inputs are copied (user data is borrowed) */
 };
 
@@ -38,7 +39,8 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
         calq_status st = calq__graph_clone(m->g, &s->g, err);
         if (st == CALQ_OK) {
             s->owns_graph = true;
-            st = calq__pass_fold_conv_affine(s->g, NULL, 0, &n_folded, err);
+            st = calq__pass_fold_conv_affine(s->g, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded,
+                                             err);
         }
         if (st != CALQ_OK) {
             calq_session_free(s);
@@ -50,6 +52,8 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
             s->owns_graph = false;
         }
     }
+    s->opts.skip_fusion_layers = NULL; /* borrowed for the fold above only */
+    s->opts.n_skip_fusion_layers = 0;
     s->outputs = calloc((size_t)m->g->n_outputs + 1, sizeof *s->outputs);
     s->output_copies = calloc((size_t)m->g->n_outputs + 1, sizeof *s->output_copies);
     if (!s->outputs || !s->output_copies) {
@@ -89,10 +93,14 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
             }
             const calq_value *val = &g->values[v];
             if (val->producer < 0 && !val->is_input && !val->constant) {
+                /* The model computes it, this session's fused graph does not. */
+                bool folded = g != s->m->g && s->m->g->values[v].producer >= 0;
                 free(obs);
                 return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                                  "tensor '%s' is not computed: the layer after it was folded into its Conv "
-                                  "(Conv+BatchNorm fusion). Run without fusion (calq run --no-fusion) to see it",
+                                  folded
+                                      ? "tensor '%s' is not computed: the layer after it was folded into its Conv "
+                                        "(Conv+BatchNorm fusion). Run without fusion (calq run --no-fusion) to see it"
+                                      : "tensor '%s' is not computed by any node of the model",
                                   names[i]);
             }
             obs[v] = true;
@@ -154,16 +162,33 @@ static calq_status observe(calq_session *s, int v, calq_error *err)
     return CALQ_OK;
 }
 
+static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err);
+
 calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
 {
-    const calq_graph *g = s->g;
-    CALQ_TRY(check_inputs(g, inputs, n_inputs, err));
+    s->have_outputs = false;
+    /* the model's graph: calq_model_set_input_shape after session creation must count */
+    CALQ_TRY(check_inputs(s->m->g, inputs, n_inputs, err));
+    /* omp_set_num_threads sticks to the calling thread: restore it so the caller's later
+     * OpenMP code (and sessions with n_threads = 0) see what they saw before. */
+    int saved_threads = omp_get_max_threads();
     if (s->opts.n_threads > 0) omp_set_num_threads(s->opts.n_threads);
+    calq_status st = run_plan(s, inputs, n_inputs, err);
+    if (s->opts.n_threads > 0) omp_set_num_threads(saved_threads);
+    return st;
+}
+
+static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    const calq_graph *g = s->g;
     CALQ_TRY(ensure_plan(s, inputs, n_inputs, err));
     calq_plan *p = s->plan;
     for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = inputs[i].data;
     if (err) err->status = CALQ_OK;
     for (int i = 0; i < n_inputs; i++) CALQ_TRY(observe(s, g->inputs[i], err));
+    /* Tensors folded at plan time (constant sub-graphs) are observed once per run too. */
+    for (int v = 0; v < g->n_values; v++)
+        if (p->vals[v].kind == CALQ_PV_FOLDED) CALQ_TRY(observe(s, v, err));
     for (int st = 0; st < p->n_steps; st++) {
         CALQ_TRY(calq__plan_run_step(p, st, err));
         const calq_node *n = &g->nodes[p->steps[st].node];
@@ -184,11 +209,14 @@ calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_i
         }
     }
     for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = NULL;
+    s->have_outputs = true;
     return CALQ_OK;
 }
 
 calq_status calq_session_output(const calq_session *s, int i, const calq_tensor **out)
 {
+    *out = NULL;
+    if (!s->have_outputs) return CALQ_ERR_BAD_PARAMETERS; /* no successful run since the last change */
     if (!s->plan || i < 0 || i >= s->m->g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     *out = &s->outputs[i];
     return CALQ_OK;
@@ -213,7 +241,7 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
             }
             calq__set_shape(&ins[i], iv->dtype, iv->dims, iv->ndim);
         }
-        calq_status st = calq__plan_build(g, ins, g->n_inputs, false, &s->plan, err);
+        calq_status st = calq__plan_build(g, ins, g->n_inputs, s->opts.use_fast != 0, &s->plan, err);
         free(ins);
         CALQ_TRY(st);
     }

@@ -8,8 +8,12 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/tensor.h"
+#include "frontend/caffe.h"
 #include "graph/quantizable.h"
+#include "frontend/pb_depth.h"
 #include "onnx/onnx.pb-c.h"
+
+#define CALQ_ONNX_MAX_DEPTH 64
 
 static char *dupstr(const char *s)
 {
@@ -24,6 +28,10 @@ calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const cha
 {
     *out = NULL;
     if (!data && size) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model data");
+    /* ONNX nests graphs inside attributes; real models stay far below this depth. */
+    if (!calq__pb_depth_ok(&onnx__model_proto__descriptor, data, size, CALQ_ONNX_MAX_DEPTH))
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "not a valid ONNX model: messages are nested more than %d levels deep", CALQ_ONNX_MAX_DEPTH);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
@@ -69,7 +77,9 @@ void calq_model_free(calq_model *m)
     if (!m) return;
     calq__graph_free(m->g);
     if (m->onnx) onnx__model_proto__free_unpacked(m->onnx, NULL);
+    calq__caffe_release(m);
     free(m->path);
+    free(m->weights_path);
     free(m->base_dir);
     free(m);
 }
@@ -130,7 +140,9 @@ calq_status calq_model_set_input_shape(calq_model *m, const char *name, const in
         if (dims[i] <= 0)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "input '%s': dim %d must be positive, got %lld", name,
                               i, (long long)dims[i]);
-        if (val->ndim >= 0 && val->dims[i] >= 0 && val->dims[i] != dims[i] && i != 0) {
+        /* Caffe nets reshape to any input size (Net::Reshape); ONNX models fix non-batch dims. */
+        if (m->format != CALQ_FORMAT_CAFFE && val->ndim >= 0 && val->dims[i] >= 0 && val->dims[i] != dims[i] &&
+            i != 0) {
             char have[128];
             return calq__fail(err, CALQ_ERR_SHAPE, NULL,
                               "input '%s' is %s in the model; dim %d cannot become %lld (only dynamic dims and the "

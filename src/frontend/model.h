@@ -12,6 +12,10 @@ struct calq_model {
     char *path;     /* the model file, or NULL when loaded from a buffer */
     char *base_dir; /* folder for external data */
     void *onnx;     /* Onnx__ModelProto* (owned), kept for save */
+    /* Caffe (format == CALQ_FORMAT_CAFFE), kept for save: */
+    char *weights_path;            /* the caffemodel, or NULL */
+    struct calq_tp_node *prototxt; /* the parsed prototxt (owned; calq_tp_free) */
+    void *caffe_net;               /* CalqCaffe__NetParameter* unpacked from the caffemodel (owned), or NULL */
 };
 
 /* Builds m->g from the ONNX ModelProto in m->onnx. */

@@ -11,7 +11,8 @@
 #include "frontend/model.h"
 #include "frontend/onnx_tensor.h"
 
-#define CALQ_MIN_OPSET 1
+/* Operator semantics follow opsets 7 to 17; older opsets load with those semantics (their
+ * attributes are a subset), newer ones changed operators in ways calq would misread. */
 #define CALQ_MAX_OPSET 17
 
 static calq_status value_info_shape(calq_graph *g, int v, const Onnx__ValueInfoProto *vi)
@@ -174,9 +175,9 @@ static calq_status check_supported(calq_graph *g, calq_error *err)
     for (int i = 0; i < g->n_nodes; i++) {
         if (seen[i] || calq__op_find(g->nodes[i].domain, g->nodes[i].op_type)) continue;
         const char *dom = g->nodes[i].domain;
-        at +=
-            (size_t)snprintf(msg + at, at < sizeof msg ? sizeof msg - at : 0, "%s  %s%s%s (nodes:", n_types ? "\n" : "",
-                             dom[0] ? dom : "", dom[0] ? "::" : "", g->nodes[i].op_type);
+        if (at < sizeof msg)
+            at += (size_t)snprintf(msg + at, sizeof msg - at, "%s  %s%s%s (nodes:", n_types ? "\n" : "",
+                                   dom[0] ? dom : "", dom[0] ? "::" : "", g->nodes[i].op_type);
         int listed = 0;
         for (int j = i; j < g->n_nodes; j++) {
             if (strcmp(g->nodes[j].op_type, g->nodes[i].op_type) != 0 || strcmp(g->nodes[j].domain, dom) != 0) continue;
@@ -207,7 +208,7 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
     if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
     if (opset > CALQ_MAX_OPSET)
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                          "the model uses ONNX opset %d; calq supports opsets 7 to %d. Re-export with opset %d or "
+                          "the model uses ONNX opset %d; calq supports opsets up to %d. Re-export with opset %d or "
                           "lower (e.g. torch.onnx.export(..., opset_version=%d)).",
                           opset, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
     calq_graph *g = calq__graph_new();
@@ -249,6 +250,10 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
             return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
         }
         if (g->values[v].constant) continue; /* an initializer listed as input (IR 3) */
+        if (g->values[v].is_input) {
+            free(ins);
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph input '%s' is listed twice", vi->name);
+        }
         value_info_shape(g, v, vi);
         if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED) {
             free(ins);

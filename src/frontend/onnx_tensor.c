@@ -1,6 +1,7 @@
 #include "frontend/onnx_tensor.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +57,14 @@ static const char *onnx_type_name(int32_t t)
 }
 
 /* External data: only files inside the model's folder (ONNX's own rule), so a model cannot
- * make calq read arbitrary files. */
-static calq_status load_external(const Onnx__TensorProto *tp, const char *base_dir, const char *name, calq_tensor *out,
-                                 size_t nbytes, calq_error *err)
+ * make calq read arbitrary files. Opens the file positioned at the tensor's bytes, after
+ * checking that the file holds them (before anything is allocated for them). */
+static calq_status open_external(const Onnx__TensorProto *tp, const char *base_dir, const char *name, size_t nbytes,
+                                 FILE **out, calq_error *err)
 {
     const char *location = NULL;
     long long offset = 0, length = -1;
+    *out = NULL;
     for (size_t i = 0; i < tp->n_external_data; i++) {
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key || !e->value) continue;
@@ -89,13 +92,29 @@ static calq_status load_external(const Onnx__TensorProto *tp, const char *base_d
     if (!fp)
         return calq__fail(err, CALQ_ERR_IO, NULL, "tensor '%s': cannot open external data file %s: %s", name, path,
                           strerror(errno));
-    calq_status st = CALQ_OK;
-    if (fseek(fp, (long)offset, SEEK_SET) != 0 || fread(out->data, 1, nbytes, fp) != nbytes)
-        st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
-                        "tensor '%s': external data file %s is too short (needs %zu bytes at offset %lld)", name, path,
-                        nbytes, offset);
-    fclose(fp);
-    return st;
+    long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    if (size < 0 || (unsigned long long)offset > (unsigned long long)size ||
+        (unsigned long long)size - (unsigned long long)offset < nbytes || fseek(fp, (long)offset, SEEK_SET) != 0) {
+        fclose(fp);
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "tensor '%s': external data file %s is too short (needs %zu bytes at offset %lld, has %ld)",
+                          name, path, nbytes, offset, size);
+    }
+    *out = fp;
+    return CALQ_OK;
+}
+
+/* Number of values in the typed field that holds this data type (onnx.proto). */
+static size_t typed_count(const Onnx__TensorProto *tp, calq_dtype dt)
+{
+    switch (dt) {
+    case CALQ_DTYPE_FLOAT32: return tp->n_float_data;
+    case CALQ_DTYPE_FLOAT64: return tp->n_double_data;
+    case CALQ_DTYPE_INT64: return tp->n_int64_data;
+    case CALQ_DTYPE_UINT32:
+    case CALQ_DTYPE_UINT64: return tp->n_uint64_data;
+    default: return tp->n_int32_data;
+    }
 }
 
 calq_status calq__onnx_tensor_load(const Onnx__TensorProto *tp, const char *base_dir, calq_tensor *out, calq_error *err)
@@ -120,55 +139,50 @@ calq_status calq__onnx_tensor_load(const Onnx__TensorProto *tp, const char *base
     int64_t n = calq_tensor_numel(out);
     if (n < 0 || (uint64_t)n > ((uint64_t)1 << 40))
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s' is impossibly large", name);
-    CALQ_TRY(calq__tensor_alloc(out, err));
     size_t es = calq_dtype_size(out->dtype), nbytes = (size_t)n * es;
-    calq_status st = CALQ_OK;
+    /* Check that the data is there before allocating for it: a header can claim any shape. */
+    bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (!external) {
+        size_t have = tp->has_raw_data ? tp->raw_data.len / es : typed_count(tp, out->dtype);
+        if (tp->has_raw_data ? tp->raw_data.len != nbytes : have != (size_t)n)
+            return tp->has_raw_data
+                       ? calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                                    "tensor '%s': raw data holds %zu bytes, its shape and type need %zu", name,
+                                    tp->raw_data.len, nbytes)
+                       : calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                                    "tensor '%s': holds %zu values, its shape needs %lld", name, have, (long long)n);
+    }
+    FILE *ext = NULL;
+    if (external) CALQ_TRY(open_external(tp, base_dir, name, nbytes, &ext, err));
+    calq_status st = calq__tensor_alloc(out, err);
+    if (st != CALQ_OK) {
+        if (ext) fclose(ext);
+        return st;
+    }
 
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        st = load_external(tp, base_dir, name, out, nbytes, err);
+    if (ext) {
+        if (nbytes && fread(out->data, 1, nbytes, ext) != nbytes)
+            st = calq__fail(err, CALQ_ERR_IO, NULL, "tensor '%s': cannot read its external data", name);
+        fclose(ext);
     } else if (tp->has_raw_data) {
-        if (tp->raw_data.len != nbytes)
-            st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
-                            "tensor '%s': raw data holds %zu bytes, its shape and type need %zu", name,
-                            tp->raw_data.len, nbytes);
-        else if (nbytes)
-            memcpy(out->data, tp->raw_data.data, nbytes);
-    } else {
-        /* Typed fields: which one holds the values depends on the data type (onnx.proto). */
-        size_t have = 0;
+        if (nbytes) memcpy(out->data, tp->raw_data.data, nbytes);
+    } else if (n) {
+        /* Typed fields (counts checked above): which one holds the values depends on the type. */
         switch (out->dtype) {
-        case CALQ_DTYPE_FLOAT32:
-            have = tp->n_float_data;
-            if (have == (size_t)n && n) memcpy(out->data, tp->float_data, nbytes);
-            break;
-        case CALQ_DTYPE_FLOAT64:
-            have = tp->n_double_data;
-            if (have == (size_t)n && n) memcpy(out->data, tp->double_data, nbytes);
-            break;
-        case CALQ_DTYPE_INT64:
-            have = tp->n_int64_data;
-            if (have == (size_t)n && n) memcpy(out->data, tp->int64_data, nbytes);
-            break;
+        case CALQ_DTYPE_FLOAT32: memcpy(out->data, tp->float_data, nbytes); break;
+        case CALQ_DTYPE_FLOAT64: memcpy(out->data, tp->double_data, nbytes); break;
+        case CALQ_DTYPE_INT64: memcpy(out->data, tp->int64_data, nbytes); break;
         case CALQ_DTYPE_UINT32:
         case CALQ_DTYPE_UINT64:
-            have = tp->n_uint64_data;
-            if (have == (size_t)n)
-                for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, (int64_t)tp->uint64_data[i]);
+            for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, (int64_t)tp->uint64_data[i]);
             break;
         case CALQ_DTYPE_FLOAT16: /* fp16 bit patterns, one per int32 */
-            have = tp->n_int32_data;
-            if (have == (size_t)n)
-                for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = (uint16_t)tp->int32_data[i];
+            for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = (uint16_t)tp->int32_data[i];
             break;
         default:
-            have = tp->n_int32_data;
-            if (have == (size_t)n)
-                for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, tp->int32_data[i]);
+            for (int64_t i = 0; i < n; i++) calq__tensor_set_i64(out, i, tp->int32_data[i]);
             break;
         }
-        if (have != (size_t)n)
-            st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s': holds %zu values, its shape needs %lld", name,
-                            have, (long long)n);
     }
     if (st != CALQ_OK) calq_tensor_free_data(out);
     return st;

@@ -1,5 +1,5 @@
-/* Deep copy of a graph, so passes can rewrite a session's copy while the model keeps the
- * original (save patches the original; calibration with do_fusion=false needs it unfused). */
+/* Copy of a graph, so passes can rewrite a session's copy while the model keeps the original
+ * (save patches the original; calibration with do_fusion=false needs it unfused). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,12 +48,10 @@ static calq_status clone_into(calq_graph *d, const calq_graph *s, calq_error *er
         char *name = dv->name;
         *dv = *sv;
         dv->name = name;
-        dv->constant = NULL;
-        if (sv->constant) {
-            if (!(dv->constant = calloc(1, sizeof *dv->constant)))
-                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-            CALQ_TRY(calq__tensor_clone(dv->constant, sv->constant, err));
-        }
+        /* Constants are never written, so the copy views the source's tensors (weights are
+         * not duplicated); passes that change a weight add a new constant instead. The
+         * source graph must outlive the clone. */
+        dv->constant_shared = sv->constant != NULL;
     }
     for (int i = 0; i < s->n_nodes; i++) {
         const calq_node *n = &s->nodes[i];

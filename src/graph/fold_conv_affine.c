@@ -51,8 +51,11 @@ static bool per_channel(const calq_tensor *c, int rank, int64_t C)
 static bool affine_of(const calq_graph *g, const calq_node *c, int v, int rank, int64_t C, float *m, float *a, float *s)
 {
     if (is_op(c, "BatchNormalization")) {
+        /* Only where the unfused BN runs as inference: no training outputs or mode, and not the
+         * per-activation form of opsets 7-8 (spatial = 0). */
         for (int k = 1; k < c->n_outputs; k++)
-            if (c->outputs[k] >= 0) return false; /* training outputs requested */
+            if (c->outputs[k] >= 0) return false;
+        if (calq__attr_int(c, "training_mode", 0) != 0 || calq__attr_int(c, "spatial", 1) == 0) return false;
         const calq_tensor *gamma = const_f32(g, c, 1), *beta = const_f32(g, c, 2), *mean = const_f32(g, c, 3),
                           *var = const_f32(g, c, 4);
         if (c->inputs[0] != v || !gamma || !beta || !mean || !var) return false;
@@ -178,7 +181,9 @@ calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, 
                 conv->n_inputs > 2 && conv->inputs[2] >= 0 ? g->values[conv->inputs[2]].constant : NULL;
             if (!w || w->dtype != CALQ_DTYPE_FLOAT32 || w->ndim < 3) break;
             if (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!bias || bias->dtype != CALQ_DTYPE_FLOAT32)) break;
-            int64_t C = w->dims[0];
+            int64_t C = w->dims[0], nw = calq_tensor_numel(w);
+            /* C bounded by the weight data actually loaded, so the per-channel buffers are too */
+            if (C <= 0 || nw < C || nw % C != 0) break;
             if (bias && calq_tensor_numel(bias) != C) break;
             int v = conv->outputs[0];
             int *uses = count_uses(g);

@@ -51,7 +51,7 @@ void calq__graph_free(calq_graph *g)
     if (!g) return;
     for (int i = 0; i < g->n_values; i++) {
         free(g->values[i].name);
-        if (g->values[i].constant) {
+        if (g->values[i].constant && !g->values[i].constant_shared) {
             calq_tensor_free_data(g->values[i].constant);
             free(g->values[i].constant);
         }
@@ -195,49 +195,75 @@ calq_status calq__graph_toposort(calq_graph *g, calq_error *err)
             g->values[v].producer = i;
         }
     }
-    /* Kahn's algorithm, always taking the lowest ready index, so a model already in order
-     * keeps its order. */
+    /* Kahn's algorithm, always taking the lowest ready index (a min-heap), so a model already in
+     * order keeps its order. Consumer lists make it O((V + E) log V). */
     int *indeg = calloc((size_t)nn + 1, sizeof(int));
     int *order = malloc(sizeof(int) * ((size_t)nn + 1));
+    int *heap = malloc(sizeof(int) * ((size_t)nn + 1));
+    int *first = malloc(sizeof(int) * ((size_t)g->n_values + 1)); /* consumer list head per value */
+    size_t n_edges = 0;
+    for (int i = 0; i < nn; i++) n_edges += (size_t)g->nodes[i].n_inputs;
+    int *next = malloc(sizeof(int) * (n_edges + 1)), *cons = malloc(sizeof(int) * (n_edges + 1));
     char *done = calloc((size_t)nn + 1, 1);
-    if (!indeg || !order || !done) {
+    if (!indeg || !order || !heap || !first || !next || !cons || !done) {
         free(indeg);
         free(order);
+        free(heap);
+        free(first);
+        free(next);
+        free(cons);
         free(done);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory sorting the graph");
     }
+    for (int v = 0; v < g->n_values; v++) first[v] = -1;
+    int e = 0;
     for (int i = 0; i < nn; i++)
         for (int k = 0; k < g->nodes[i].n_inputs; k++) {
             int v = g->nodes[i].inputs[k];
-            if (v >= 0 && g->values[v].producer >= 0) indeg[i]++;
+            if (v < 0 || g->values[v].producer < 0) continue;
+            indeg[i]++;
+            cons[e] = i;
+            next[e] = first[v];
+            first[v] = e++;
         }
-    int placed = 0, scan = 0;
-    while (placed < nn) {
-        int pick = -1;
-        for (int i = scan; i < nn; i++)
-            if (!done[i] && indeg[i] == 0) {
-                pick = i;
-                break;
-            }
-        if (pick < 0)
-            for (int i = 0; i < scan; i++)
-                if (!done[i] && indeg[i] == 0) {
-                    pick = i;
-                    break;
-                }
-        if (pick < 0) break;
+    int n_heap = 0, placed = 0;
+    for (int i = 0; i < nn; i++)
+        if (indeg[i] == 0) heap[n_heap++] = i; /* ascending: already a heap */
+    while (n_heap > 0) {
+        int pick = heap[0];
+        heap[0] = heap[--n_heap];
+        for (int at = 0;;) { /* sift down */
+            int l = 2 * at + 1, r = l + 1, m = at;
+            if (l < n_heap && heap[l] < heap[m]) m = l;
+            if (r < n_heap && heap[r] < heap[m]) m = r;
+            if (m == at) break;
+            int t = heap[m];
+            heap[m] = heap[at];
+            heap[at] = t;
+            at = m;
+        }
         done[pick] = 1;
         order[placed++] = pick;
-        scan = pick;
         for (int o = 0; o < g->nodes[pick].n_outputs; o++) {
             int v = g->nodes[pick].outputs[o];
             if (v < 0) continue;
-            for (int i = 0; i < nn; i++)
-                if (!done[i])
-                    for (int k = 0; k < g->nodes[i].n_inputs; k++)
-                        if (g->nodes[i].inputs[k] == v) indeg[i]--;
+            for (int q = first[v]; q >= 0; q = next[q])
+                if (--indeg[cons[q]] == 0) {
+                    int at = n_heap++; /* sift up */
+                    heap[at] = cons[q];
+                    while (at > 0 && heap[(at - 1) / 2] > heap[at]) {
+                        int t = heap[(at - 1) / 2];
+                        heap[(at - 1) / 2] = heap[at];
+                        heap[at] = t;
+                        at = (at - 1) / 2;
+                    }
+                }
         }
     }
+    free(heap);
+    free(first);
+    free(next);
+    free(cons);
     if (placed < nn) {
         int bad = 0;
         while (bad < nn && done[bad]) bad++;
@@ -258,7 +284,7 @@ calq_status calq__graph_toposort(calq_graph *g, calq_error *err)
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory sorting the graph");
     }
     for (int i = 0; i < nn; i++) sorted[i] = g->nodes[order[i]];
-    memcpy(g->nodes, sorted, sizeof(calq_node) * (size_t)nn);
+    if (nn) memcpy(g->nodes, sorted, sizeof(calq_node) * (size_t)nn);
     free(sorted);
     free(indeg);
     free(order);

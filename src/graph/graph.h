@@ -37,7 +37,8 @@ typedef struct calq_value {
     calq_dtype dtype;            /* UNDEFINED until known */
     int ndim;                    /* -1: rank unknown */
     int64_t dims[CALQ_MAX_DIMS]; /* -1: unknown dim */
-    calq_tensor *constant;       /* initializer / Constant data (owned), or NULL */
+    calq_tensor *constant;       /* initializer / Constant data, or NULL; owned unless constant_shared */
+    bool constant_shared;        /* a clone's view of another graph's constant: never freed here */
     int producer;                /* node index, or -1 (graph input / constant) */
     bool is_input;               /* a graph input the user feeds */
     bool is_output;

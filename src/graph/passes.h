@@ -4,7 +4,8 @@
 
 #include "graph/graph.h"
 
-/* Deep copy (owner: caller, calq__graph_free). */
+/* Copy of src for rewriting (owner: caller, calq__graph_free). Nodes, attributes and names are
+ * copied; constant tensors are shared with src (read-only), so src must outlive the copy. */
 calq_status calq__graph_clone(const calq_graph *src, calq_graph **out, calq_error *err);
 
 /* Folds per-output-channel affine layers that directly follow a Conv into the Conv's weight

@@ -1,0 +1,302 @@
+/* calq_calibrate: the calibration run of amct-reference.md §1.1 (steps 3-4) in one call.
+ *
+ *   preflight (the data hold batch_num batches; no inference before that)
+ *   -> fold as the session folds (§8.3) -> ARQ on every enabled layer's weight (§6.1)
+ *   -> pass 1 over batches 0..batch_num-1: IFMR statistics / HFMG histograms (§3, §5)
+ *   -> pass 2 over the same batches: IFMR losses (docs/numerics.md, "Streaming")
+ *   -> every layer checked -> one report of all failures, or the record (§7.1), atomically.
+ *
+ * The model runs batch by batch with reused input buffers and a session arena; calibrators keep
+ * bounded state, so memory does not depend on batch_num (AMCT's grows with it, §3.2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "calib/calibrate.h"
+#include "calib/record.h"
+#include "frontend/model.h"
+#include "graph/passes.h"
+
+void calq_calibrate_opts_init(calq_calibrate_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->log = 1;
+}
+
+/* AMCT's per-batch line (§1.4): Caffe's IFMR layer, or the ONNX/PyTorch logger. */
+static void log_stored(const calq__calib *cal)
+{
+    for (int i = 0; i < cal->n_layers; i++) {
+        const calq_layer_config *lc = cal->layers[i].cfg;
+        if (cal->caffe_log)
+            calq__log(CALQ_LOG_INFO, "Doing layer: \"%s\" calibration, already store %d/%d data.", lc->name,
+                      cal->batch + 1, cal->batch_num);
+        else
+            calq__log(CALQ_LOG_INFO, "Doing layer %s data calibration: data already %s %d/%d", lc->name,
+                      lc->act.algo == CALQ_ACT_HFMG ? "preprocess" : "stored", cal->batch + 1, cal->batch_num);
+    }
+}
+
+static void log_done(const calq__calib *cal)
+{
+    for (int i = 0; i < cal->n_layers; i++) {
+        if (calq__calib_layer_failed(cal, i)) continue;
+        const calq_layer_config *lc = cal->layers[i].cfg;
+        if (cal->caffe_log) {
+            if (lc->act.algo == CALQ_ACT_IFMR) calq__log(CALQ_LOG_INFO, "Start to do ifmr quant.");
+            calq__log(CALQ_LOG_INFO, "Do layer:\"%s\" activation calibration success!", lc->name);
+        } else {
+            calq__log(CALQ_LOG_INFO, "Use %d batch to do layer %s data calibration.", cal->batch_num, lc->name);
+            calq__log(CALQ_LOG_INFO, "Do layer %s data calibration succeeded!", lc->name);
+        }
+    }
+}
+
+/* After a pass: HFMG computes after pass 1; IFMR streams end their pass. Returns true when
+ * another pass over the same batches is needed. */
+static bool end_pass(calq__calib *cal)
+{
+    bool again = false;
+    for (int k = 0; k < cal->n_groups; k++) {
+        calq__calib_group *gr = &cal->groups[k];
+        if (gr->failed || gr->done) continue;
+        calq_error e = {0};
+        if (gr->algo == CALQ_ACT_HFMG) {
+            calq_hfmg_result r;
+            if (calq_hfmg_compute(gr->hist, &r, &e) == CALQ_OK) {
+                gr->scale_d = r.scale;
+                gr->offset_d = r.offset;
+                gr->done = true;
+            }
+        } else if (!gr->stream) { /* never fed: the tensor was not produced */
+            calq__fail(&e, CALQ_ERR_INTERNAL, gr->tensor, "tensor \"%s\" was never computed during calibration",
+                       gr->tensor);
+        } else {
+            int done = 0;
+            calq_ifmr_result r;
+            if (calq_ifmr_stream_end_pass(gr->stream, &done, &e) == CALQ_OK) {
+                if (!done) {
+                    again = true;
+                } else if (calq_ifmr_stream_result(gr->stream, &r, &e) == CALQ_OK) {
+                    gr->scale_d = r.scale;
+                    gr->offset_d = r.offset;
+                    gr->done = true;
+                    /* the tails and candidate sums are not needed any more */
+                    calq_ifmr_stream_free(gr->stream);
+                    gr->stream = NULL;
+                }
+            }
+        }
+        if (e.status != CALQ_OK) {
+            gr->failed = true;
+            gr->err = e;
+        }
+    }
+    return again;
+}
+
+/* Runs batch_num batches once (one pass). */
+static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, calq_error *err)
+{
+    for (int b = 0; b < cal->batch_num; b++) {
+        cal->batch = b;
+        CALQ_TRY(calq_data_read_batch(cal->data, b, ins, n_in, err));
+        calq_status st = calq_session_run(s, ins, n_in, err);
+        if (st != CALQ_OK) {
+            calq__bar_clear(cal);
+            char src[1024];
+            return calq__prefix(err, "calibration batch %d (%s)", b,
+                                calq_data_batch_source(cal->data, b, src, sizeof src));
+        }
+        cal->runs_done++;
+        calq__bar_clear(cal);
+        if (cal->pass == 1 && cal->log) log_stored(cal);
+        calq__bar_update(cal);
+    }
+    return CALQ_OK;
+}
+
+/* Input buffers, one per model input, reused for every batch (owner: caller, free_inputs). */
+static calq_status alloc_inputs(const calq_model *m, calq_tensor *ins, int n_in, calq_error *err)
+{
+    for (int i = 0; i < n_in; i++) {
+        calq_value_info v;
+        CALQ_TRY(calq_model_input_info(m, i, &v));
+        ins[i].dtype = v.dtype == CALQ_DTYPE_UNDEFINED ? CALQ_DTYPE_FLOAT32 : v.dtype;
+        ins[i].ndim = v.ndim;
+        memcpy(ins[i].dims, v.dims, sizeof v.dims);
+        int64_t n = calq_tensor_numel(&ins[i]);
+        ins[i].data = malloc((size_t)(n > 0 ? n : 1) * calq_dtype_size(ins[i].dtype));
+        if (!ins[i].data) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory for input '%s'", v.name);
+    }
+    return CALQ_OK;
+}
+
+static calq_status run_batches(calq__calib *cal, calq_error *err)
+{
+    const calq_config *c = cal->cfg;
+    calq_session_opts so = {.n_threads = cal->n_threads,
+                            .use_fast = 1,
+                            .no_fusion = !c->do_fusion,
+                            .skip_fusion_layers = (const char *const *)c->skip_fusion_layers,
+                            .n_skip_fusion_layers = c->n_skip_fusion_layers};
+    calq_session *s = NULL;
+    CALQ_TRY(calq_session_create(cal->m, &so, &s, err));
+    const char **names = calloc((size_t)cal->n_groups + 1, sizeof *names);
+    int n_in = calq_model_num_inputs(cal->m);
+    calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
+    calq_status st = names && ins ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int k = 0; st == CALQ_OK && k < cal->n_groups; k++) names[k] = cal->groups[k].tensor;
+    if (st == CALQ_OK && cal->n_groups)
+        st = calq_session_set_observer(s, calq__calib_observe, cal, names, cal->n_groups, err);
+    if (st == CALQ_OK) st = alloc_inputs(cal->m, ins, n_in, err);
+    bool any_ifmr = false;
+    for (int k = 0; k < cal->n_groups; k++) any_ifmr |= cal->groups[k].algo == CALQ_ACT_IFMR;
+    cal->runs_expected = cal->batch_num * (any_ifmr ? 2 : 1);
+    for (cal->pass = 1; st == CALQ_OK && cal->n_groups; cal->pass++) {
+        st = run_pass(cal, s, ins, n_in, err);
+        if (st == CALQ_OK && !end_pass(cal)) break;
+        if (cal->pass == 2) cal->runs_expected += cal->batch_num; /* a rare third pass (numerics.md) */
+    }
+    calq__bar_clear(cal);
+    for (int i = 0; ins && i < n_in; i++) free(ins[i].data);
+    free(ins);
+    free(names);
+    calq_session_free(s);
+    return st;
+}
+
+/* The record of every calibrated, not skipped layer, in the config's (model) order. */
+static calq_status build_record(const calq__calib *cal, calq_record **out, calq_error *err)
+{
+    calq_record *r = calq__record_new();
+    if (!r) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int i = 0; i < cal->n_layers; i++) {
+        const calq__calib_layer *l = &cal->layers[i];
+        if (l->skipped) continue;
+        const calq__calib_group *gr = &cal->groups[l->group];
+        calq_record_layer *rl = calq__record_add(r, l->cfg->name, err);
+        if (!rl) goto fail;
+        rl->has_scale_d = rl->has_offset_d = true;
+        rl->scale_d = gr->scale_d;
+        rl->offset_d = gr->offset_d;
+        rl->scale_w = malloc((size_t)l->n_w * sizeof(float));
+        rl->offset_w = malloc((size_t)l->n_w * sizeof(int64_t));
+        if (!rl->scale_w || !rl->offset_w) {
+            calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+            goto fail;
+        }
+        rl->n_scale_w = rl->n_offset_w = l->n_w;
+        for (int c = 0; c < l->n_w; c++) {
+            rl->scale_w[c] = l->scale_w[c];
+            rl->offset_w[c] = l->offset_w[c];
+        }
+    }
+    *out = r;
+    return CALQ_OK;
+fail:
+    calq__record_free(r);
+    return err->status;
+}
+
+/* Writes the config actually used: skipped layers get quant_enable false. The copy shares the
+ * caller's strings; only its layer array is its own. */
+static calq_status write_config(const calq__calib *cal, const char *path, calq_error *err)
+{
+    calq_config copy = *cal->cfg;
+    copy.layers = malloc((size_t)(copy.n_layers + 1) * sizeof *copy.layers);
+    if (!copy.layers) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    memcpy(copy.layers, cal->cfg->layers, (size_t)copy.n_layers * sizeof *copy.layers);
+    for (int i = 0; i < cal->n_layers; i++)
+        if (cal->layers[i].skipped) copy.layers[cal->layers[i].cfg - cal->cfg->layers].quant_enable = false;
+    calq_status st = calq_config_save(&copy, path, err);
+    free(copy.layers);
+    return st;
+}
+
+static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const char *record_out, calq_error *err)
+{
+    int n_failed = 0;
+    for (int i = 0; i < cal->n_layers; i++) n_failed += calq__calib_layer_failed(cal, i);
+    if (n_failed && (!o->skip_illegal || n_failed == cal->n_layers)) {
+        calq__calib_report(cal, err);
+        if (n_failed == cal->n_layers && o->skip_illegal)
+            calq__prefix(err, "no layer is left to quantize with --skip-illegal");
+        return err->status;
+    }
+    if (cal->log) log_done(cal);
+    if (n_failed) {
+        calq_error rep = {0};
+        calq__calib_report(cal, &rep);
+        char *remedy = strstr(rep.message, "\n  To quantize the rest"); /* the run already follows it */
+        if (remedy) *remedy = 0;
+        calq__log(CALQ_LOG_INFO, "calq: warning: --skip-illegal: %d layer%s left in float:\n%s", n_failed,
+                  n_failed == 1 ? "" : "s", rep.message);
+        for (int i = 0; i < cal->n_layers; i++) cal->layers[i].skipped = calq__calib_layer_failed(cal, i);
+    }
+    calq_record *r = NULL;
+    CALQ_TRY(build_record(cal, &r, err));
+    calq_status st = o->config_out ? write_config(cal, o->config_out, err) : CALQ_OK;
+    if (st == CALQ_OK) st = calq__record_write_file(r, record_out, err);
+    int n_rec = r->n_layers;
+    calq__record_free(r);
+    if (st != CALQ_OK || !cal->log) return st;
+    calq__log(CALQ_LOG_INFO, "calq: calibrated %d layer%s in %.1f s; record %s", n_rec, n_rec == 1 ? "" : "s",
+              calq__now() - cal->t_start, record_out);
+    if (n_failed) {
+        char list[2048];
+        size_t at = 0;
+        list[0] = 0;
+        for (int i = 0; i < cal->n_layers && at < sizeof list; i++)
+            if (cal->layers[i].skipped)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", cal->layers[i].cfg->name);
+        calq__log(CALQ_LOG_INFO, "calq: skipped (kept in float, quant_enable false in %s): %s",
+                  o->config_out ? o->config_out : "the config", list);
+    }
+    return CALQ_OK;
+}
+
+calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *data, const calq_calibrate_opts *opts,
+                           const char *record_out, calq_error *err)
+{
+    calq_calibrate_opts o;
+    calq_calibrate_opts_init(&o);
+    if (opts) o = *opts;
+    if (!m || !data || !record_out)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_calibrate: model, data and record_out are required");
+    calq_config *own = NULL;
+    if (!cfg) {
+        CALQ_TRY(calq_config_create(m, NULL, &own, err));
+        cfg = own;
+    }
+    calq__calib cal = {.m = m, .cfg = cfg, .data = data, .n_threads = o.n_threads, .batch_num = cfg->batch_num};
+    cal.caffe_log = m->format == CALQ_FORMAT_CAFFE;
+    cal.log = o.log != 0;
+    cal.bar = cal.log && isatty(2);
+    cal.t_start = calq__now();
+    calq_status st = calq_data_check(data, m, cfg->batch_num, err); /* preflight: before any inference */
+    if (st == CALQ_OK && cfg->do_fusion) {
+        int n_folded = 0;
+        st = calq__graph_clone(m->g, &cal.g_owned, err);
+        if (st == CALQ_OK)
+            st = calq__pass_fold_conv_affine(cal.g_owned, (const char *const *)cfg->skip_fusion_layers,
+                                             cfg->n_skip_fusion_layers, &n_folded, err);
+    }
+    cal.g = cal.g_owned ? cal.g_owned : m->g;
+    if (st == CALQ_OK) st = calq__calib_setup(&cal, err);
+    if (st == CALQ_OK && cal.n_layers == 0)
+        st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                        "the config enables no layer, so there is nothing to calibrate (every layer is skipped or has "
+                        "quant_enable false)");
+    if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
+    if (st == CALQ_OK) st = run_batches(&cal, err);
+    if (st == CALQ_OK) st = finish(&cal, &o, record_out, err);
+    calq__calib_free(&cal);
+    calq_config_free(own);
+    return st;
+}

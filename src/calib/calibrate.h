@@ -1,0 +1,97 @@
+/* The calibration run's state, shared by calibrate.c (the run), calibrate_layers.c (which
+ * layers, which calibrators, the weights), calibrate_observe.c (what each batch feeds) and
+ * diagnose.c (the failure report).
+ *
+ * Ownership: a calq__calib owns its groups, layers, streams and histograms (calq__calib_free);
+ * it borrows the model, the config and the data source from calq_calibrate's caller. */
+#ifndef CALQ_CALIB_CALIBRATE_H
+#define CALQ_CALIB_CALIBRATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "calib/config.h"
+#include "calq.h"
+#include "graph/graph.h"
+
+/* What the observer learns about a tensor besides what the calibrator needs: enough to say
+ * where a bad value came from (batch, sample) without keeping any data. Pass 1 only. */
+typedef struct calq__tensor_stats {
+    uint64_t count, nan_count, pos_inf_count, neg_inf_count;
+    float min, max;                      /* finite values; min > max while none was seen */
+    int bad_batch, bad_sample, bad_kind; /* first non-finite value: kind 0 NaN, 1 +Inf, 2 -Inf; batch -1: none */
+    float absmax;                        /* largest finite |x| */
+    int absmax_batch, absmax_sample;     /* where it first appeared */
+} calq__tensor_stats;
+
+/* One activation calibrator: one per distinct input tensor of the enabled layers (§3.2). */
+typedef struct calq__calib_group {
+    const char *tensor; /* value name in the run's graph (owned by that graph) */
+    int first_layer;    /* the group's first layer (index into calq__calib.layers): its config drives
+                           the calibrator, as AMCT's shared calibration layer takes one layer's */
+    int n_layers;
+    calq_act_algo algo;
+    calq_ifmr_opts ifmr;
+    calq_hfmg_opts hfmg;
+    calq_ifmr_stream *stream; /* IFMR (owned) */
+    calq_hfmg *hist;          /* HFMG (owned) */
+    bool done, failed;
+    calq_error err; /* the calibrator's failure */
+    float scale_d;
+    int offset_d;
+    calq__tensor_stats stats;
+} calq__calib_group;
+
+typedef struct calq__calib_layer {
+    const calq_layer_config *cfg; /* borrowed from the config */
+    int group;                    /* index into calq__calib.groups */
+    int n_w;                      /* scale_w / offset_w entries (1 for AveragePool: 1.0 and 0, §7.1) */
+    float *scale_w;               /* owned */
+    int *offset_w;                /* owned */
+    bool w_failed;
+    calq_error w_err;
+    bool skipped; /* left out of the record (skip_illegal) */
+} calq__calib_layer;
+
+typedef struct calq__calib {
+    calq_model *m;
+    const calq_config *cfg;
+    calq_data *data;
+    bool caffe_log; /* Caffe's log lines (§1.4) rather than ONNX/PyTorch's */
+    bool log, bar;  /* AMCT lines and summary; the progress bar (stderr is a terminal) */
+    int n_threads;
+    const calq_graph *g; /* the graph that runs, folded as the session folds it */
+    calq_graph *g_owned; /* the folded copy when there is one (owned) */
+    int n_layers;
+    calq__calib_layer *layers;
+    int n_groups;
+    calq__calib_group *groups;
+    /* the batch being run */
+    int pass, batch, batch_num;
+    /* progress bar */
+    double t_start;
+    int runs_done, runs_expected;
+    bool bar_shown;
+} calq__calib;
+
+/* calibrate_layers.c: the enabled layers of cfg, their groups and calibrators (cal->g must be
+ * set); then the weights of every layer (ARQ, §6.1). A weight that cannot be quantized marks
+ * its layer (w_failed) instead of failing, so every layer is looked at. */
+calq_status calq__calib_setup(calq__calib *cal, calq_error *err);
+calq_status calq__calib_weights(calq__calib *cal, calq_error *err);
+void calq__calib_free(calq__calib *cal);
+
+/* calibrate_observe.c: the session observer (user = calq__calib), and the progress bar. */
+int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);
+double calq__now(void);
+void calq__bar_update(calq__calib *cal);
+void calq__bar_clear(calq__calib *cal);
+
+/* diagnose.c: true when the layer cannot be quantized (its calibrator or its weights failed). */
+bool calq__calib_layer_failed(const calq__calib *cal, int i);
+/* The one error for every failed layer (user-journeys §2): the rule broken, the range, NaN/Inf
+ * counts, where the bad value first appeared, the skip_layers line. Status NOT_SUPPORT when a
+ * factor is illegal, else the first failure's status. */
+calq_status calq__calib_report(const calq__calib *cal, calq_error *err);
+
+#endif

@@ -1,0 +1,154 @@
+/* Which layers a calibration run quantizes, which calibrator each gets, and their weights.
+ * Layers come from the config (enabled entries, model order). Layers reading the same tensor
+ * share one activation calibrator and so get the same scale_d / offset_d (amct-reference.md
+ * §3.2). Weights are quantized right away with ARQ on the folded weight (§1.1 3b, §6.1, §8.3). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "calib/calibrate.h"
+
+static int find_node(const calq_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0) return i;
+    return -1;
+}
+
+static calq_status new_group(calq__calib *cal, const char *tensor, int layer, calq_error *err)
+{
+    calq__calib_group *gr = &cal->groups[cal->n_groups];
+    const calq_layer_config *lc = cal->layers[layer].cfg;
+    memset(gr, 0, sizeof *gr);
+    gr->tensor = tensor;
+    gr->first_layer = layer;
+    gr->algo = lc->act.algo;
+    gr->stats.min = 1.0f;
+    gr->stats.max = -1.0f;
+    gr->stats.bad_batch = -1;
+    gr->stats.absmax_batch = -1;
+    if (gr->algo == CALQ_ACT_HFMG) {
+        calq__config_hfmg_opts(lc, &gr->hfmg);
+        CALQ_TRY(calq_hfmg_create(&gr->hfmg, lc->name, &gr->hist, err));
+    } else {
+        calq__config_ifmr_opts(lc, &gr->ifmr);
+        gr->ifmr.n_threads = cal->n_threads;
+        /* the stream is created on the first batch, when the tensor's size is known
+         * (calibrate_observe.c) */
+    }
+    cal->n_groups++;
+    return CALQ_OK;
+}
+
+calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
+{
+    const calq_config *c = cal->cfg;
+    cal->layers = calloc((size_t)c->n_layers + 1, sizeof *cal->layers);
+    cal->groups = calloc((size_t)c->n_layers + 1, sizeof *cal->groups);
+    if (!cal->layers || !cal->groups)
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
+    for (int i = 0; i < c->n_layers; i++) {
+        const calq_layer_config *lc = &c->layers[i];
+        if (!lc->quant_enable) continue;
+        int ni = find_node(cal->g, lc->name);
+        if (ni < 0 || cal->g->nodes[ni].n_inputs < 1 || cal->g->nodes[ni].inputs[0] < 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, lc->name,
+                              "calibration: the config enables layer \"%s\", which the model (after fusion, "
+                              "amct-reference.md §8.3) does not have; was the config written for another model?",
+                              lc->name);
+        const char *tensor = cal->g->values[cal->g->nodes[ni].inputs[0]].name;
+        int li = cal->n_layers++;
+        cal->layers[li].cfg = lc;
+        int gi = -1;
+        for (int k = 0; k < cal->n_groups && gi < 0; k++)
+            if (strcmp(cal->groups[k].tensor, tensor) == 0) gi = k;
+        if (gi < 0) {
+            gi = cal->n_groups;
+            CALQ_TRY(new_group(cal, tensor, li, err));
+        }
+        cal->layers[li].group = gi;
+        cal->groups[gi].n_layers++;
+    }
+    return CALQ_OK;
+}
+
+/* ARQ of one layer into l->scale_w / offset_w; a failure is kept in l->w_err. */
+static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_error *err)
+{
+    const calq_layer_config *lc = l->cfg;
+    if (!lc->has_weights) { /* AveragePool: AMCT writes scale_w 1.0, offset_w 0 itself (§7.1) */
+        l->n_w = 1;
+        l->scale_w = malloc(sizeof(float));
+        l->offset_w = malloc(sizeof(int));
+        if (!l->scale_w || !l->offset_w) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "out of memory");
+        l->scale_w[0] = 1.0f;
+        l->offset_w[0] = 0;
+        return CALQ_OK;
+    }
+    const calq_node *n = &cal->g->nodes[find_node(cal->g, lc->name)];
+    const calq_tensor *w = n->n_inputs > 1 && n->inputs[1] >= 0 ? cal->g->values[n->inputs[1]].constant : NULL;
+    if (!w) {
+        l->w_failed = true;
+        calq__fail(&l->w_err, CALQ_ERR_UNSUPPORTED, lc->name,
+                   "the weight of layer \"%s\" (%s) is not a constant, so ARQ cannot quantize it (§8.1)", lc->name,
+                   n->op_type);
+        return CALQ_OK;
+    }
+    calq_weight_layout layout = CALQ_WEIGHTS_MATRIX;
+    int group = 1;
+    if (strcmp(n->op_type, "Conv") == 0) {
+        layout = CALQ_WEIGHTS_CONV;
+        group = (int)calq__attr_int(n, "group", 1);
+    } else if (strcmp(n->op_type, "ConvTranspose") == 0) {
+        layout = CALQ_WEIGHTS_CONV_TRANSPOSE;
+        group = (int)calq__attr_int(n, "group", 1);
+    }
+    /* Gemm / MatMul are per tensor (§8.4), so transB does not change the factors */
+    calq_arq_opts ao;
+    calq__config_arq_opts(lc, &ao);
+    int64_t ns = calq_arq_num_scales(w, layout, group, &ao);
+    if (ns <= 0) {
+        l->w_failed = true;
+        calq__fail(&l->w_err, CALQ_ERR_SHAPE, lc->name,
+                   "the weight of layer \"%s\" (%s, %d dims) does not fit its layer type for ARQ (§8.2)", lc->name,
+                   n->op_type, w->ndim);
+        return CALQ_OK;
+    }
+    l->n_w = (int)ns;
+    l->scale_w = malloc((size_t)ns * sizeof(float));
+    l->offset_w = malloc((size_t)ns * sizeof(int));
+    if (!l->scale_w || !l->offset_w) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "out of memory");
+    if (calq_arq_quantize(w, layout, group, &ao, lc->name, l->scale_w, l->offset_w, NULL, NULL, &l->w_err) != CALQ_OK)
+        l->w_failed = true;
+    return CALQ_OK;
+}
+
+calq_status calq__calib_weights(calq__calib *cal, calq_error *err)
+{
+    for (int i = 0; i < cal->n_layers; i++) {
+        calq__calib_layer *l = &cal->layers[i];
+        CALQ_TRY(layer_weights(cal, l, err));
+        if (!l->w_failed && l->cfg->has_weights && cal->log)
+            calq__log(CALQ_LOG_INFO, "Do layer:'%s' weights calibration success!", l->cfg->name);
+    }
+    return CALQ_OK;
+}
+
+void calq__calib_free(calq__calib *cal)
+{
+    for (int i = 0; i < cal->n_groups; i++) {
+        calq_ifmr_stream_free(cal->groups[i].stream);
+        calq_hfmg_free(cal->groups[i].hist);
+    }
+    for (int i = 0; i < cal->n_layers; i++) {
+        free(cal->layers[i].scale_w);
+        free(cal->layers[i].offset_w);
+    }
+    free(cal->groups);
+    free(cal->layers);
+    if (cal->g_owned) calq__graph_free(cal->g_owned);
+    cal->groups = NULL;
+    cal->layers = NULL;
+    cal->g_owned = NULL;
+}

@@ -1,0 +1,120 @@
+/* What one batch feeds: the session calls calq__calib_observe for every observed tensor (the
+ * input of each calibrator group). Pass 1 feeds IFMR's statistics pass or HFMG's histogram and
+ * records where bad values are (batch, sample), so a failure can say where it came from
+ * without keeping any activation; later passes feed IFMR's loss pass only. Nothing is kept
+ * across batches but the calibrators' bounded state (amct-reference.md §3.2 is what AMCT does
+ * instead: it stores every batch). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "calib/calibrate.h"
+
+double calq__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Per-batch scan: counts, finite range, first non-finite value and the largest |x|, each with
+ * its sample (dim 0 of the activation). */
+static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_sample, int batch)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j];
+        if (!isfinite(v)) {
+            int kind = isnan(v) ? 0 : v > 0 ? 1 : 2;
+            if (kind == 0)
+                s->nan_count++;
+            else if (kind == 1)
+                s->pos_inf_count++;
+            else
+                s->neg_inf_count++;
+            if (s->bad_batch < 0) {
+                s->bad_batch = batch;
+                s->bad_sample = (int)(j / per_sample);
+                s->bad_kind = kind;
+            }
+            continue;
+        }
+        if (s->min > s->max) s->min = s->max = v;
+        if (v < s->min) s->min = v;
+        if (v > s->max) s->max = v;
+        float a = fabsf(v);
+        if (s->absmax_batch < 0 || a > s->absmax) {
+            s->absmax = a;
+            s->absmax_batch = batch;
+            s->absmax_sample = (int)(j / per_sample);
+        }
+    }
+    s->count += (uint64_t)n;
+}
+
+static void group_fail(calq__calib_group *gr, const calq_error *e)
+{
+    gr->failed = true;
+    gr->err = *e;
+}
+
+int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t)
+{
+    calq__calib *cal = user;
+    calq__calib_group *gr = NULL;
+    for (int k = 0; k < cal->n_groups && !gr; k++)
+        if (strcmp(cal->groups[k].tensor, tensor_name) == 0) gr = &cal->groups[k];
+    if (!gr || gr->failed || gr->done) return 0;
+    calq_error e = {0};
+    const char *layer = cal->layers[gr->first_layer].cfg->name;
+    if (t->dtype != CALQ_DTYPE_FLOAT32) {
+        calq__fail(&e, CALQ_ERR_UNSUPPORTED, layer,
+                   "the input of layer \"%s\" (tensor \"%s\") is %s; activations must be float32 to be calibrated "
+                   "(amct-reference.md §8.4)",
+                   layer, tensor_name, calq_dtype_name(t->dtype));
+        group_fail(gr, &e);
+        return 0;
+    }
+    int64_t n = calq_tensor_numel(t);
+    const float *x = t->data;
+    if (cal->pass == 1) {
+        int64_t per_sample = t->ndim > 0 && t->dims[0] > 0 ? n / t->dims[0] : n;
+        scan(&gr->stats, x, n, per_sample > 0 ? per_sample : 1, cal->batch);
+    }
+    calq_status st = CALQ_OK;
+    if (gr->algo == CALQ_ACT_HFMG) {
+        if (cal->pass == 1) st = calq_hfmg_feed(gr->hist, x, (size_t)n, &e);
+    } else {
+        if (!gr->stream) /* max_count known: pass 1 is then always exact (docs/numerics.md) */
+            st = calq_ifmr_stream_create(&gr->ifmr, (uint64_t)n * (uint64_t)cal->batch_num, layer, &gr->stream, &e);
+        if (st == CALQ_OK) st = calq_ifmr_stream_feed(gr->stream, x, (size_t)n, &e);
+    }
+    if (st != CALQ_OK) group_fail(gr, &e);
+    return 0;
+}
+
+/* ---- progress bar (stderr is a terminal) ----------------------------------------------------- */
+
+void calq__bar_clear(calq__calib *cal)
+{
+    if (!cal->bar_shown) return;
+    fputs("\r\033[K", stderr);
+    cal->bar_shown = false;
+}
+
+void calq__bar_update(calq__calib *cal)
+{
+    if (!cal->bar) return;
+    int total = cal->runs_expected > cal->runs_done ? cal->runs_expected : cal->runs_done;
+    double el = calq__now() - cal->t_start;
+    double eta = cal->runs_done ? el / cal->runs_done * (total - cal->runs_done) : 0.0;
+    char bar[31];
+    int fill = total ? (int)(30.0 * cal->runs_done / total) : 0;
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\r\033[Kcalq: [%s] pass %d, batch %d/%d, %.1f s, ETA %.1f s", bar, cal->pass, cal->batch + 1,
+            cal->batch_num, el, eta);
+    fflush(stderr);
+    cal->bar_shown = true;
+}

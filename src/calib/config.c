@@ -1,0 +1,389 @@
+/* The config object: lifecycle, public accessors, model lookups and the parameter checks both
+ * readers share (amct-reference.md §3.1, §5, §7.2, §8.4). */
+#include "calib/config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/file.h"
+#include "frontend/model.h"
+#include "quant/quant.h"
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+calq_config *calq__config_new(void)
+{
+    calq_config *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->version = 1;
+    c->batch_num = 1;
+    c->activation_offset = true;
+    c->do_fusion = true;
+    return c;
+}
+
+void calq_config_free(calq_config *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n_skip_fusion_layers; i++) free(c->skip_fusion_layers[i]);
+    free(c->skip_fusion_layers);
+    for (int i = 0; i < c->n_layers; i++) {
+        free(c->layers[i].name);
+        free(c->layers[i].op_type);
+    }
+    free(c->layers);
+    free(c);
+}
+
+calq_config *calq__config_clone(const calq_config *c)
+{
+    calq_config *d = calq__config_new();
+    if (!d) return NULL;
+    *d = *c;
+    d->skip_fusion_layers = NULL;
+    d->n_skip_fusion_layers = 0;
+    d->layers = NULL;
+    d->n_layers = 0;
+    if (c->n_skip_fusion_layers > 0) {
+        d->skip_fusion_layers = calloc((size_t)c->n_skip_fusion_layers, sizeof *d->skip_fusion_layers);
+        if (!d->skip_fusion_layers) goto oom;
+        for (; d->n_skip_fusion_layers < c->n_skip_fusion_layers; d->n_skip_fusion_layers++) {
+            d->skip_fusion_layers[d->n_skip_fusion_layers] = strdup(c->skip_fusion_layers[d->n_skip_fusion_layers]);
+            if (!d->skip_fusion_layers[d->n_skip_fusion_layers]) goto oom;
+        }
+    }
+    if (c->n_layers > 0) {
+        d->layers = calloc((size_t)c->n_layers, sizeof *d->layers);
+        if (!d->layers) goto oom;
+        for (; d->n_layers < c->n_layers; d->n_layers++) {
+            calq_layer_config *l = &d->layers[d->n_layers];
+            *l = c->layers[d->n_layers];
+            l->name = strdup(l->name);
+            l->op_type = strdup(l->op_type);
+            if (!l->name || !l->op_type) {
+                d->n_layers++; /* so calq_config_free releases the half-copied entry */
+                goto oom;
+            }
+        }
+    }
+    return d;
+oom:
+    calq_config_free(d);
+    return NULL;
+}
+
+static bool is_conv_type(const char *op)
+{
+    return strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0;
+}
+
+static bool is_pool_type(const char *op)
+{
+    return strcmp(op, "AveragePool") == 0;
+}
+
+void calq__layer_config_defaults(calq_layer_config *l, const char *op_type, bool activation_offset)
+{
+    l->quant_enable = true;
+    l->act.algo = CALQ_ACT_IFMR;
+    l->act.num_bits = 8;
+    l->act.max_percentile = 0.999999;
+    l->act.min_percentile = 0.999999;
+    l->act.search_range[0] = 0.7;
+    l->act.search_range[1] = 1.3;
+    l->act.search_step = 0.01;
+    l->act.asymmetric = activation_offset;
+    l->act.num_of_bins = 4096;
+    /* ARQ is channel-wise for the conv types only (§8.1 CHANNEL_WISE_ONNX_TYPES, §11). */
+    l->has_weights = !is_pool_type(op_type);
+    l->wts.num_bits = 8;
+    l->wts.channel_wise = is_conv_type(op_type);
+}
+
+calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const char *op_type, int node,
+                                          calq_error *err)
+{
+    calq_layer_config *grown = realloc(c->layers, ((size_t)c->n_layers + 1) * sizeof *grown);
+    if (!grown) {
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    c->layers = grown;
+    calq_layer_config *l = &c->layers[c->n_layers];
+    memset(l, 0, sizeof *l);
+    l->name = strdup(name);
+    l->op_type = strdup(op_type);
+    if (!l->name || !l->op_type) {
+        free(l->name);
+        free(l->op_type);
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    l->node = node;
+    calq__layer_config_defaults(l, op_type, c->activation_offset);
+    c->n_layers++;
+    return l;
+}
+
+static int by_node(const void *a, const void *b)
+{
+    const calq_layer_config *x = a, *y = b;
+    return (x->node > y->node) - (x->node < y->node);
+}
+
+void calq__config_sort_layers(calq_config *c)
+{
+    if (c->n_layers > 1) qsort(c->layers, (size_t)c->n_layers, sizeof *c->layers, by_node);
+}
+
+calq_layer_config *calq__config_find(const calq_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_layers; i++)
+        if (strcmp(c->layers[i].name, name) == 0) return &c->layers[i];
+    return NULL;
+}
+
+/* ---- model lookups ------------------------------------------------------------------------ */
+
+int calq__model_find_node(const calq_model *m, const char *name)
+{
+    int n = calq_model_num_nodes(m);
+    for (int i = 0; i < n; i++) {
+        calq_node_info ni;
+        if (calq_model_node_info(m, i, &ni) == CALQ_OK && strcmp(ni.name, name) == 0) return i;
+    }
+    return -1;
+}
+
+calq_status calq__config_check_layer(const calq_model *m, const char *name, const char *where, int *node,
+                                     calq_error *err)
+{
+    int i = calq__model_find_node(m, name);
+    if (i < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: the model has no layer '%s' (layer names are listed by 'calq inspect')", where, name);
+    calq_node_info ni;
+    calq_model_node_info(m, i, &ni);
+    if (!ni.quantizable)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: layer '%s' is not a quantizable layer of the model (it is a %s; quantizable are Conv, "
+                          "ConvTranspose, Gemm, MatMul with a constant weight, AveragePool, amct-reference.md §8.1)",
+                          where, name, ni.op_type);
+    *node = i;
+    return CALQ_OK;
+}
+
+bool calq__model_is_onnx(const calq_model *m)
+{
+    return m->format == CALQ_FORMAT_ONNX;
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+calq_status calq__layer_config_validate(const calq_layer_config *l, const char *where, bool json, calq_error *err)
+{
+    const calq_act_config *a = &l->act;
+    const char *act =
+        json ? "activation_quant_params." : (a->algo == CALQ_ACT_HFMG ? "hfmg_quantize." : "ifmr_quantize.");
+    if (a->num_bits != 8)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %s%s is %d; calq quantizes activations to 8 bits only (INT8, amct-reference.md §3.1)",
+                          where, act, json ? "num_bits" : "dst_type", a->num_bits);
+    if (a->algo == CALQ_ACT_IFMR) {
+        /* Written as !(in range) so NaN fails too. */
+        if (!(a->max_percentile > 0.5 && a->max_percentile <= 1.0))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %smax_percentile is %.9g; it must be in (0.5, 1] (amct-reference.md §3.1)", where,
+                              act, a->max_percentile);
+        if (!(a->min_percentile > 0.5 && a->min_percentile <= 1.0))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %smin_percentile is %.9g; it must be in (0.5, 1] (amct-reference.md §3.1)", where,
+                              act, a->min_percentile);
+        double lo = a->search_range[0], hi = a->search_range[1];
+        const char *range = json ? "search_range" : "search_range_start/search_range_end";
+        if (!(lo > 0.0 && lo < hi && isfinite(hi)))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %s%s is [%.9g, %.9g]; it must satisfy 0 < start < end (amct-reference.md §3.1)",
+                              where, act, range, lo, hi);
+        if (!(a->search_step > 0.0 && a->search_step <= hi - lo))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %ssearch_step is %.9g; it must be in (0, end - start] = (0, %.9g] for the search "
+                              "range [%.9g, %.9g] (amct-reference.md §3.1)",
+                              where, act, a->search_step, hi - lo, lo, hi);
+        /* The algorithm takes float32 parameters and bounds the candidate grid (§3.4): check
+         * what it will see, so a config that loads never fails later on its parameters. */
+        calq_ifmr_opts io;
+        unsigned n_cand;
+        calq__config_ifmr_opts(l, &io);
+        if (calq__ifmr_check_opts(&io, l->name, &n_cand, err) != CALQ_OK) return calq__prefix(err, "%s", where);
+    } else {
+        int b = a->num_of_bins;
+        if (b != 1024 && b != 2048 && b != 4096 && b != 8192)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %snum_of_bins is %d; it must be 1024, 2048, 4096 or 8192 (amct-reference.md §5)",
+                              where, act, b);
+    }
+    const char *wts = json ? "weight_quant_params." : "arq_quantize.";
+    if (!l->has_weights && l->wts.channel_wise)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %schannel_wise is true but layer '%s' is an %s, which has no weights: per-channel "
+                          "quantization does not apply to pooling (amct-reference.md §8.4); set it to false",
+                          where, wts, l->name, l->op_type);
+    if (l->has_weights) {
+        if (l->wts.num_bits != 8)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %s%s is %d; calq quantizes weights to 8 bits only (INT8)", where, wts,
+                              json ? "num_bits" : "quant_bits", l->wts.num_bits);
+        if (l->wts.channel_wise && !is_conv_type(l->op_type))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %schannel_wise is true but layer '%s' is a %s: per-channel weights apply to "
+                              "Conv and ConvTranspose only (amct-reference.md §8.4); set it to false",
+                              where, wts, l->name, l->op_type);
+    }
+    return CALQ_OK;
+}
+
+/* ---- public API --------------------------------------------------------------------------- */
+
+void calq_config_opts_init(calq_config_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch_num = 1;
+    o->activation_offset = 1;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    CALQ_TRY(calq__read_file(path, &text, &len, err));
+    calq_status st = ends_with(path, ".cfg") ? calq__config_parse_cfg(m, text, len, path, out, err)
+                                             : calq__config_parse_json(m, text, len, path, out, err);
+    free(text);
+    return st;
+}
+
+calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts, calq_config **out, calq_error *err)
+{
+    *out = NULL;
+    calq_config_opts dflt;
+    if (!opts) {
+        calq_config_opts_init(&dflt);
+        opts = &dflt;
+    }
+    /* AMCT: with config_defination the other arguments are ignored (§1.1). */
+    if (opts->config_defination) {
+        char *text = NULL;
+        size_t len = 0;
+        CALQ_TRY(calq__read_file(opts->config_defination, &text, &len, err));
+        calq_status st = calq__config_parse_cfg(m, text, len, opts->config_defination, out, err);
+        free(text);
+        return st;
+    }
+    return calq__config_defaults(m, opts, out, err);
+}
+
+calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err)
+{
+    calq_atomic_file f = {0};
+    CALQ_TRY(calq__atomic_open(&f, json_path, err));
+    calq_status st = calq__config_write_json(c, f.fp, err);
+    if (st != CALQ_OK) {
+        calq__atomic_abort(&f);
+        return st;
+    }
+    return calq__atomic_commit(&f, err);
+}
+
+calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts *opts, const char *json_out,
+                                     calq_error *err)
+{
+    calq_config *c = NULL;
+    CALQ_TRY(calq_config_create(m, opts, &c, err));
+    calq_status st = calq_config_save(c, json_out, err);
+    calq_config_free(c);
+    return st;
+}
+
+int calq_config_batch_num(const calq_config *c)
+{
+    return c->batch_num;
+}
+
+calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err)
+{
+    if (batch_num <= 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2)", batch_num);
+    c->batch_num = batch_num;
+    return CALQ_OK;
+}
+
+int calq_config_num_layers(const calq_config *c)
+{
+    return c->n_layers;
+}
+
+const char *calq_config_layer_name(const calq_config *c, int i)
+{
+    return i >= 0 && i < c->n_layers ? c->layers[i].name : NULL;
+}
+
+int calq_config_layer_enabled(const calq_config *c, int i)
+{
+    return i >= 0 && i < c->n_layers && c->layers[i].quant_enable;
+}
+
+int calq_config_find_layer(const calq_config *c, const char *layer)
+{
+    for (int i = 0; i < c->n_layers; i++)
+        if (strcmp(c->layers[i].name, layer) == 0) return i;
+    return -1;
+}
+
+calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, calq_error *err)
+{
+    if (i < 0 || i >= c->n_layers)
+        return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "config layer index %d is out of range (0..%d)", i,
+                          c->n_layers - 1);
+    c->layers[i].quant_enable = enabled != 0;
+    return CALQ_OK;
+}
+
+/* ---- what the algorithms take ------------------------------------------------------------- */
+
+void calq__config_ifmr_opts(const calq_layer_config *l, calq_ifmr_opts *o)
+{
+    calq_ifmr_opts_default(o);
+    o->max_percentile = (float)l->act.max_percentile;
+    o->min_percentile = (float)l->act.min_percentile;
+    o->search_start = (float)l->act.search_range[0];
+    o->search_end = (float)l->act.search_range[1];
+    o->search_step = (float)l->act.search_step;
+    o->asymmetric = l->act.asymmetric;
+    o->num_bits = l->act.num_bits;
+}
+
+void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o)
+{
+    calq_hfmg_opts_default(o);
+    o->num_bins = l->act.num_of_bins;
+    o->asymmetric = l->act.asymmetric;
+    o->num_bits = l->act.num_bits;
+}
+
+void calq__config_arq_opts(const calq_layer_config *l, calq_arq_opts *o)
+{
+    calq_arq_opts_default(o);
+    o->channel_wise = l->wts.channel_wise;
+    o->num_bits = l->wts.num_bits;
+}

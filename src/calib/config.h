@@ -1,0 +1,137 @@
+/* The quantization config: AMCT's JSON (amct-reference.md §7.2) and simplified .cfg (§7.3),
+ * read into one struct that the calibration session (src/calib) consumes.
+ *
+ * The public face is the opaque calq_config of calq.h (load, create, save, a few accessors);
+ * code inside the library includes this header to read every per-layer parameter. The struct
+ * is fully validated when it leaves calq_config_load / calq__config_defaults: parameters are in
+ * their §3.1/§5 ranges, every layer is a quantizable layer of the model the config was read
+ * against, and nothing else needs checking before calibration.
+ *
+ * Ownership: a calq_config owns every string and array it points to; calq_config_free releases
+ * all of it. */
+#ifndef CALQ_CALIB_CONFIG_H
+#define CALQ_CALIB_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "calq.h"
+
+/* Activation algorithm of a layer ("act_algo", §7.2). */
+typedef enum calq_act_algo {
+    CALQ_ACT_IFMR = 0, /* default (§3) */
+    CALQ_ACT_HFMG = 1  /* histogram based (§5) */
+} calq_act_algo;
+
+/* "activation_quant_params". IFMR fields are meaningful when algo == IFMR, num_of_bins when
+ * algo == HFMG; the others keep their defaults. Doubles, so that values such as 0.999999 are
+ * written back exactly as read; the algorithms take them as float (calq__config_ifmr_opts). */
+typedef struct calq_act_config {
+    calq_act_algo algo;
+    int num_bits;           /* 8 (the only value AMCT supports, §3.1) */
+    double max_percentile;  /* (0.5, 1] */
+    double min_percentile;  /* (0.5, 1] */
+    double search_range[2]; /* 0 < a < b */
+    double search_step;     /* (0, b - a] */
+    bool asymmetric;        /* with offset; defaults to the global activation_offset */
+    int num_of_bins;        /* 1024, 2048, 4096 (default) or 8192 */
+} calq_act_config;
+
+/* "weight_quant_params": ARQ is the only weight algorithm calq implements (§6.1). */
+typedef struct calq_wts_config {
+    int num_bits;      /* 8 */
+    bool channel_wise; /* true for Conv/ConvTranspose; false (and only false) for Gemm/MatMul */
+} calq_wts_config;
+
+/* One layer entry. Layers of the model that are absent from the config are not quantized
+ * (§7.2: "Deleting a layer's entry or setting quant_enable: false skips the layer"). */
+typedef struct calq_layer_config {
+    char *name;    /* node name in the model */
+    char *op_type; /* calq's op type of that node: Conv, ConvTranspose, Gemm, MatMul, AveragePool */
+    int node;      /* index of the node (calq_model_node_info order) */
+    bool quant_enable;
+    calq_act_config act;
+    bool has_weights; /* false for AveragePool, which has no weights */
+    calq_wts_config wts;
+} calq_layer_config;
+
+struct calq_config {
+    int version;            /* 1 */
+    int batch_num;          /* > 0 */
+    bool activation_offset; /* the global default for asymmetric activations */
+    bool do_fusion;         /* Conv+BN(+Scale) folding (§8.3) */
+    bool joint_quant;       /* shift_bit search (§6.4) */
+    bool write_joint_quant; /* the key is written (ONNX models, or when it was read) */
+    int n_skip_fusion_layers;
+    char **skip_fusion_layers;
+    int n_layers; /* entries, in the model's node order */
+    calq_layer_config *layers;
+};
+
+/* Allocates an empty config with AMCT's global defaults (version 1, batch_num 1,
+ * activation_offset true, do_fusion true). NULL on out-of-memory. */
+calq_config *calq__config_new(void);
+
+/* A deep copy (e.g. to disable layers in the config written next to a record without touching
+ * the caller's). NULL on out-of-memory. Free with calq_config_free. */
+calq_config *calq__config_clone(const calq_config *c);
+
+/* Default parameters of a layer of type op_type (§7.2, §11): IFMR 0.999999/0.999999,
+ * [0.7, 1.3], step 0.01, asymmetric = activation_offset, 8 bits, 4096 bins for HFMG; ARQ
+ * channel-wise for Conv/ConvTranspose only; no weights for AveragePool. */
+void calq__layer_config_defaults(calq_layer_config *l, const char *op_type, bool activation_offset);
+
+/* Appends a layer entry (name and op_type copied) with the defaults above and quant_enable
+ * true. Returns the entry, or NULL on out-of-memory (err filled). */
+calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const char *op_type, int node,
+                                          calq_error *err);
+
+/* Sorts the entries into the model's node order (the writer's order). */
+void calq__config_sort_layers(calq_config *c);
+
+/* Entry for `name`, or NULL. */
+calq_layer_config *calq__config_find(const calq_config *c, const char *name);
+
+/* ---- model lookups shared by the readers -------------------------------------------------- */
+
+/* Node index of `name` in m, or -1. */
+int calq__model_find_node(const calq_model *m, const char *name);
+/* Checks that `name` is a quantizable layer of m and returns its node index; otherwise fails
+ * with CALQ_ERR_BAD_PARAMETERS: "<where>: the model has no layer X" or "<where>: layer X is
+ * not a quantizable layer of the model (it is a Relu)". */
+calq_status calq__config_check_layer(const calq_model *m, const char *name, const char *where, int *node,
+                                     calq_error *err);
+/* True when the model is an ONNX model (AMCT writes joint_quant for ONNX only, §7.2). */
+bool calq__model_is_onnx(const calq_model *m);
+
+/* ---- validation shared by the JSON and .cfg readers ---------------------------------------- */
+
+/* Checks one layer's parameters against §3.1, §5 and §8.4. `where` prefixes the message (file
+ * name and layer, e.g. "config.json: layer 'conv1'"); keys are named in JSON spelling when
+ * json is true, in .cfg spelling otherwise. */
+calq_status calq__layer_config_validate(const calq_layer_config *l, const char *where, bool json, calq_error *err);
+
+/* ---- the readers and the writer ------------------------------------------------------------ */
+
+/* AMCT's JSON (§7.2) from a buffer; `filename` labels messages (NULL: "config"). */
+calq_status calq__config_parse_json(const calq_model *m, const char *text, size_t len, const char *filename,
+                                    calq_config **out, calq_error *err);
+/* The simplified .cfg (§7.3) from a buffer, resolved against the model's layers. */
+calq_status calq__config_parse_cfg(const calq_model *m, const char *text, size_t len, const char *filename,
+                                   calq_config **out, calq_error *err);
+/* Defaults for every quantizable layer of m, minus skip_layers (§1.1 create_quant_config). */
+calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o, calq_config **out, calq_error *err);
+
+/* Writes the JSON, pretty-printed as in §7.2 with 4-space indentation. The bytes depend only
+ * on the struct (same config, same bytes). */
+calq_status calq__config_write_json(const calq_config *c, FILE *fp, calq_error *err);
+
+/* ---- what the algorithms take ---------------------------------------------------------------- */
+
+/* The entry's activation parameters as IFMR / HFMG options, and its weight parameters as ARQ
+ * options (other fields of the options keep their defaults). */
+void calq__config_ifmr_opts(const calq_layer_config *l, calq_ifmr_opts *o);
+void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o);
+void calq__config_arq_opts(const calq_layer_config *l, calq_arq_opts *o);
+
+#endif

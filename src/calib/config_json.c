@@ -1,0 +1,526 @@
+/* AMCT's JSON quantization config (amct-reference.md §7.2): reading with cJSON, every key
+ * checked, and a byte-stable writer.
+ *
+ * A top-level key whose value is an object is a layer entry; every other top-level key is a
+ * global setting. Global values are never objects, so a model layer that happens to be named
+ * "batch_num" still gets its own entry without ambiguity. */
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "calib/config.h"
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+typedef struct json_ctx {
+    const calq_model *m;
+    const char *file;
+    calq_config *c;
+    calq_error *err;
+    const char *layer; /* the layer entry being read (for calq_error.layer), or NULL */
+} json_ctx;
+
+static const char *json_type(const cJSON *v)
+{
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "an unknown value";
+}
+
+/* "file:line:col" of byte `pos`, 1-based, columns in bytes. */
+static void text_position(const char *text, size_t pos, int *line, int *col)
+{
+    int l = 1, c = 1;
+    for (size_t i = 0; i < pos; i++) {
+        if (text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+/* Up to 20 bytes from pos on the same line, non-printables as '?', for "near '...'". */
+static void snippet(const char *text, size_t len, size_t pos, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = pos; i < len && k + 1 < n && k < 20; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '\n' || ch == '\r') break;
+        buf[k++] = (char)(ch >= 0x20 && ch < 0x7f ? ch : '?');
+    }
+    buf[k] = 0;
+}
+
+static calq_status syntax_error(const char *file, const char *text, size_t len, size_t pos, const char *what,
+                                calq_error *err)
+{
+    int line, col;
+    if (pos > len) pos = len;
+    text_position(text, pos, &line, &col);
+    char near[32];
+    snippet(text, len, pos, near, sizeof near);
+    if (near[0])
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s:%d:%d: %s near '%s'", file, line, col, what, near);
+    return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s:%d:%d: %s at the end of %s", file, line, col, what,
+                      pos >= len ? "the file" : "the line");
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fails on a key given twice in one object (cJSON keeps both; AMCT requires unique layer
+ * names, §7.2, and a repeated parameter is almost always an editing slip). */
+static calq_status check_unique_keys(const json_ctx *x, const cJSON *obj, const char *where)
+{
+    int n = cJSON_GetArraySize(obj);
+    if (n < 2) return CALQ_OK;
+    const char **keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) return calq__fail(x->err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", x->file);
+    int k = 0;
+    for (const cJSON *it = obj->child; it && k < n; it = it->next) keys[k++] = it->string ? it->string : "";
+    qsort(keys, (size_t)k, sizeof *keys, cmp_str_ptr);
+    for (int i = 1; i < k; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            calq_status st = calq__fail(x->err, CALQ_ERR_BAD_FORMAT, NULL, "%s: %skey '%s' appears twice; %s", x->file,
+                                        where, keys[i],
+                                        where[0] ? "each key may appear once"
+                                                 : "layer names and keys must be unique "
+                                                   "(amct-reference.md §7.2)");
+            free(keys);
+            return st;
+        }
+    free(keys);
+    return CALQ_OK;
+}
+
+static calq_status type_error(const json_ctx *x, const char *where, const char *key, const char *want, const cJSON *v)
+{
+    return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be %s, found %s", x->file, where, key,
+                      want, json_type(v));
+}
+
+/* `key` names the value in messages (array elements have no key of their own). */
+static calq_status get_bool(const json_ctx *x, const char *where, const char *key, const cJSON *v, bool *out)
+{
+    if (!cJSON_IsBool(v)) return type_error(x, where, key, "true or false", v);
+    *out = cJSON_IsTrue(v) != 0;
+    return CALQ_OK;
+}
+
+static calq_status get_number(const json_ctx *x, const char *where, const char *key, const cJSON *v, double *out)
+{
+    if (!cJSON_IsNumber(v)) return type_error(x, where, key, "a number", v);
+    if (!isfinite(v->valuedouble))
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, x->layer, "%s: %s'%s' is out of the range of a double",
+                          x->file, where, key);
+    *out = v->valuedouble;
+    return CALQ_OK;
+}
+
+static calq_status get_int(const json_ctx *x, const char *where, const char *key, const cJSON *v, int *out)
+{
+    double d = 0.0;
+    CALQ_TRY(get_number(x, where, key, v, &d));
+    if (d != floor(d) || d < INT_MIN || d > INT_MAX)
+        return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be an integer, found %.17g", x->file,
+                          where, key, d);
+    *out = (int)d;
+    return CALQ_OK;
+}
+
+static calq_status unknown_key(const json_ctx *x, const char *where, const char *key, const char *known)
+{
+    return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %sunknown key '%s' (the keys here are %s)", x->file,
+                      where, key, known);
+}
+
+static calq_status unsupported_key(const json_ctx *x, const char *where, const char *key, const char *what)
+{
+    return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, x->layer,
+                      "%s: %s'%s' (%s) is an AMCT option calq does not implement; remove it", x->file, where, key,
+                      what);
+}
+
+static calq_status read_global(json_ctx *x, const cJSON *v)
+{
+    calq_config *c = x->c;
+    const char *k = v->string;
+    if (strcmp(k, "version") == 0) {
+        CALQ_TRY(get_int(x, "", k, v, &c->version));
+        if (c->version != 1)
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "%s: 'version' is %d; AMCT's config format is version 1 (amct-reference.md §7.2)",
+                              x->file, c->version);
+    } else if (strcmp(k, "batch_num") == 0) {
+        CALQ_TRY(get_int(x, "", k, v, &c->batch_num));
+        if (c->batch_num <= 0)
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "%s: 'batch_num' is %d; it must be > 0 (amct-reference.md §7.2)", x->file, c->batch_num);
+    } else if (strcmp(k, "activation_offset") == 0) {
+        CALQ_TRY(get_bool(x, "", k, v, &c->activation_offset));
+    } else if (strcmp(k, "do_fusion") == 0) {
+        CALQ_TRY(get_bool(x, "", k, v, &c->do_fusion));
+    } else if (strcmp(k, "joint_quant") == 0) {
+        CALQ_TRY(get_bool(x, "", k, v, &c->joint_quant));
+        c->write_joint_quant = true;
+    } else if (strcmp(k, "skip_fusion_layers") == 0) {
+        if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array of layer names", v);
+        int n = cJSON_GetArraySize(v);
+        c->skip_fusion_layers = calloc((size_t)(n > 0 ? n : 1), sizeof *c->skip_fusion_layers);
+        if (!c->skip_fusion_layers)
+            return calq__fail(x->err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", x->file);
+        for (const cJSON *it = v->child; it; it = it->next) {
+            if (!cJSON_IsString(it))
+                return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, NULL,
+                                  "%s: 'skip_fusion_layers' must hold layer names (strings), found %s", x->file,
+                                  json_type(it));
+            if (calq__model_find_node(x->m, it->valuestring) < 0)
+                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, it->valuestring,
+                                  "%s: skip_fusion_layers: the model has no layer '%s'", x->file, it->valuestring);
+            for (int i = 0; i < c->n_skip_fusion_layers; i++)
+                if (strcmp(c->skip_fusion_layers[i], it->valuestring) == 0)
+                    return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, it->valuestring,
+                                      "%s: skip_fusion_layers lists '%s' twice", x->file, it->valuestring);
+            char *s = strdup(it->valuestring);
+            if (!s) return calq__fail(x->err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", x->file);
+            c->skip_fusion_layers[c->n_skip_fusion_layers++] = s;
+        }
+    } else if (strcmp(k, "tensor_quantize") == 0) {
+        if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array", v);
+        if (cJSON_GetArraySize(v) > 0)
+            return unsupported_key(x, "", k, "quantizing a tensor without its layer, ONNX MaxPool/Add inputs");
+    } else {
+        return unknown_key(x, "", k,
+                           "version, batch_num, activation_offset, joint_quant, do_fusion, skip_fusion_layers, and "
+                           "one object per layer");
+    }
+    return CALQ_OK;
+}
+
+static const char ACT_KEYS[] =
+    "num_bits, act_algo, asymmetric; IFMR: max_percentile, min_percentile, search_range, search_step; HFMG: "
+    "num_of_bins";
+
+static calq_status read_act(json_ctx *x, calq_layer_config *l, const cJSON *obj, const char *where)
+{
+    char w[CALQ_ERROR_NAME_MAX + 64];
+    snprintf(w, sizeof w, "%sactivation_quant_params: ", where);
+    CALQ_TRY(check_unique_keys(x, obj, w));
+    const char *ifmr_key = NULL, *hfmg_key = NULL;
+    bool have_algo = false;
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        const char *k = v->string;
+        if (strcmp(k, "num_bits") == 0) {
+            CALQ_TRY(get_int(x, w, k, v, &l->act.num_bits));
+        } else if (strcmp(k, "max_percentile") == 0) {
+            CALQ_TRY(get_number(x, w, k, v, &l->act.max_percentile));
+            ifmr_key = k;
+        } else if (strcmp(k, "min_percentile") == 0) {
+            CALQ_TRY(get_number(x, w, k, v, &l->act.min_percentile));
+            ifmr_key = k;
+        } else if (strcmp(k, "search_step") == 0) {
+            CALQ_TRY(get_number(x, w, k, v, &l->act.search_step));
+            ifmr_key = k;
+        } else if (strcmp(k, "search_range") == 0) {
+            if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
+                !cJSON_IsNumber(v->child->next))
+                return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, l->name,
+                                  "%s: %s'search_range' must be an array of two numbers [start, end], e.g. [0.7, 1.3]",
+                                  x->file, w);
+            CALQ_TRY(get_number(x, w, "search_range[0]", v->child, &l->act.search_range[0]));
+            CALQ_TRY(get_number(x, w, "search_range[1]", v->child->next, &l->act.search_range[1]));
+            ifmr_key = k;
+        } else if (strcmp(k, "num_of_bins") == 0) {
+            CALQ_TRY(get_int(x, w, k, v, &l->act.num_of_bins));
+            hfmg_key = k;
+        } else if (strcmp(k, "asymmetric") == 0) {
+            CALQ_TRY(get_bool(x, w, k, v, &l->act.asymmetric));
+        } else if (strcmp(k, "act_algo") == 0) {
+            if (!cJSON_IsString(v)) return type_error(x, w, k, "\"ifmr\" or \"hfmg\"", v);
+            if (strcmp(v->valuestring, "ifmr") == 0)
+                l->act.algo = CALQ_ACT_IFMR;
+            else if (strcmp(v->valuestring, "hfmg") == 0)
+                l->act.algo = CALQ_ACT_HFMG;
+            else
+                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                                  "%s: %s'act_algo' is \"%s\"; it must be \"ifmr\" or \"hfmg\"", x->file, w,
+                                  v->valuestring);
+            have_algo = true;
+        } else {
+            return unknown_key(x, w, k, ACT_KEYS);
+        }
+    }
+    /* §5: IFMR and HFMG cannot be combined on one layer. Older files have no act_algo and
+     * mean IFMR (§7.2). */
+    if (l->act.algo == CALQ_ACT_HFMG && ifmr_key)
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %sact_algo is \"hfmg\" but '%s' is an IFMR key: IFMR and HFMG keys cannot be mixed in "
+                          "one layer (amct-reference.md §5); remove the IFMR keys or use \"ifmr\"",
+                          x->file, w, ifmr_key);
+    if (l->act.algo == CALQ_ACT_IFMR && hfmg_key)
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %sact_algo is \"ifmr\"%s but '%s' is an HFMG key: IFMR and HFMG keys cannot be mixed "
+                          "in one layer (amct-reference.md §5); remove it or set \"act_algo\": \"hfmg\"",
+                          x->file, w, have_algo ? "" : " (the default)", hfmg_key);
+    return CALQ_OK;
+}
+
+static calq_status read_wts(json_ctx *x, calq_layer_config *l, const cJSON *obj, const char *where)
+{
+    char w[CALQ_ERROR_NAME_MAX + 64];
+    snprintf(w, sizeof w, "%sweight_quant_params: ", where);
+    CALQ_TRY(check_unique_keys(x, obj, w));
+    calq_wts_config wts = l->wts;
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        const char *k = v->string;
+        if (strcmp(k, "num_bits") == 0) {
+            CALQ_TRY(get_int(x, w, k, v, &wts.num_bits));
+        } else if (strcmp(k, "channel_wise") == 0) {
+            CALQ_TRY(get_bool(x, w, k, v, &wts.channel_wise));
+        } else if (strcmp(k, "wts_algo") == 0) {
+            if (!cJSON_IsString(v)) return type_error(x, w, k, "\"arq_quantize\"", v);
+            if (strcmp(v->valuestring, "ada_quantize") == 0 || strcmp(v->valuestring, "nuq_quantize") == 0)
+                return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, l->name,
+                                  "%s: %s'wts_algo' \"%s\" is an AMCT algorithm calq does not implement; use "
+                                  "\"arq_quantize\" (amct-reference.md §6.1)",
+                                  x->file, w, v->valuestring);
+            if (strcmp(v->valuestring, "arq_quantize") != 0)
+                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                                  "%s: %s'wts_algo' is \"%s\"; it must be \"arq_quantize\"", x->file, w,
+                                  v->valuestring);
+        } else {
+            return unknown_key(x, w, k, "num_bits, wts_algo, channel_wise");
+        }
+    }
+    if (!l->has_weights) {
+        /* AveragePool has no weights; AMCT rejects channel_wise on non-global AVE pooling (§8.4). */
+        if (wts.channel_wise)
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %schannel_wise is true but layer '%s' is an %s, which has no weights: per-channel "
+                              "quantization does not apply to pooling (amct-reference.md §8.4); set it to false",
+                              x->file, w, l->name, l->op_type);
+        return CALQ_OK;
+    }
+    l->wts = wts;
+    return CALQ_OK;
+}
+
+static calq_status read_layer(json_ctx *x, const cJSON *obj)
+{
+    const char *name = obj->string;
+    char where[CALQ_ERROR_NAME_MAX + 32];
+    snprintf(where, sizeof where, "layer '%s': ", name);
+    int node;
+    x->layer = name;
+    CALQ_TRY(calq__config_check_layer(x->m, name, x->file, &node, x->err));
+    CALQ_TRY(check_unique_keys(x, obj, where));
+    calq_node_info ni;
+    calq_model_node_info(x->m, node, &ni);
+    calq_layer_config *l = calq__config_add_layer(x->c, name, ni.op_type, node, x->err);
+    if (!l) return x->err ? x->err->status : CALQ_ERR_OUT_OF_MEMORY;
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        const char *k = v->string;
+        if (strcmp(k, "quant_enable") == 0) {
+            CALQ_TRY(get_bool(x, where, k, v, &l->quant_enable));
+        } else if (strcmp(k, "activation_quant_params") == 0) {
+            if (!cJSON_IsObject(v)) return type_error(x, where, k, "an object", v);
+            CALQ_TRY(read_act(x, l, v, where));
+        } else if (strcmp(k, "weight_quant_params") == 0) {
+            if (!cJSON_IsObject(v)) return type_error(x, where, k, "an object", v);
+            CALQ_TRY(read_wts(x, l, v, where));
+        } else if (strcmp(k, "dmq_balancer_param") == 0) {
+            return unsupported_key(x, where, k, "DMQ activation/weight balancing");
+        } else {
+            return unknown_key(x, where, k, "quant_enable, activation_quant_params, weight_quant_params");
+        }
+    }
+    char vwhere[CALQ_ERROR_NAME_MAX + 512];
+    snprintf(vwhere, sizeof vwhere, "%s: layer '%s'", x->file, name);
+    return calq__layer_config_validate(l, vwhere, true, x->err);
+}
+
+calq_status calq__config_parse_json(const calq_model *m, const char *text, size_t len, const char *filename,
+                                    calq_config **out, calq_error *err)
+{
+    *out = NULL;
+    const char *file = filename ? filename : "config";
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        size_t pos = end && end >= text ? (size_t)(end - text) : 0;
+        return syntax_error(file, text, len, pos, "JSON syntax error", err);
+    }
+    size_t pos = end && end >= text ? (size_t)(end - text) : len;
+    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r')) pos++;
+    if (pos < len) {
+        cJSON_Delete(root);
+        return syntax_error(file, text, len, pos, "unexpected text after the JSON value", err);
+    }
+    if (!cJSON_IsObject(root)) {
+        calq_status st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                                    "%s: a quantization config is a JSON object ({\"version\": 1, ...}), found %s",
+                                    file, json_type(root));
+        cJSON_Delete(root);
+        return st;
+    }
+    json_ctx x = {m, file, calq__config_new(), err, NULL};
+    calq_status st = x.c ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", file);
+    if (st == CALQ_OK) st = check_unique_keys(&x, root, "");
+    /* Globals first: a layer without "asymmetric" takes the global activation_offset (§3.1). */
+    for (const cJSON *v = root->child; v && st == CALQ_OK; v = v->next)
+        if (!cJSON_IsObject(v)) st = read_global(&x, v);
+    for (const cJSON *v = root->child; v && st == CALQ_OK; v = v->next)
+        if (cJSON_IsObject(v)) st = read_layer(&x, v);
+    cJSON_Delete(root);
+    if (st != CALQ_OK) {
+        calq_config_free(x.c);
+        return st;
+    }
+    calq__config_sort_layers(x.c);
+    *out = x.c;
+    return CALQ_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* Shortest "%.Ng" that reads back as the same double: 0.999999 stays 0.999999. */
+static void format_double(double v, char *buf, size_t n)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+static void put_string(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", fp); break;
+        case '\\': fputs("\\\\", fp); break;
+        case '\n': fputs("\\n", fp); break;
+        case '\r': fputs("\\r", fp); break;
+        case '\t': fputs("\\t", fp); break;
+        case '\b': fputs("\\b", fp); break;
+        case '\f': fputs("\\f", fp); break;
+        default:
+            if (*p < 0x20)
+                fprintf(fp, "\\u%04x", *p);
+            else
+                fputc(*p, fp);
+        }
+    }
+    fputc('"', fp);
+}
+
+static void put_key(FILE *fp, int indent, const char *key)
+{
+    fprintf(fp, "%*s", indent * 4, "");
+    put_string(fp, key);
+    fputs(": ", fp);
+}
+
+static void put_double(FILE *fp, double v)
+{
+    char buf[40];
+    format_double(v, buf, sizeof buf);
+    fputs(buf, fp);
+}
+
+static void write_layer(FILE *fp, const calq_layer_config *l)
+{
+    put_key(fp, 1, l->name);
+    fputs("{\n", fp);
+    put_key(fp, 2, "quant_enable");
+    fprintf(fp, "%s,\n", l->quant_enable ? "true" : "false");
+    put_key(fp, 2, "activation_quant_params");
+    fputs("{\n", fp);
+    const calq_act_config *a = &l->act;
+    put_key(fp, 3, "num_bits");
+    fprintf(fp, "%d,\n", a->num_bits);
+    if (a->algo == CALQ_ACT_IFMR) {
+        put_key(fp, 3, "max_percentile");
+        put_double(fp, a->max_percentile);
+        fputs(",\n", fp);
+        put_key(fp, 3, "min_percentile");
+        put_double(fp, a->min_percentile);
+        fputs(",\n", fp);
+        put_key(fp, 3, "search_range");
+        fputc('[', fp);
+        put_double(fp, a->search_range[0]);
+        fputs(", ", fp);
+        put_double(fp, a->search_range[1]);
+        fputs("],\n", fp);
+        put_key(fp, 3, "search_step");
+        put_double(fp, a->search_step);
+        fputs(",\n", fp);
+        put_key(fp, 3, "act_algo");
+        fputs("\"ifmr\",\n", fp);
+    } else {
+        put_key(fp, 3, "act_algo");
+        fputs("\"hfmg\",\n", fp);
+        put_key(fp, 3, "num_of_bins");
+        fprintf(fp, "%d,\n", a->num_of_bins);
+    }
+    put_key(fp, 3, "asymmetric");
+    fprintf(fp, "%s\n", a->asymmetric ? "true" : "false");
+    fprintf(fp, "%*s}%s\n", 8, "", l->has_weights ? "," : "");
+    if (l->has_weights) {
+        put_key(fp, 2, "weight_quant_params");
+        fputs("{\n", fp);
+        put_key(fp, 3, "num_bits");
+        fprintf(fp, "%d,\n", l->wts.num_bits);
+        put_key(fp, 3, "wts_algo");
+        fputs("\"arq_quantize\",\n", fp);
+        put_key(fp, 3, "channel_wise");
+        fprintf(fp, "%s\n", l->wts.channel_wise ? "true" : "false");
+        fprintf(fp, "%*s}\n", 8, "");
+    }
+    fprintf(fp, "    }");
+}
+
+calq_status calq__config_write_json(const calq_config *c, FILE *fp, calq_error *err)
+{
+    /* Key order follows AMCT's example (§7.2): globals, then one entry per layer. */
+    fputs("{\n", fp);
+    put_key(fp, 1, "version");
+    fprintf(fp, "%d,\n", c->version);
+    put_key(fp, 1, "batch_num");
+    fprintf(fp, "%d,\n", c->batch_num);
+    put_key(fp, 1, "activation_offset");
+    fprintf(fp, "%s,\n", c->activation_offset ? "true" : "false");
+    if (c->write_joint_quant) {
+        put_key(fp, 1, "joint_quant");
+        fprintf(fp, "%s,\n", c->joint_quant ? "true" : "false");
+    }
+    put_key(fp, 1, "do_fusion");
+    fprintf(fp, "%s,\n", c->do_fusion ? "true" : "false");
+    put_key(fp, 1, "skip_fusion_layers");
+    fputc('[', fp);
+    for (int i = 0; i < c->n_skip_fusion_layers; i++) {
+        if (i) fputs(", ", fp);
+        put_string(fp, c->skip_fusion_layers[i]);
+    }
+    fputc(']', fp);
+    for (int i = 0; i < c->n_layers; i++) {
+        fputs(",\n", fp);
+        write_layer(fp, &c->layers[i]);
+    }
+    fputs("\n}\n", fp);
+    if (ferror(fp)) return calq__fail(err, CALQ_ERR_IO, NULL, "writing the JSON config failed");
+    return CALQ_OK;
+}

@@ -1,0 +1,392 @@
+/* Calibration data sources: the parts every kind shares (file lists, provenance strings,
+ * dtype conversion) and the preflight that runs before any inference. */
+#include "calib/data.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "base/tensor.h"
+
+/* ---- construction ------------------------------------------------------------------------- */
+
+calq_status calq__data_new(calq_data_kind kind, int n_streams, calq_data **out, calq_error *err)
+{
+    *out = NULL;
+    calq_data *d = calloc(1, sizeof *d);
+    if (d) d->streams = calloc((size_t)(n_streams > 0 ? n_streams : 1), sizeof *d->streams);
+    if (!d || !d->streams) {
+        free(d);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory opening calibration data");
+    }
+    d->kind = kind;
+    d->n_streams = n_streams;
+    for (int i = 0; i < n_streams; i++) d->streams[i].dtype = CALQ_DTYPE_FLOAT32;
+    calq_image_opts_init(&d->image_opts);
+    *out = d;
+    return CALQ_OK;
+}
+
+void calq_data_free(calq_data *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->n_streams; i++) {
+        calq_data_stream *s = &d->streams[i];
+        for (int k = 0; k < s->n_files; k++) free(s->files[k]);
+        free(s->files);
+        free(s->label);
+    }
+    free(d->streams);
+    free(d->buf);
+    free(d);
+}
+
+int calq__data_split(const char *spec, char sep, char ***items)
+{
+    *items = NULL;
+    size_t len = strlen(spec);
+    int cap = 1;
+    for (size_t i = 0; i < len; i++) cap += spec[i] == sep;
+    /* One block: the pointer array, then a copy of spec cut into items in place. */
+    char **v = malloc((size_t)cap * sizeof *v + len + 1);
+    if (!v) return -1;
+    char *text = (char *)(v + cap);
+    memcpy(text, spec, len + 1);
+    int n = 0;
+    char *p = text;
+    for (;;) {
+        char *end = strchr(p, sep);
+        if (end) *end = 0;
+        while (isspace((unsigned char)*p)) p++;
+        size_t k = strlen(p);
+        while (k > 0 && isspace((unsigned char)p[k - 1])) p[--k] = 0;
+        if (*p) v[n++] = p;
+        if (!end) break;
+        p = end + 1;
+    }
+    *items = v;
+    return n;
+}
+
+bool calq__data_has_ext(const char *name, const char *const *exts)
+{
+    size_t n = strlen(name);
+    for (int i = 0; exts[i]; i++) {
+        size_t k = strlen(exts[i]);
+        if (n <= k) continue;
+        bool same = true;
+        for (size_t j = 0; j < k && same; j++)
+            same = tolower((unsigned char)name[n - k + j]) == tolower((unsigned char)exts[i][j]);
+        if (same) return true;
+    }
+    return false;
+}
+
+calq_status calq__data_add_file(calq_data_stream *s, const char *path, calq_error *err)
+{
+    char **grown = realloc(s->files, ((size_t)s->n_files + 1) * sizeof *grown);
+    char *copy = strdup(path);
+    if (!grown || !copy) {
+        if (grown) s->files = grown;
+        free(copy);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory listing calibration files");
+    }
+    s->files = grown;
+    s->files[s->n_files++] = copy;
+    return CALQ_OK;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+calq_status calq__data_list_dir(calq_data_stream *s, const char *dir, const char *const *exts, const char *what,
+                                calq_error *err)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return calq__fail(err, CALQ_ERR_IO, NULL, "%s: cannot open the folder %s: %s%s", what, dir, strerror(errno),
+                          errno == ENOTDIR ? " (it takes one folder per model input)" : "");
+    size_t dlen = strlen(dir);
+    bool slash = dlen > 0 && dir[dlen - 1] == '/';
+    int first = s->n_files;
+    calq_status st = CALQ_OK;
+    for (struct dirent *e = readdir(dp); e && st == CALQ_OK; e = readdir(dp)) {
+        if (e->d_name[0] == '.' || !calq__data_has_ext(e->d_name, exts)) continue;
+        size_t n = dlen + strlen(e->d_name) + 2;
+        char *path = malloc(n);
+        if (!path) {
+            st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory listing %s", dir);
+            break;
+        }
+        snprintf(path, n, "%s%s%s", dir, slash ? "" : "/", e->d_name);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) st = calq__data_add_file(s, path, err);
+        free(path);
+    }
+    closedir(dp);
+    /* Paths share the folder prefix, so ordering the paths orders the names. */
+    if (st == CALQ_OK && s->n_files - first > 1)
+        qsort(s->files + first, (size_t)(s->n_files - first), sizeof *s->files, cmp_names);
+    return st;
+}
+
+/* ---- conversion --------------------------------------------------------------------------- */
+
+bool calq__data_can_convert(calq_dtype st, calq_dtype dt)
+{
+    if (st == dt) return st != CALQ_DTYPE_UNDEFINED;
+    return st != CALQ_DTYPE_UNDEFINED && st != CALQ_DTYPE_BOOL && calq__dtype_is_float(dt);
+}
+
+bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n)
+{
+    if (!calq__data_can_convert(st, dt)) return false;
+    if (st == dt) {
+        memcpy(dst, src, (size_t)n * calq_dtype_size(st));
+        return true;
+    }
+    if (st == CALQ_DTYPE_FLOAT64 && dt == CALQ_DTYPE_FLOAT32) {
+        /* The common case (AMCT's float64 data for a float32 model), without the generic path. */
+        const double *s = src;
+        float *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = (float)s[i];
+        return true;
+    }
+    calq_tensor from = {.dtype = st, .ndim = 1, .dims = {n}, .data = (void *)src};
+    calq_tensor to = {.dtype = dt, .ndim = 1, .dims = {n}, .data = dst};
+    for (int64_t i = 0; i < n; i++) calq__tensor_set_f64(&to, i, calq__tensor_get_f64(&from, i));
+    return true;
+}
+
+const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n)
+{
+    return calq__shape_str(v->dims, v->ndim, buf, n);
+}
+
+/* ---- public accessors --------------------------------------------------------------------- */
+
+int calq_data_num_batches(const calq_data *d)
+{
+    if (d->n_streams == 0) return 0;
+    if (d->kind == CALQ_DATA_IMAGES) return d->batch_size > 0 ? d->streams[0].n_files / d->batch_size : 0;
+    int n = d->streams[0].n_files;
+    for (int i = 1; i < d->n_streams; i++)
+        if (d->streams[i].n_files < n) n = d->streams[i].n_files;
+    return n;
+}
+
+static const char *kind_files(const calq_data *d)
+{
+    switch (d->kind) {
+    case CALQ_DATA_BIN: return ".bin files";
+    case CALQ_DATA_NPY: return ".npy files";
+    case CALQ_DATA_IMAGES: return "images";
+    }
+    return "files";
+}
+
+void calq_data_describe(const calq_data *d, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < d->n_streams && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s: %d %s", i ? "; " : "", d->streams[i].label,
+                               d->streams[i].n_files, kind_files(d));
+    if (d->kind == CALQ_DATA_IMAGES && at < n)
+        snprintf(buf + at, n - at, " (%d batch%s of %d)", calq_data_num_batches(d),
+                 calq_data_num_batches(d) == 1 ? "" : "es", d->batch_size);
+}
+
+const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (batch < 0 || batch >= calq_data_num_batches(d)) {
+        snprintf(buf, n, "batch %d (not in the data)", batch);
+        return buf;
+    }
+    if (d->kind == CALQ_DATA_IMAGES) {
+        const calq_data_stream *s = &d->streams[0];
+        int first = batch * d->batch_size, last = first + d->batch_size - 1;
+        if (first == last)
+            snprintf(buf, n, "%s", s->files[first]);
+        else
+            snprintf(buf, n, "%s..%s", s->files[first], s->files[last]);
+        return buf;
+    }
+    size_t at = 0;
+    for (int i = 0; i < d->n_streams && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? " + " : "", d->streams[i].files[batch]);
+    return buf;
+}
+
+const char *calq_data_sample_source(const calq_data *d, int batch, int sample, char *buf, size_t n)
+{
+    if (d->kind == CALQ_DATA_IMAGES && batch >= 0 && batch < calq_data_num_batches(d) && sample >= 0 &&
+        sample < d->batch_size) {
+        snprintf(buf, n, "%s", d->streams[0].files[batch * d->batch_size + sample]);
+        return buf;
+    }
+    char src[2048];
+    calq_data_batch_source(d, batch, src, sizeof src);
+    snprintf(buf, n, "%s, sample %d", src, sample);
+    return buf;
+}
+
+/* ---- preflight ---------------------------------------------------------------------------- */
+
+static const char REMEDY[] = "Add calibration batches, or lower --batch_num (fewer batches may cost accuracy).";
+
+/* "calib/" or "d1/, d2/" and the verb to go with it. */
+static void stream_labels(const calq_data *d, char *buf, size_t n, const char **verb)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < d->n_streams && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? (i + 1 == d->n_streams ? " and " : ", ") : "",
+                               d->streams[i].label);
+    *verb = d->n_streams > 1 ? "hold" : "holds";
+}
+
+static calq_status too_few(const calq_data *d, const calq_value_info *in, int have, int batch_num, calq_error *err)
+{
+    char labels[1024], shape[128];
+    const char *verb;
+    stream_labels(d, labels, sizeof labels, &verb);
+    calq__data_shape(&in[0], shape, sizeof shape);
+    const char *batches = have == 1 ? "batch" : "batches";
+    if (d->kind == CALQ_DATA_BIN) {
+        const calq_data_stream *s = &d->streams[0];
+        int64_t numel = calq__shape_numel(in[0].dims, in[0].ndim);
+        unsigned long long bytes = (unsigned long long)numel * calq_dtype_size(s->dtype);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "batch_num is %d but %s %s %d %s (%d file%s of %s %s = %llu bytes%s%s).\n  %s", batch_num,
+                          labels, verb, have, batches, have, have == 1 ? "" : "s", shape, calq_dtype_name(s->dtype),
+                          bytes, have == 1 ? "" : " each", d->n_streams > 1 ? " for the first input" : "", REMEDY);
+    }
+    if (d->kind == CALQ_DATA_NPY)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "batch_num is %d but %s %s %d %s (%d .npy file%s of %s%s).\n  %s", batch_num, labels, verb,
+                          have, batches, have, have == 1 ? "" : "s", shape,
+                          d->n_streams > 1 ? " for the first input" : "", REMEDY);
+    int n_img = d->streams[0].n_files;
+    return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                      "batch_num is %d but %s %s %d %s (%d image%s, %d per batch for input '%s' %s).\n  Add "
+                      "calibration images, or lower --batch_num (fewer batches may cost accuracy).",
+                      batch_num, labels, verb, have, batches, n_img, n_img == 1 ? "" : "s", d->batch_size, in[0].name,
+                      shape);
+}
+
+calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
+                                 calq_error *err)
+{
+    if (batch_num <= 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2)", batch_num);
+    if (n_inputs <= 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no inputs to feed calibration data to");
+    if (d->kind == CALQ_DATA_IMAGES) {
+        if (n_inputs != 1)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "a folder of images feeds a model with one input, but this model has %d inputs; give "
+                              "one --data_dir folder (or .npy files) per input instead",
+                              n_inputs);
+    } else if (d->n_streams != n_inputs) {
+        char names[1024];
+        size_t at = 0;
+        names[0] = 0;
+        for (int i = 0; i < n_inputs && at < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", inputs[i].name);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "the calibration data cover %d input%s but the model has %d (%s): give one folder (or .npy "
+                          "list) per input, in this order, separated by ';' (e.g. --data_dir \"d1/;d2/\")",
+                          d->n_streams, d->n_streams == 1 ? "" : "s", n_inputs, names);
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        const calq_value_info *v = &inputs[i];
+        bool fixed = v->ndim >= 0;
+        for (int k = 0; k < v->ndim && fixed; k++) fixed = v->dims[k] >= 0;
+        if (!fixed) {
+            char shape[128];
+            calq__data_shape(v, shape, sizeof shape);
+            return calq__fail(err, CALQ_ERR_SHAPE, NULL,
+                              "input '%s' has a dynamic shape (%s, ? = unknown): the size of a calibration batch "
+                              "depends on it; fix it with --input_shape \"%s:n,c,h,w\"",
+                              v->name, shape, v->name);
+        }
+    }
+    for (int i = 0; i < d->n_streams; i++)
+        if (d->streams[i].n_files == 0) {
+            const calq_data_stream *s = &d->streams[i];
+            if (d->kind == CALQ_DATA_IMAGES)
+                return calq__fail(err, CALQ_ERR_DATA, NULL,
+                                  "%s holds no images (JPEG, PNG or BMP files), so there is no calibration data "
+                                  "(batch_num is %d)",
+                                  s->label, batch_num);
+            return calq__fail(err, CALQ_ERR_DATA, NULL,
+                              "%s holds no %s, so there is no calibration data for input '%s' (batch_num is %d).\n"
+                              "  Put one %s file per batch there, read in name order%s",
+                              s->label, kind_files(d), inputs[i].name, batch_num,
+                              d->kind == CALQ_DATA_BIN ? "raw" : ".npy",
+                              d->kind == CALQ_DATA_BIN ? " (AMCT's --data_dir format, amct-reference.md §1.2)." : ".");
+        }
+    if (d->kind != CALQ_DATA_IMAGES)
+        for (int i = 1; i < d->n_streams; i++)
+            if (d->streams[i].n_files != d->streams[0].n_files)
+                return calq__fail(err, CALQ_ERR_DATA, NULL,
+                                  "the inputs' data differ in batch count: %s (input '%s') holds %d %s, %s (input "
+                                  "'%s') holds %d. Batch i is file i of every input's folder, so each needs the same "
+                                  "number of files",
+                                  d->streams[0].label, inputs[0].name, d->streams[0].n_files, kind_files(d),
+                                  d->streams[i].label, inputs[i].name, d->streams[i].n_files);
+    int have = calq_data_num_batches(d);
+    int n_check = have < batch_num ? have : batch_num;
+    switch (d->kind) {
+    case CALQ_DATA_BIN: CALQ_TRY(calq__data_bin_check(d, inputs, n_check, err)); break;
+    case CALQ_DATA_NPY: CALQ_TRY(calq__data_npy_check(d, inputs, n_check, err)); break;
+    case CALQ_DATA_IMAGES: CALQ_TRY(calq__data_images_check(d, inputs, n_check, err)); break;
+    }
+    if (have < batch_num) return too_few(d, inputs, have, batch_num, err);
+    return CALQ_OK;
+}
+
+calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_num, calq_error *err)
+{
+    int n = calq_model_num_inputs(m);
+    calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
+    if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int i = 0; i < n; i++) calq_model_input_info(m, i, &in[i]);
+    calq_status st = calq__data_preflight(d, in, n, batch_num, err);
+    free(in);
+    return st;
+}
+
+calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    int have = calq_data_num_batches(d);
+    if (batch < 0 || batch >= have)
+        return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "batch %d is not in the data (it holds %d)", batch,
+                          have);
+    int want = d->kind == CALQ_DATA_IMAGES ? 1 : d->n_streams;
+    if (n_inputs != want)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the data feed %d input%s but %d tensors were given",
+                          want, want == 1 ? "" : "s", n_inputs);
+    for (int i = 0; i < n_inputs; i++)
+        if (!inputs[i].data || calq__shape_numel(inputs[i].dims, inputs[i].ndim) < 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "input tensor %d has no data buffer or an invalid shape; allocate it with the model "
+                              "input's shape",
+                              i);
+    switch (d->kind) {
+    case CALQ_DATA_BIN: return calq__data_bin_read(d, batch, inputs, err);
+    case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, err);
+    case CALQ_DATA_IMAGES: return calq__data_images_read(d, batch, inputs, err);
+    }
+    return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "unknown calibration data kind %d", (int)d->kind);
+}

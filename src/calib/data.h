@@ -1,0 +1,75 @@
+/* Calibration data sources behind the opaque calq_data of calq.h: AMCT's raw .bin folders
+ * (amct-reference.md §1.2), .npy files, and photo folders. A source is a list of files per
+ * model input ("stream"); batch i is file i of every stream (bin, npy) or images
+ * [i*N, (i+1)*N) of the one stream (images). Opening only lists files; nothing is read until
+ * the preflight or a batch read.
+ *
+ * Ownership: a calq_data owns its labels, file paths and read buffer; calq_data_free releases
+ * them. */
+#ifndef CALQ_CALIB_DATA_H
+#define CALQ_CALIB_DATA_H
+
+#include <stdbool.h>
+
+#include "calq.h"
+
+typedef enum calq_data_kind { CALQ_DATA_BIN = 1, CALQ_DATA_NPY = 2, CALQ_DATA_IMAGES = 3 } calq_data_kind;
+
+typedef struct calq_data_stream {
+    char *label; /* the folder (or file list) as the user wrote it, for messages */
+    int n_files;
+    char **files;     /* paths in batch order */
+    calq_dtype dtype; /* .bin: element type of the files (--data_types) */
+} calq_data_stream;
+
+struct calq_data {
+    calq_data_kind kind;
+    int n_streams;
+    calq_data_stream *streams;
+    calq_image_opts image_opts; /* images */
+    int batch_size;             /* images: images per batch */
+    void *buf;                  /* .bin: read buffer reused across batches (memory stays flat) */
+    size_t buf_bytes;
+};
+
+/* Allocates a source of `kind` with n_streams empty streams. */
+calq_status calq__data_new(calq_data_kind kind, int n_streams, calq_data **out, calq_error *err);
+
+/* Splits `spec` at `sep` into trimmed, non-empty items: *items is one malloc'ed block (owner:
+ * caller, free()) holding the pointers and the strings. Returns the item count, -1 on OOM. */
+int calq__data_split(const char *spec, char sep, char ***items);
+
+/* Appends to s the regular files of folder `dir` whose names end in one of exts
+ * (case-insensitive, NULL-terminated list), skipping hidden files, in ascending byte order
+ * of their names (AMCT reads its data folders in name order, §1.2). `what` names the option
+ * in messages ("--data_dir"). */
+calq_status calq__data_list_dir(calq_data_stream *s, const char *dir, const char *const *exts, const char *what,
+                                calq_error *err);
+/* Appends one path to s. */
+calq_status calq__data_add_file(calq_data_stream *s, const char *path, calq_error *err);
+bool calq__data_has_ext(const char *name, const char *const *exts);
+
+/* Converts n values of type st at src into type dt at dst: the same type is copied, floats
+ * and integers become float16/32/64. Returns false for other pairs (dst untouched). */
+bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n);
+bool calq__data_can_convert(calq_dtype st, calq_dtype dt);
+/* "16x3x48x48" into buf. */
+const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n);
+
+/* The preflight (calq_data_check): before any inference, the source holds at least
+ * batch_num batches of the right size and type for every one of the n_inputs model inputs
+ * (in model input order, shapes fixed), and the batch counts agree across inputs. */
+calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
+                                 calq_error *err);
+
+/* Per kind (data_bin.c, data_npy.c, data_images.c). `check` runs after the common checks
+ * (input count, fixed shapes, non-empty and equal counts) and examines the first
+ * n_batches = min(batch_num, available) batches; `read` fills caller tensors. */
+calq_status calq__data_bin_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
+calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+calq_status calq__data_npy_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
+calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+calq_status calq__data_images_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
+calq_status calq__data_images_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+
+#endif

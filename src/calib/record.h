@@ -1,0 +1,67 @@
+/* The record file (amct-reference.md §7.1): AMCT's ScaleOffsetRecord in protobuf text format,
+ * one `record { key: "<layer>" value { scale_d offset_d scale_w... offset_w... } }` per
+ * quantized layer. calq writes it after a calibration run (record_write.c) and reads AMCT's or
+ * its own (record_read.c), then checks it against a model with every rule of §4.4, in AMCT's
+ * words, before anything is saved (issue 6).
+ *
+ * Ownership: a calq_record owns its layers and every string and array they point to;
+ * calq__record_free releases all of it. */
+#ifndef CALQ_CALIB_RECORD_H
+#define CALQ_CALIB_RECORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "calq.h"
+
+typedef struct calq_record_layer {
+    char *name; /* the key: a layer (node) name */
+    bool has_scale_d, has_offset_d;
+    float scale_d;
+    int64_t offset_d;
+    int n_scale_w; /* one per output channel, or 1 (per tensor); 0 when absent */
+    float *scale_w;
+    int n_offset_w;
+    int64_t *offset_w;
+    int n_shift_bit; /* §6.4: written only with joint_quant / SearchN */
+    uint64_t *shift_bit;
+    int line, col; /* where the entry starts in the file (0 for records built in memory) */
+} calq_record_layer;
+
+typedef struct calq_record {
+    int n_layers, cap_layers;
+    calq_record_layer *layers; /* in file order (calq writes the model's layer order) */
+} calq_record;
+
+/* An empty record (owner: caller, calq__record_free); NULL on out-of-memory. */
+calq_record *calq__record_new(void);
+void calq__record_free(calq_record *r);
+
+/* Appends an entry for `name` (copied) with no fields; the caller fills the fields, arrays
+ * allocated with malloc (the record frees them). NULL on out-of-memory (err filled). */
+calq_record_layer *calq__record_add(calq_record *r, const char *name, calq_error *err);
+/* Entry for `name`, or NULL. */
+const calq_record_layer *calq__record_find(const calq_record *r, const char *name);
+
+/* Writes r in AMCT's text format (floats shortest round-trip, so reading gives the same bits),
+ * atomically: a temporary file, then rename; on failure `path` is untouched. */
+calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err);
+
+/* Parses a record from `len` bytes; `filename` labels messages (NULL: "record"). Accepts both
+ * flavours of §7.1: fields calq does not use (skip_fusion, channels, height, width, act_type,
+ * wts_type, ...) are read over. Syntax errors and mistyped fields say file:line:col; a key given
+ * twice is an error. */
+calq_status calq__record_parse(const char *text, size_t len, const char *filename, calq_record **out, calq_error *err);
+calq_status calq__record_read_file(const char *path, calq_record **out, calq_error *err);
+
+/* The save-time checks of §4.4 against model m, in AMCT's order and with AMCT's text (plus
+ * where: the file and the layer): an empty record; keys that are not layers of the model or
+ * not quantizable; missing scale_d / offset_d / scale_w / offset_w; scale_w on a layer without
+ * weights; shift_bit on pooling; offset_d in [-128, 127]; offset_w all 0; scale_d and scale_w in
+ * (0, +inf); shift_bit all 0 or all in [1, 16]; scale_w / offset_w / shift_bit lengths. The
+ * labels name the files in messages (NULL: "model" / "record"). CALQ_ERR_RECORD_FILE for a
+ * record that does not fit the model, CALQ_ERR_RECORD_FACTOR for a factor out of range. */
+calq_status calq__record_check(const calq_record *r, const calq_model *m, const char *model_label,
+                               const char *record_label, calq_error *err);
+
+#endif

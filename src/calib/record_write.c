@@ -1,0 +1,94 @@
+/* Building and writing the record file (amct-reference.md §7.1). The layout is the one AMCT's
+ * writers produce: `record { key value { scale_d offset_d scale_w* offset_w* shift_bit* } }`,
+ * floats in shortest round-trip form (calq_tp_add_float), so reading the file back gives the
+ * same bits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "calib/record.h"
+#include "textproto/textproto.h"
+
+calq_record *calq__record_new(void)
+{
+    return calloc(1, sizeof(calq_record));
+}
+
+static void layer_release(calq_record_layer *l)
+{
+    free(l->name);
+    free(l->scale_w);
+    free(l->offset_w);
+    free(l->shift_bit);
+}
+
+void calq__record_free(calq_record *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n_layers; i++) layer_release(&r->layers[i]);
+    free(r->layers);
+    free(r);
+}
+
+calq_record_layer *calq__record_add(calq_record *r, const char *name, calq_error *err)
+{
+    if (r->n_layers == r->cap_layers) {
+        int cap = r->cap_layers ? 2 * r->cap_layers : 16;
+        calq_record_layer *p = realloc(r->layers, (size_t)cap * sizeof *p);
+        if (!p) {
+            calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "record: out of memory");
+            return NULL;
+        }
+        r->layers = p;
+        r->cap_layers = cap;
+    }
+    calq_record_layer *l = &r->layers[r->n_layers];
+    memset(l, 0, sizeof *l);
+    l->name = strdup(name);
+    if (!l->name) {
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "record: out of memory");
+        return NULL;
+    }
+    r->n_layers++;
+    return l;
+}
+
+const calq_record_layer *calq__record_find(const calq_record *r, const char *name)
+{
+    for (int i = 0; i < r->n_layers; i++)
+        if (strcmp(r->layers[i].name, name) == 0) return &r->layers[i];
+    return NULL;
+}
+
+/* One `record { ... }` entry; false on out-of-memory. */
+static bool add_entry(calq_tp_node *root, const calq_record_layer *l)
+{
+    calq_tp_node *rec = calq_tp_add_message(root, "record");
+    if (!rec || !calq_tp_add_string(rec, "key", l->name, strlen(l->name))) return false;
+    calq_tp_node *v = calq_tp_add_message(rec, "value");
+    if (!v) return false;
+    if (l->has_scale_d && !calq_tp_add_float(v, "scale_d", l->scale_d)) return false;
+    if (l->has_offset_d && !calq_tp_add_int(v, "offset_d", l->offset_d)) return false;
+    for (int c = 0; c < l->n_scale_w; c++)
+        if (!calq_tp_add_float(v, "scale_w", l->scale_w[c])) return false;
+    for (int c = 0; c < l->n_offset_w; c++)
+        if (!calq_tp_add_int(v, "offset_w", l->offset_w[c])) return false;
+    for (int c = 0; c < l->n_shift_bit; c++)
+        if (!calq_tp_add_uint(v, "shift_bit", l->shift_bit[c])) return false;
+    return true;
+}
+
+calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err)
+{
+    calq_tp_node *root = calq_tp_new_root();
+    if (!root) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "record %s: out of memory", path);
+    for (int i = 0; i < r->n_layers; i++) {
+        if (!add_entry(root, &r->layers[i])) {
+            calq_tp_free(root);
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, r->layers[i].name, "record %s: out of memory", path);
+        }
+    }
+    calq_status st = calq_tp_write_file(root, path, err);
+    calq_tp_free(root);
+    return st;
+}

@@ -1,0 +1,189 @@
+/* The record file (amct-reference.md §7.1): exact float round trips through the writer and the
+ * reader, AMCT's flavours (unknown fields read over), and every save-time check of §4.4 with
+ * its message, against the in-memory test model (conv, pool, fc, mm, deconv quantizable). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calib/record.h"
+#include "calib_model.h"
+
+static int failures;
+
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
+            failures++;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+static calq_model *model;
+
+/* A record valid for the test model; `conv_value` replaces conv's value body. */
+static char *record_text(const char *conv_value)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             "record {\n  key: \"conv\"\n  value {\n%s\n  }\n}\n"
+             "record { key: \"pool\" value { scale_d: 0.5 offset_d: -128 scale_w: 1 offset_w: 0 } }\n"
+             "record { key: \"fc\" value { scale_d: 0.25 offset_d: 3 scale_w: 0.01 offset_w: 0 } }\n"
+             "record { key: \"mm\" value { scale_d: 0.25 offset_d: 3 scale_w: 0.02 offset_w: 0 } }\n"
+             "record { key: \"deconv\" value { scale_d: 0.1 offset_d: 0 scale_w: 0.1 scale_w: 0.2 offset_w: 0 "
+             "offset_w: 0 } }\n",
+             conv_value);
+    return buf;
+}
+
+static const char GOOD_CONV[] = "    scale_d: 0.003921569\n    offset_d: -128\n    scale_w: 0.0025009443\n"
+                                "    scale_w: 0.5\n    offset_w: 0\n    offset_w: 0";
+
+/* Parses and checks `text`; returns the status and leaves the message in err. */
+static calq_status check_text(const char *text, calq_error *err)
+{
+    calq_record *r = NULL;
+    memset(err, 0, sizeof *err);
+    calq_status st = calq__record_parse(text, strlen(text), "r.txt", &r, err);
+    if (st == CALQ_OK) st = calq__record_check(r, model, "m.onnx", "r.txt", err);
+    calq__record_free(r);
+    return st;
+}
+
+static void expect_fail(const char *text, calq_status status, const char *message)
+{
+    calq_error err;
+    calq_status st = check_text(text, &err);
+    EXPECT(st == status);
+    if (!strstr(err.message, message)) {
+        fprintf(stderr, "  expected \"%s\" in: %s\n", message, err.message);
+        failures++;
+    }
+}
+
+static void conv_fail(const char *conv_value, calq_status status, const char *message)
+{
+    expect_fail(record_text(conv_value), status, message);
+}
+
+static void test_round_trip(void)
+{
+    const float vals[] = {0.003921569f, 1.0f / 3.0f, 1e-45f, 3.4028235e38f, 0.1f, 8388608.0f, 1.17549435e-38f};
+    const int n = (int)(sizeof vals / sizeof vals[0]);
+    calq_error err = {0};
+    calq_record *r = calq__record_new();
+    calq_record_layer *l = calq__record_add(r, "layer \"q\"/1", &err);
+    l->has_scale_d = l->has_offset_d = true;
+    l->scale_d = 0.1f;
+    l->offset_d = -128;
+    l->scale_w = malloc(n * sizeof(float));
+    l->offset_w = calloc(n, sizeof(int64_t));
+    l->n_scale_w = l->n_offset_w = n;
+    memcpy(l->scale_w, vals, sizeof vals);
+    char path[] = "/tmp/calq_record_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    EXPECT(calq__record_write_file(r, path, &err) == CALQ_OK);
+    calq_record *back = NULL;
+    EXPECT(calq__record_read_file(path, &back, &err) == CALQ_OK);
+    EXPECT(back && back->n_layers == 1 && strcmp(back->layers[0].name, "layer \"q\"/1") == 0);
+    if (back && back->n_layers == 1) {
+        const calq_record_layer *b = &back->layers[0];
+        EXPECT(b->has_scale_d && b->scale_d == 0.1f && b->offset_d == -128 && b->n_scale_w == n);
+        for (int i = 0; i < n && i < b->n_scale_w; i++) EXPECT(memcmp(&b->scale_w[i], &vals[i], sizeof(float)) == 0);
+    }
+    calq__record_free(back);
+    calq__record_free(r);
+    unlink(path);
+}
+
+static void test_flavours(void)
+{
+    calq_error err;
+    /* calq's own layout and AMCT's Caffe / ONNX extras */
+    EXPECT(check_text(record_text(GOOD_CONV), &err) == CALQ_OK);
+    char conv[1024];
+    snprintf(conv, sizeof conv,
+             "%s\n    skip_fusion: true\n    channels: 2\n    height: 4\n    width: 4\n    act_type: \"INT8\"\n"
+             "    wts_type: \"INT8\"\n    is_tensor_quantize: false",
+             GOOD_CONV);
+    EXPECT(check_text(record_text(conv), &err) == CALQ_OK);
+    /* shift_bit all in [1, 16] and all 0 are both legal */
+    snprintf(conv, sizeof conv, "%s\n    shift_bit: 1\n    shift_bit: 16", GOOD_CONV);
+    EXPECT(check_text(record_text(conv), &err) == CALQ_OK);
+    snprintf(conv, sizeof conv, "%s\n    shift_bit: 0\n    shift_bit: 0", GOOD_CONV);
+    EXPECT(check_text(record_text(conv), &err) == CALQ_OK);
+}
+
+static void test_checks(void)
+{
+    char conv[1024];
+    /* §4.4, one case per rule */
+    expect_fail("", CALQ_ERR_RECORD_FILE,
+                "record_file is empty, no layers to be quantized. please ensure calibration is finished");
+    expect_fail("record { key: \"nope\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
+                "find nope failure in m.onnx. Please match m.onnx and r.txt.");
+    expect_fail("record { key: \"relu\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
+                "layer relu cannot be quantized");
+    conv_fail("offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FILE,
+              "cannot find scale_d of layer conv in record_file, please check data calibration process!");
+    conv_fail("scale_d: 1 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FILE,
+              "cannot find offset_d of layer conv in record_file");
+    conv_fail("scale_d: 1 offset_d: 0", CALQ_ERR_RECORD_FILE, "cannot find scale_w of layer conv in record_file");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1", CALQ_ERR_RECORD_FILE,
+              "cannot find offset_w of layer conv in record_file");
+    expect_fail("record { key: \"pool\" value { scale_d: 1 offset_d: 0 scale_w: 0.5 offset_w: 0 } }",
+                CALQ_ERR_RECORD_FILE, "find undesirable scale_w of layer pool in record_file");
+    expect_fail("record { key: \"pool\" value { scale_d: 1 offset_d: 0 scale_w: 1 offset_w: 0 shift_bit: 3 } }",
+                CALQ_ERR_RECORD_FILE, "shift_bit is not support, please delete shift_bit");
+    snprintf(conv, sizeof conv, "scale_d: 0.1 offset_d: 128 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0");
+    conv_fail(conv, CALQ_ERR_RECORD_FACTOR, "offset_d's value should be in [-128, 127] in layer conv.");
+    conv_fail("scale_d: 0.1 offset_d: -129 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "offset_d's value should be in [-128, 127] in layer conv.");
+    conv_fail("scale_d: 0.1 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 1", CALQ_ERR_RECORD_FACTOR,
+              "offset_w's value should be 0 in layer conv.");
+    conv_fail("scale_d: 0 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "scale_d's value shoule be in positivate range of float32 in layer conv.");
+    conv_fail("scale_d: inf offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "scale_d's value shoule be in positivate range of float32 in layer conv.");
+    conv_fail("scale_d: nan offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "scale_d's value shoule be in positivate range of float32 in layer conv.");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: -1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "scale_w's value shoule be in positivate range of float32 in layer conv.");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: inf offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "scale_w's value shoule be in positivate range of float32 in layer conv.");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0 shift_bit: 0 shift_bit: 3",
+              CALQ_ERR_RECORD_FACTOR, "shift_bit's value shoule be in [1, 16] or all be 0 in layer conv");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0 shift_bit: 17 shift_bit: 3",
+              CALQ_ERR_RECORD_FACTOR, "shift_bit's value shoule be in [1, 16] or all be 0 in layer conv");
+    /* lengths (§7.1 field rules, §8.4) */
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "has 2 scale_w but 1 offset_w values");
+    conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0 offset_w: 0",
+              CALQ_ERR_RECORD_FACTOR, "but its weight has 2 output channels");
+    /* the reader's own errors */
+    expect_fail("record { key: \"conv\" value { scale_d: 1 } }\nrecord { key: \"conv\" }", CALQ_ERR_BAD_FORMAT,
+                "appears twice");
+    expect_fail("record { key: \"conv\" value { scale_d: 1 }\n", CALQ_ERR_BAD_FORMAT, "r.txt:2:");
+    expect_fail("record { key: \"conv\" value { scale_d: \"x\" } }", CALQ_ERR_BAD_FORMAT, "r.txt:1:");
+    expect_fail("records { key: \"conv\" }", CALQ_ERR_BAD_FORMAT, "unknown field 'records'");
+    expect_fail("record { key: \"conv\" junk: 1 }", CALQ_ERR_BAD_FORMAT, "unknown field 'junk'");
+    expect_fail("record { value { scale_d: 1 } }", CALQ_ERR_BAD_FORMAT, "has no key");
+}
+
+int main(void)
+{
+    calq_error err = {0};
+    model = calib_test_model(&err);
+    if (!model) {
+        fprintf(stderr, "test model: %s\n", err.message);
+        return 1;
+    }
+    test_round_trip();
+    test_flavours();
+    test_checks();
+    calq_model_free(model);
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,241 @@
+/* calq calibration: AMCT's `amct_* calibration` command line (amct-reference.md §1.2) plus
+ * calq's options. Writes <save_path>_record.txt (§7.1) and <save_path>_config.json (the config
+ * the run used, §7.2), only when the run succeeds. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "usage: calq calibration --model MODEL.onnx|MODEL.prototxt [--weights W.caffemodel] --save_path DIR/PREFIX\n"
+    "                        (--data_dir \"d1/;d2/\" [--data_types \"float32;...\"] | --images DIR | --npy SPEC)\n"
+    "                        [--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
+    "                        [--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
+    "\n"
+    "  --save_path P              writes P_record.txt and P_config.json (the folder is created)\n"
+    "  --data_dir \"d1/;d2/\"       AMCT's raw data: one folder per model input, one .bin file per batch\n"
+    "  --data_types \"t1;t2\"       element type of each folder's files (float32 default, float64, float16)\n"
+    "  --images DIR               photos (JPEG/PNG/BMP, name order), batch size = dim 0 of the input, with\n"
+    "                             --resize WxH --mean M[,M,M] --std S[,S,S] --scale K [--bgr]: (x-M)/S*K, NCHW\n"
+    "  --npy SPEC                 per input (';'): a folder of .npy files or a ','-list of files, one batch each\n"
+    "  --input_shape SPEC         fix input shapes, e.g. input:2,3,240,320\n"
+    "  --batch_num N              calibration batches (default: the config's, else 1)\n"
+    "  --config C.json            AMCT's JSON config (calq create-config); default: every quantizable layer\n"
+    "  --calibration_config F     AMCT's simplified .cfg instead of a JSON config\n"
+    "  --activation_offset B      without a config: true (default) asymmetric activations, false symmetric\n"
+    "  --skip_layers a,b          keep these layers in float\n"
+    "  --skip-illegal             keep layers whose factors are illegal in float instead of failing\n"
+    "  --threads N                OpenMP threads (the record is identical for any N)\n";
+
+/* Splits a comma list in place; returns the count (names points into s). */
+static int split_names(char *s, const char **names, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(s, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ') t++;
+        size_t k = strlen(t);
+        while (k > 0 && t[k - 1] == ' ') t[--k] = 0;
+        if (*t) names[n++] = t;
+    }
+    return n;
+}
+
+/* mkdir -p of the folder part of `prefix`. */
+static int make_parent(const char *prefix)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", prefix);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = 0;
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void print_model_summary(const calq_model *m, const char *model, const char *weights)
+{
+    const char *types[64];
+    int counts[64], n_types = 0, n_quant = 0, n = calq_model_num_nodes(m);
+    for (int i = 0; i < n; i++) {
+        calq_node_info ni;
+        if (calq_model_node_info(m, i, &ni) != CALQ_OK || !ni.quantizable) continue;
+        n_quant++;
+        int k = 0;
+        while (k < n_types && strcmp(types[k], ni.op_type)) k++;
+        if (k == n_types && n_types < 64) {
+            types[n_types] = ni.op_type;
+            counts[n_types++] = 0;
+        }
+        if (k < n_types) counts[k]++;
+    }
+    fprintf(stderr, "calq: model %s%s%s: %d layers, %d quantizable (", model, weights ? " + " : "",
+            weights ? weights : "", n, n_quant);
+    for (int k = 0; k < n_types; k++) fprintf(stderr, "%s%s %d", k ? ", " : "", types[k], counts[k]);
+    fprintf(stderr, ")\n");
+}
+
+static void print_data_summary(const calq_model *m, const calq_data *d, int batch_num)
+{
+    char what[1024];
+    calq_data_describe(d, what, sizeof what);
+    int nb = calq_data_num_batches(d);
+    fprintf(stderr, "calq: data %s: %d batch%s of ", what, nb, nb == 1 ? "" : "es");
+    for (int i = 0; i < calq_model_num_inputs(m); i++) {
+        calq_value_info v;
+        calq_model_input_info(m, i, &v);
+        fprintf(stderr, "%s%s:", i ? " + " : "", v.name);
+        for (int k = 0; k < v.ndim; k++) fprintf(stderr, "%s%lld", k ? "x" : "", (long long)v.dims[k]);
+        fprintf(stderr, " %s", calq_dtype_name(v.dtype));
+    }
+    fprintf(stderr, " (batch_num %d)\n", batch_num);
+}
+
+int calq_cmd_calibration(int argc, char **argv)
+{
+    const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *data_dir = NULL, *data_types = NULL;
+    const char *images = NULL, *npy = NULL, *config = NULL, *cfg_simple = NULL, *skip = NULL, *v;
+    calq_image_opts img;
+    calq_image_opts_init(&img);
+    calq_calibrate_opts co;
+    calq_calibrate_opts_init(&co);
+    int batch_num = 0, act_offset = -1;
+    for (int i = 1; i < argc; i++) {
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+#define OPT(flag, var)                                                                                                 \
+    else if ((r = cli_opt(argc, argv, &i, flag, &v)))                                                                  \
+    {                                                                                                                  \
+        if (r < 0) return CLI_USAGE;                                                                                   \
+        var = v;                                                                                                       \
+    }
+        OPT("--model", model)
+        OPT("--weights", weights)
+        OPT("--save_path", save)
+        OPT("--input_shape", shapes)
+        OPT("--data_dir", data_dir)
+        OPT("--data_types", data_types)
+        OPT("--images", images)
+        OPT("--npy", npy)
+        OPT("--config", config)
+        OPT("--calibration_config", cfg_simple)
+        OPT("--skip_layers", skip)
+#undef OPT
+        else if ((r = cli_opt(argc, argv, &i, "--batch_num", &v)))
+        {
+            if (r < 0) return CLI_USAGE;
+            batch_num = atoi(v);
+            if (batch_num <= 0) return cli_failf("--batch_num needs a positive number, got '%s'", v);
+        }
+        else if ((r = cli_opt(argc, argv, &i, "--threads", &v)))
+        {
+            if (r < 0) return CLI_USAGE;
+            co.n_threads = atoi(v);
+            if (co.n_threads <= 0) return cli_failf("--threads needs a positive number, got '%s'", v);
+        }
+        else if ((r = cli_opt(argc, argv, &i, "--activation_offset", &v)))
+        {
+            if (r < 0) return CLI_USAGE;
+            act_offset = !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1");
+            if (!act_offset && strcmp(v, "false") && strcmp(v, "False") && strcmp(v, "0"))
+                return cli_failf("--activation_offset needs true or false, got '%s'", v);
+        }
+        else if ((r = cli_image_opt(argc, argv, &i, &img)))
+        {
+            if (r < 0) return CLI_USAGE;
+        }
+        else if (!strcmp(argv[i], "--skip-illegal") || !strcmp(argv[i], "--skip_illegal"))
+        {
+            co.skip_illegal = 1;
+        }
+        else
+        {
+            fprintf(stderr, "calq calibration: unknown option '%s'\n\n%s", argv[i], usage_text);
+            return CLI_USAGE;
+        }
+    }
+    const char *missing = !model ? "--model is required" : !save ? "--save_path is required" : NULL;
+    if (!missing && !!data_dir + !!images + !!npy != 1)
+        missing = "give the calibration data with exactly one of --data_dir, --images, --npy";
+    if (!missing && config && cfg_simple) missing = "give either --config or --calibration_config, not both";
+    if (missing) {
+        fprintf(stderr, "calq calibration: %s\n\n%s", missing, usage_text);
+        return CLI_USAGE;
+    }
+
+    char record_path[4096], config_path[4096];
+    snprintf(record_path, sizeof record_path, "%s_record.txt", save);
+    snprintf(config_path, sizeof config_path, "%s_config.json", save);
+    calq_error err = {0};
+    calq_model *m = NULL;
+    calq_config *c = NULL;
+    calq_data *d = NULL;
+    char *skip_copy = skip ? strdup(skip) : NULL;
+    const char *skip_names[1024];
+    int n_skip = skip_copy ? split_names(skip_copy, skip_names, 1024) : 0, rc = 1;
+    if (cli_load_model(model, weights, &m, &err) != CALQ_OK) goto fail;
+    if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) goto fail;
+    print_model_summary(m, model, weights);
+
+    if (config || cfg_simple) {
+        if (calq_config_load(m, config ? config : cfg_simple, &c, &err) != CALQ_OK) goto fail;
+        for (int k = 0; k < n_skip; k++) {
+            int li = calq_config_find_layer(c, skip_names[k]);
+            if (li >= 0 && calq_config_set_layer_enabled(c, li, 0, &err) != CALQ_OK) goto fail;
+        }
+        if (batch_num && calq_config_set_batch_num(c, batch_num, &err) != CALQ_OK) goto fail;
+    } else {
+        calq_config_opts o;
+        calq_config_opts_init(&o);
+        o.skip_layers = skip_names;
+        o.n_skip_layers = n_skip;
+        if (batch_num) o.batch_num = batch_num;
+        if (act_offset >= 0) o.activation_offset = act_offset;
+        if (calq_config_create(m, &o, &c, &err) != CALQ_OK) goto fail;
+    }
+
+    calq_status st;
+    if (data_dir) {
+        st = calq_data_open_bin(data_dir, data_types, &d, &err);
+    } else if (npy) {
+        st = calq_data_open_npy(npy, &d, &err);
+    } else {
+        calq_value_info in;
+        st = calq_model_input_info(m, 0, &in);
+        int bs = st == CALQ_OK && in.ndim > 0 && in.dims[0] > 0 ? (int)in.dims[0] : 1;
+        st = calq_data_open_images(images, &img, bs, &d, &err);
+    }
+    if (st != CALQ_OK) goto fail;
+    print_data_summary(m, d, calq_config_batch_num(c));
+    if (make_parent(save) != 0) {
+        snprintf(err.message, sizeof err.message, "cannot create the folder of --save_path %s: %s", save,
+                 strerror(errno));
+        goto fail;
+    }
+    co.config_out = config_path;
+    if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
+    fprintf(stderr, "calq: wrote %s and %s (calq save makes the quantized models from them)\n", record_path,
+            config_path);
+    rc = 0;
+    goto done;
+fail:
+    cli_fail(&err);
+    fprintf(stderr, "calq: nothing written.\n");
+done:
+    calq_data_free(d);
+    calq_config_free(c);
+    calq_model_free(m);
+    free(skip_copy);
+    return rc;
+}

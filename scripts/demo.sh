@@ -29,5 +29,11 @@ print(f"  {name}: {len(hits)} anchors score > 0.7 as a face; best {s[best]:.3f} 
 PY
 done
 echo
-echo "Outputs (.npy) are in $out. Calibration and quantized models come with the next issues"
-echo "(see docs/ and 'calq --help')."
+echo "== calq calibration: AMCT's IFMR/ARQ factors from the four photos (batch 1, batch_num 4) =="
+"$calq" calibration --model "$model" --images "$root/examples/images" --resize 320x240 --mean 127 --std 128 \
+    --batch_num 4 --save_path "$out/ultraface" 2>&1 | grep -E '^calq:' | sed 's/^/  /'
+echo "  first layer in the record:"
+head -n 8 "$out/ultraface_record.txt" | sed 's/^/    /'
+echo
+echo "Outputs are in $out: the .npy tensors of each run, ultraface_record.txt (AMCT's record format)"
+echo "and ultraface_config.json (the config used). Quantized model export comes next (see docs/)."

@@ -19,4 +19,20 @@ for model in version-slim-320.onnx version-slim-320_simplified.onnx; do
     done
   done
 done
+# Bit-identical results for any thread count (fast and reference kernels).
+for mode in "" --ref; do
+  for t in 1 2 3; do
+    "$calq" run "$shared/models/ultraface/version-slim-320.onnx" --image "input=$shared/data/faces/ultraface_1.jpg" \
+        --resize 320x240 --mean 127 --std 128 --threads $t $mode --output-dir "$work/threads$mode$t" 2>/dev/null
+  done
+  for t in 2 3; do
+    for out in scores boxes; do
+      if cmp -s "$work/threads${mode}1/$out.npy" "$work/threads$mode$t/$out.npy"; then
+        echo "threads 1 vs $t ${mode:-fast}: $out bit-identical"
+      else
+        echo "FAIL: threads 1 vs $t ${mode:-fast}: $out differs"; fail=1
+      fi
+    done
+  done
+done
 exit $fail

@@ -21,6 +21,7 @@ typedef struct json_ctx {
     calq_config *c;
     calq_error *err;
     const char *layer; /* the layer entry being read (for calq_error.layer), or NULL */
+    const cJSON *skip; /* the "skip_layers" array, applied once every layer entry is read */
 } json_ctx;
 
 static const char *json_type(const cJSON *v)
@@ -198,14 +199,24 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
             if (!s) return calq__fail(x->err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", x->file);
             c->skip_fusion_layers[c->n_skip_fusion_layers++] = s;
         }
+    } else if (strcmp(k, "skip_layers") == 0) {
+        /* calq's extension, the remedy its failure report gives: the layers listed stay in
+         * float, as AMCT's create_quant_config(skip_layers=...) would have left them out. */
+        if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array of layer names", v);
+        for (const cJSON *it = v->child; it; it = it->next)
+            if (!cJSON_IsString(it))
+                return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, NULL,
+                                  "%s: 'skip_layers' must hold layer names (strings), found %s", x->file,
+                                  json_type(it));
+        x->skip = v;
     } else if (strcmp(k, "tensor_quantize") == 0) {
         if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array", v);
         if (cJSON_GetArraySize(v) > 0)
             return unsupported_key(x, "", k, "quantizing a tensor without its layer, ONNX MaxPool/Add inputs");
     } else {
         return unknown_key(x, "", k,
-                           "version, batch_num, activation_offset, joint_quant, do_fusion, skip_fusion_layers, and "
-                           "one object per layer");
+                           "version, batch_num, activation_offset, joint_quant, do_fusion, skip_fusion_layers, "
+                           "skip_layers, and one object per layer");
     }
     return CALQ_OK;
 }
@@ -376,7 +387,7 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
         cJSON_Delete(root);
         return st;
     }
-    json_ctx x = {m, file, calq__config_new(), err, NULL};
+    json_ctx x = {m, file, calq__config_new(), err, NULL, NULL};
     calq_status st = x.c ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", file);
     if (st == CALQ_OK) st = check_unique_keys(&x, root, "");
     /* Globals first: a layer without "asymmetric" takes the global activation_offset (§3.1). */
@@ -384,6 +395,12 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
         if (!cJSON_IsObject(v)) st = read_global(&x, v);
     for (const cJSON *v = root->child; v && st == CALQ_OK; v = v->next)
         if (cJSON_IsObject(v)) st = read_layer(&x, v);
+    for (const cJSON *it = x.skip ? x.skip->child : NULL; it && st == CALQ_OK; it = it->next) {
+        int node;
+        st = calq__config_check_layer(m, it->valuestring, file, &node, err);
+        calq_layer_config *l = st == CALQ_OK ? calq__config_find(x.c, it->valuestring) : NULL;
+        if (l) l->quant_enable = false; /* a layer without an entry is not quantized anyway */
+    }
     cJSON_Delete(root);
     if (st != CALQ_OK) {
         calq_config_free(x.c);

@@ -609,6 +609,27 @@ static void test_cfg(calq_model *m)
     }
 }
 
+/* "skip_layers" (calq's extension, the remedy the calibration failure report prints) turns the
+ * named layers off, whatever their own entries say; a name that is not a quantizable layer fails. */
+static void test_skip_layers(calq_model *m)
+{
+    static const char text[] = "{\"skip_layers\": [\"conv\"], \"conv\": {\"quant_enable\": true}, "
+                               "\"fc\": {\"quant_enable\": true}}";
+    calq_error err = {0};
+    calq_config *c = NULL;
+    EXPECT_STATUS(calq__config_parse_json(m, text, strlen(text), "skip.json", &c, &err), CALQ_OK, &err, NULL);
+    if (c) {
+        EXPECT(layer(c, "conv") && !layer(c, "conv")->quant_enable);
+        EXPECT(layer(c, "fc") && layer(c, "fc")->quant_enable);
+        calq_config_free(c);
+    }
+    static const char bad[] = "{\"skip_layers\": [\"no_such_layer\"]}";
+    c = NULL;
+    EXPECT_STATUS(calq__config_parse_json(m, bad, strlen(bad), "skip.json", &c, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                  "the model has no layer 'no_such_layer'");
+    calq_config_free(c);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/calq_cfg_XXXXXX");
@@ -627,6 +648,7 @@ int main(void)
     test_defaults_tiny(m);
     test_round_trip(m);
     test_json_errors(m);
+    test_skip_layers(m);
     test_cfg(m);
     calq_model_free(m);
     test_defaults_ultraface();

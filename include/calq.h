@@ -524,6 +524,26 @@ CALQ_API calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int6
 CALQ_API calq_status calq_shift_bit_result(const calq_shift_bit *s, int *shift_bit, calq_error *err);
 CALQ_API void calq_shift_bit_free(calq_shift_bit *s);
 
+/* ---- Save (src/export) ---- */
+
+/* Quantized model formats calq_save_model writes (docs/cli.md, "calq save"). */
+typedef enum calq_save_format {
+    CALQ_SAVE_QDQ = 0,      /* <prefix>_qdq.onnx: QuantizeLinear / DequantizeLinear pairs, int8 weights, int32 bias */
+    CALQ_SAVE_QOPERATOR = 1 /* <prefix>_qoperator.onnx: QLinearConv / QLinearMatMul where output factors are known */
+} calq_save_format;
+
+/* Checks the record file against m (amct-reference.md §4.4: factor ranges, keys, every
+ * quantizable layer present, int32 bias range) and writes the quantized ONNX model, atomically:
+ * on any failure nothing is written and an existing output is untouched. The model must be an
+ * ONNX model; Conv+BatchNorm is folded as calibration folds it (§8.3). */
+CALQ_API calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
+                                     calq_error *err);
+/* The same with the config calibration used (JSON or .cfg; NULL: every quantizable layer, as
+ * calibration without a config): its enabled layers are the ones the record must have, and its
+ * fusion switches (do_fusion, skip_fusion_layers) are applied. */
+CALQ_API calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config,
+                                            calq_save_format fmt, const char *prefix, calq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,3 +63,8 @@ add_test(NAME peer.calib_memory
          COMMAND sh ${CMAKE_SOURCE_DIR}/bench/calib_memory.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 # A memory benchmark: meaningless under ASan, whose quarantine holds freed memory (label bench).
 set_tests_properties(peer.calib_memory PROPERTIES LABELS "peer;bench" TIMEOUT 600)
+# calq save (issue 6): UltraFace ONNX calibrated, saved as QDQ and QOperator, checked with
+# onnx.checker, run in onnxruntime-node and calq, fake-quant vs float; the seed save failures.
+add_test(NAME peer.save_onnx
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_onnx.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.save_onnx PROPERTIES LABELS peer TIMEOUT 600)

@@ -14,6 +14,7 @@ static const struct {
     {"factors", calq_cmd_factors, "compute quantization factors (IFMR/HFMG/ARQ) for one tensor"},
     {"create-config", calq_cmd_create_config, "write AMCT's quantization config (JSON) for a model"},
     {"calibration", calq_cmd_calibration, "calibrate a model on data and write AMCT's record file"},
+    {"save", calq_cmd_save, "write a quantized ONNX model (QDQ / QOperator) from a model and its record"},
 };
 
 static void usage(FILE *f)

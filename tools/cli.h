@@ -35,5 +35,6 @@ int calq_cmd_inspect(int argc, char **argv);
 int calq_cmd_factors(int argc, char **argv);
 int calq_cmd_create_config(int argc, char **argv);
 int calq_cmd_calibration(int argc, char **argv);
+int calq_cmd_save(int argc, char **argv);
 
 #endif

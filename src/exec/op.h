@@ -77,5 +77,6 @@ extern const calq_op_def calq__ops_gemm[];
 extern const calq_op_def calq__ops_pool[];
 extern const calq_op_def calq__ops_reduce[];
 extern const calq_op_def calq__ops_resize[];
+extern const calq_op_def calq__ops_quant[];
 
 #endif

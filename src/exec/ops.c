@@ -6,7 +6,7 @@
 
 static const calq_op_def *const tables[] = {
     calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,   calq__ops_gemm,
-    calq__ops_pool,        calq__ops_reduce, calq__ops_resize,
+    calq__ops_pool,        calq__ops_reduce, calq__ops_resize, calq__ops_quant,
 };
 
 const calq_op_def *calq__op_find(const char *domain, const char *op_type)

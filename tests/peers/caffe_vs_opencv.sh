@@ -73,6 +73,8 @@ if [ "$mode" = opencv ]; then
   for photo in ultraface_1 ultraface_5 ultraface_9; do
     opencv_case "slim-320_$photo" "$uf/slim-320" input $photo.jpg 320x240 127 128
   done
+  # Reshaped to another size: the Reshape layers' -1 and the Permutes follow the input.
+  opencv_case slim-320_640x480 "$uf/slim-320" input ultraface_3.jpg 640x480 127 128 1,3,480,640
   zoo_case
 elif [ "$mode" = zoo ]; then
   zoo_case

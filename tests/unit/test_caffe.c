@@ -241,6 +241,18 @@ static void test_batchnorm_scale(void)
     }
     free(bin);
 
+    /* The same weights as legacy V1 `layers` entries in the caffemodel, matched by name. */
+    bin = make_caffemodel(wl, 2, true, &len);
+    EXPECT(load(proto, bin, len, &m, &err) == CALQ_OK);
+    if (m) {
+        float x[4] = {3, 5, 8, -1}, y[8];
+        calq_tensor in = tensor(x, 4, 1, 2, 1, 2);
+        static const float want[] = {10.5f, 20.5f, -1.0f, 2.0f};
+        expect_values(y, run(m, &in, 1, "x", y, 8, NULL), want, 4, 1e-6f, "BatchNorm+Scale, V1 caffemodel");
+        calq_model_free(m);
+    }
+    free(bin);
+
     /* A factor of 0 zeroes mean and variance (Caffe's rule), so with eps 1: y = x. */
     const char *proto0 = "input: 'data' input_dim: 1 input_dim: 2 input_dim: 1 input_dim: 1\n"
                          "layer { name: 'bn' type: 'BatchNorm' bottom: 'data' top: 'y' batch_norm_param { eps: 1 } }\n";
@@ -595,6 +607,33 @@ static void test_layer_options(void)
     calq_model_free(m);
 }
 
+/* Repeated floats may be written unpacked (one tag per value): protobuf parsers accept both
+ * encodings whatever the schema says. Hand-encoded: layer { name: "sc" blobs { shape { dim: 2 }
+ * data: 2 data: -3 } } with `data` as two fixed32 fields. */
+static void test_unpacked_blob(void)
+{
+    static const uint8_t bin[] = {0xa2, 0x06, 0x15,              /* layer (field 100), 21 bytes */
+                                  0x0a, 0x02, 's',  'c',         /* name */
+                                  0x3a, 0x0f,                    /* blobs (field 7), 15 bytes */
+                                  0x3a, 0x03, 0x0a, 0x01, 0x02,  /* shape { dim: [2] } */
+                                  0x2d, 0x00, 0x00, 0x00, 0x40,  /* data: 2.0f (one fixed32) */
+                                  0x2d, 0x00, 0x00, 0x40, 0xc0}; /* data: -3.0f */
+    const char *proto = "input: 'x' input_shape { dim: 1 dim: 2 }\n"
+                        "layer { name: 'sc' type: 'Scale' bottom: 'x' top: 'y' }\n";
+    calq_model *m = NULL;
+    calq_error err;
+    EXPECT(load(proto, bin, sizeof bin, &m, &err) == CALQ_OK);
+    if (!m) {
+        fprintf(stderr, "%s\n", err.message);
+        return;
+    }
+    float x[2] = {1.5f, 2}, y[2];
+    calq_tensor in = tensor(x, 2, 1, 2, 0, 0);
+    static const float want[] = {3, -6};
+    expect_values(y, run(m, &in, 1, "y", y, 2, NULL), want, 2, 0, "Scale with unpacked blob data");
+    calq_model_free(m);
+}
+
 static void test_errors(void)
 {
     calq_model *m = NULL;
@@ -735,6 +774,7 @@ int main(void)
     test_shape_layers();
     test_elementwise_layers();
     test_layer_options();
+    test_unpacked_blob();
     test_errors();
     test_files_and_inputs();
     if (failures) {

@@ -1,0 +1,254 @@
+/* Arena, message builders, pre-save checks and the atomic write shared by the ONNX exporters
+ * (export_common.h). */
+#include "export/export_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/file.h"
+
+void *calq__xa_alloc(calq__xa *a, size_t size)
+{
+    if (a->oom) return NULL;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 256;
+        void **b = realloc(a->blocks, cap * sizeof *b);
+        if (!b) {
+            a->oom = true;
+            return NULL;
+        }
+        a->blocks = b;
+        a->cap = cap;
+    }
+    void *p = calloc(1, size ? size : 1);
+    if (!p) {
+        a->oom = true;
+        return NULL;
+    }
+    a->blocks[a->n++] = p;
+    return p;
+}
+
+char *calq__xa_strdup(calq__xa *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = calq__xa_alloc(a, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+char *calq__xa_printf(calq__xa *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = n < 0 ? NULL : calq__xa_alloc(a, (size_t)n + 1);
+    if (!p) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void calq__xa_free(calq__xa *a)
+{
+    for (size_t i = 0; i < a->n; i++) free(a->blocks[i]);
+    free(a->blocks);
+    memset(a, 0, sizeof *a);
+}
+
+calq_status calq__xg_init(calq__xgraph *x, size_t cap_nodes, size_t cap_inits, calq_error *err)
+{
+    memset(x, 0, sizeof *x);
+    x->nodes = calq__xa_alloc(&x->a, cap_nodes * sizeof *x->nodes);
+    x->inits = calq__xa_alloc(&x->a, cap_inits * sizeof *x->inits);
+    if (!x->nodes || !x->inits) {
+        calq__xa_free(&x->a);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+    }
+    x->cap_nodes = cap_nodes;
+    x->cap_inits = cap_inits;
+    return CALQ_OK;
+}
+
+void calq__xg_free(calq__xgraph *x)
+{
+    calq__xa_free(&x->a);
+}
+
+bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n)
+{
+    if (!n || x->n_nodes == x->cap_nodes) return false;
+    x->nodes[x->n_nodes++] = n;
+    return true;
+}
+
+bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t)
+{
+    if (!t || x->n_inits == x->cap_inits) return false;
+    x->inits[x->n_inits++] = t;
+    return true;
+}
+
+Onnx__TensorProto *calq__xg_tensor(calq__xgraph *x, const char *name, int data_type, const int64_t *dims, int ndim,
+                                   const void *data, size_t nbytes)
+{
+    Onnx__TensorProto *t = calq__xa_alloc(&x->a, sizeof *t);
+    int64_t *d = calq__xa_alloc(&x->a, sizeof(int64_t) * (size_t)(ndim > 0 ? ndim : 1));
+    uint8_t *raw = calq__xa_alloc(&x->a, nbytes);
+    char *nm = calq__xa_strdup(&x->a, name);
+    if (!t || !d || !raw || !nm) return NULL;
+    onnx__tensor_proto__init(t);
+    if (ndim > 0) memcpy(d, dims, sizeof(int64_t) * (size_t)ndim);
+    t->n_dims = (size_t)ndim;
+    t->dims = d;
+    t->has_data_type = 1;
+    t->data_type = data_type;
+    t->name = nm;
+    memcpy(raw, data, nbytes);
+    t->has_raw_data = 1;
+    t->raw_data.len = nbytes;
+    t->raw_data.data = raw;
+    return t;
+}
+
+static char **name_array(calq__xa *a, const char *const *names, int n)
+{
+    char **v = calq__xa_alloc(a, sizeof(char *) * (size_t)(n > 0 ? n : 1));
+    if (!v) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!(v[i] = calq__xa_strdup(a, names[i] ? names[i] : ""))) return NULL;
+    return v;
+}
+
+Onnx__NodeProto *calq__xg_new_node(calq__xgraph *x, const char *op, const char *name, const char *const *inputs,
+                                   int n_inputs, const char *const *outputs, int n_outputs)
+{
+    Onnx__NodeProto *n = calq__xa_alloc(&x->a, sizeof *n);
+    if (!n) return NULL;
+    onnx__node_proto__init(n);
+    n->op_type = calq__xa_strdup(&x->a, op);
+    n->name = calq__xa_strdup(&x->a, name);
+    n->input = name_array(&x->a, inputs, n_inputs);
+    n->output = name_array(&x->a, outputs, n_outputs);
+    n->n_input = (size_t)n_inputs;
+    n->n_output = (size_t)n_outputs;
+    /* room for a few attributes (axis; the upgrades add none) */
+    n->attribute = calq__xa_alloc(&x->a, sizeof(Onnx__AttributeProto *) * 4);
+    if (!n->op_type || !n->name || !n->input || !n->output || !n->attribute) return NULL;
+    return n;
+}
+
+Onnx__NodeProto *calq__xg_copy_node(calq__xgraph *x, const Onnx__NodeProto *src)
+{
+    Onnx__NodeProto *n = calq__xa_alloc(&x->a, sizeof *n);
+    if (!n) return NULL;
+    *n = *src;
+    n->input = name_array(&x->a, (const char *const *)src->input, (int)src->n_input);
+    n->output = name_array(&x->a, (const char *const *)src->output, (int)src->n_output);
+    /* the attribute pointers are shared; the array is the arena's (+4 slots) so it can change */
+    n->attribute = calq__xa_alloc(&x->a, sizeof(Onnx__AttributeProto *) * (src->n_attribute + 4));
+    if (!n->input || !n->output || !n->attribute) return NULL;
+    if (src->n_attribute) memcpy(n->attribute, src->attribute, sizeof(Onnx__AttributeProto *) * src->n_attribute);
+    return n;
+}
+
+bool calq__xg_attr_int(calq__xgraph *x, Onnx__NodeProto *n, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *at = calq__xa_alloc(&x->a, sizeof *at);
+    if (!at) return false;
+    onnx__attribute_proto__init(at);
+    at->name = calq__xa_strdup(&x->a, name);
+    if (!at->name) return false;
+    at->has_type = 1;
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    at->has_i = 1;
+    at->i = v;
+    n->attribute[n->n_attribute++] = at;
+    return true;
+}
+
+void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name)
+{
+    (void)x;
+    size_t k = 0;
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (strcmp(n->attribute[i]->name, name) != 0) n->attribute[k++] = n->attribute[i];
+    n->n_attribute = k;
+}
+
+const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0) return n->attribute[i];
+    return NULL;
+}
+
+calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,
+                             const char *record_label, calq_error *err)
+{
+    CALQ_TRY(calq__record_check(r, m, m->path, record_label, err));
+    /* every enabled layer must have its factors: list all of them at once (user-journeys §2) */
+    size_t cap = 64, len = 0;
+    int n_missing = 0;
+    char *list = malloc(cap);
+    if (!list) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+    list[0] = '\0';
+    const char *first = NULL;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const calq_layer_config *lc = &cfg->layers[i];
+        if (!lc->quant_enable || calq__record_find(r, lc->name)) continue;
+        size_t need = len + strlen(lc->name) + 3;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            char *p = realloc(list, cap);
+            if (!p) {
+                free(list);
+                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+            }
+            list = p;
+        }
+        len += (size_t)sprintf(list + len, "%s%s", n_missing ? ", " : "", lc->name);
+        if (!n_missing) first = lc->name;
+        n_missing++;
+    }
+    calq_status st = CALQ_OK;
+    if (n_missing)
+        st = calq__fail(err, CALQ_ERR_RECORD_FILE, n_missing == 1 ? first : NULL,
+                        "the record %s has no factors for %d quantizable layer%s: %s (the config enables them; AMCT: "
+                        "\"%s is quantizable in config but has no record in record_file\"). Likely causes: calibration "
+                        "was stopped before batch_num batches; the layers were skipped during calibration (pass the "
+                        "config calibration wrote with --config); the record belongs to another model. Nothing "
+                        "written.",
+                        record_label, n_missing, n_missing == 1 ? "" : "s", list, first);
+    free(list);
+    return st;
+}
+
+calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path, calq_error *err)
+{
+    Onnx__ModelProto out = *mp;
+    out.graph = (Onnx__GraphProto *)graph;
+    size_t size = onnx__model_proto__get_packed_size(&out);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory for %zu bytes", size);
+    size_t n = onnx__model_proto__pack(&out, buf);
+    calq_atomic_file f = {0};
+    calq_status st =
+        n == size ? calq__atomic_open(&f, path, err)
+                  : calq__fail(err, CALQ_ERR_INTERNAL, NULL, "save: protobuf packing gave %zu of %zu bytes", n, size);
+    if (st == CALQ_OK) {
+        if (fwrite(buf, 1, size, f.fp) != size) {
+            calq__atomic_abort(&f);
+            st = calq__fail(err, CALQ_ERR_IO, NULL, "save: cannot write %s (disk full?); nothing written", path);
+        } else {
+            st = calq__atomic_commit(&f, err);
+        }
+    }
+    free(buf);
+    return st;
+}

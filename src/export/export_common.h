@@ -1,0 +1,73 @@
+/* Shared pieces of the ONNX exporters (issue 6): the checks run before anything is written, a
+ * bump arena for the protobuf-c messages an export creates, builders for initializers and
+ * nodes, and the output graph being assembled.
+ *
+ * Ownership: an export never modifies the model's Onnx__ModelProto (m->onnx). The output graph
+ * is a list of pointers: nodes and initializers of the original proto (borrowed, read-only)
+ * mixed with new ones allocated in the arena. calq__xa_free releases every new message at
+ * once; the borrowed ones stay owned by the model. */
+#ifndef CALQ_EXPORT_COMMON_H
+#define CALQ_EXPORT_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calib/config.h"
+#include "calib/record.h"
+#include "calq.h"
+#include "frontend/model.h"
+#include "onnx/onnx.pb-c.h"
+
+/* A bump arena: every block is zeroed and freed by calq__xa_free. */
+typedef struct calq__xa {
+    void **blocks;
+    size_t n, cap;
+    bool oom; /* set by the first failed allocation; builders then return NULL */
+} calq__xa;
+
+void *calq__xa_alloc(calq__xa *a, size_t size);
+char *calq__xa_strdup(calq__xa *a, const char *s);
+char *calq__xa_printf(calq__xa *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void calq__xa_free(calq__xa *a);
+
+/* The output graph: nodes and initializers in order (capacities fixed at creation). */
+typedef struct calq__xgraph {
+    calq__xa a;
+    Onnx__NodeProto **nodes;
+    size_t n_nodes, cap_nodes;
+    Onnx__TensorProto **inits;
+    size_t n_inits, cap_inits;
+} calq__xgraph;
+
+calq_status calq__xg_init(calq__xgraph *x, size_t cap_nodes, size_t cap_inits, calq_error *err);
+void calq__xg_free(calq__xgraph *x);
+/* Appends (no copy); false on a full list (a sizing bug: reported as INTERNAL by the caller). */
+bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n);
+bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t);
+
+/* A new initializer (data copied into the arena as raw_data, little-endian host order).
+ * data_type is an ONNX TensorProto data type (1 float, 3 int8, 6 int32, 7 int64). */
+Onnx__TensorProto *calq__xg_tensor(calq__xgraph *x, const char *name, int data_type, const int64_t *dims, int ndim,
+                                   const void *data, size_t nbytes);
+/* A new node; names copied. Attributes are added with calq__xg_attr_int / _ints. */
+Onnx__NodeProto *calq__xg_new_node(calq__xgraph *x, const char *op, const char *name, const char *const *inputs,
+                                   int n_inputs, const char *const *outputs, int n_outputs);
+/* A shallow copy of n (attributes shared with n) with fresh input / output name arrays. */
+Onnx__NodeProto *calq__xg_copy_node(calq__xgraph *x, const Onnx__NodeProto *n);
+bool calq__xg_attr_int(calq__xgraph *x, Onnx__NodeProto *n, const char *name, int64_t v);
+/* Removes attribute `name` from n (whose attribute array must be the arena's, e.g. a copy). */
+void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name);
+const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const char *name);
+
+/* The checks of issue 6 before anything is written (amct-reference.md §4.4): AMCT's record
+ * checks (calq__record_check), then every layer the record must have (the enabled layers of
+ * cfg) present, all missing ones listed at once with the likely causes (user-journeys §2). */
+calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,
+                             const char *record_label, calq_error *err);
+
+/* Packs model `mp` with `graph` in place of its graph and writes it atomically to path. */
+calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path,
+                           calq_error *err);
+
+#endif

@@ -1,0 +1,67 @@
+/* The ONNX export walk shared by the QDQ and QOperator writers (export_onnx_qdq.c,
+ * export_onnx_qop.c). Private to src/export. */
+#ifndef CALQ_EXPORT_ONNX_H
+#define CALQ_EXPORT_ONNX_H
+
+#include "export/export_common.h"
+
+/* An activation quantized once per (tensor, scale, offset): layers reading the same tensor
+ * share one QuantizeLinear / DequantizeLinear pair. */
+typedef struct calq__xact {
+    const char *tensor; /* the float tensor (a value name of the folded graph) */
+    float scale;
+    int64_t offset;
+    char *q; /* the int8 tensor (QuantizeLinear output) */
+    char *scale_name, *zp_name;
+    char *dq;    /* its dequantized float tensor */
+    bool has_dq; /* the DequantizeLinear has been emitted (QOperator needs only q) */
+} calq__xact;
+
+typedef struct calq__xctx {
+    const calq_model *m;
+    const Onnx__ModelProto *mp;
+    const calq_record *rec;
+    const calq_config *cfg;
+    calq_save_format fmt;
+    calq_graph *g; /* the folded copy of m->g (owned) */
+    calq__xgraph x;
+    bool upgrade; /* the model's default opset is below 13 and is raised to 13 */
+    int opset_in; /* the model's default opset */
+    calq__xact *acts;
+    int n_acts, cap_acts;
+    bool *quantized; /* per node of g: a layer with record factors, enabled in cfg */
+    bool *skip;      /* per node of g: a Relu absorbed into a QLinearConv's output range */
+    int n_qop;       /* layers written as QLinearConv / QLinearMatMul */
+} calq__xctx;
+
+/* The int8 tensor and dequantized tensor of activation `tensor` with the given factors,
+ * emitting QuantizeLinear (and DequantizeLinear when want_dq) on first use. NULL on OOM. */
+calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, bool want_dq);
+
+/* int8 weight and int32 bias of layer node `ni` (folded graph) with the record's factors.
+ * *wq (int8, w's layout) and *bq (int32, n_bias entries, or NULL without a quantizable bias)
+ * are arena memory. Fails naming the layer on int32 bias overflow (§8.4). */
+calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl, int8_t **wq, int32_t **bq,
+                             int64_t *n_bias, calq_error *err);
+
+/* QOperator form of quantized layer ni (QLinearConv / QLinearMatMul) when its output factors
+ * are known (export_onnx_qop.c); *done false leaves the layer to the QDQ writer. */
+calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,
+                            calq_error *err);
+
+/* A node kept from the model, converted when the opset is raised to 13 (export_upgrade.c):
+ * *out is src itself or an arena copy. Fails naming an operator that cannot be raised. */
+calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out,
+                                      calq_error *err);
+/* Assembles the output model from c->x (original initializers still read, new ones, inputs,
+ * shape hints, opset 13) and writes it atomically to path. */
+calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err);
+
+/* A new tensor name from fmt that no tensor of the model or of the output so far uses (a
+ * "_calq<k>" suffix is added when taken). Arena memory; NULL on OOM. */
+char *calq__xname(calq__xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Name of value v for the output model; folded constants (new in g) get an initializer. */
+const char *calq__xvalue(calq__xctx *c, int v, calq_error *err);
+
+#endif

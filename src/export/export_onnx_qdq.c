@@ -1,0 +1,420 @@
+/* calq_save_model for ONNX: the record checked first (§4.4), then the original ModelProto
+ * patched into a standard ONNX quantized model that onnxruntime runs (issue 6):
+ *
+ *   QDQ:       x -> QuantizeLinear(scale_d, offset_d) -> DequantizeLinear -> layer
+ *              weight: int8 initializer -> DequantizeLinear (per channel on axis 0 for Conv)
+ *              bias:   int32 round_half_even(b / (scale_d*scale_w[c])) -> DequantizeLinear
+ *   QOperator: QLinearConv / QLinearMatMul where the output factors are known (export_onnx_qop.c).
+ *
+ * AMCT's convention (§0.3) is ONNX's: x ~ (q - offset)*scale, q = clamp(round(x/scale) + offset),
+ * so y_scale = scale_d and y_zero_point = offset_d (int8). The record's scale_w were computed on
+ * the weights after Conv+BatchNorm folding (§8.3), so the exported model folds the same way,
+ * with the same float32 arithmetic (calq__pass_fold_conv_affine on a copy of the IR), and drops
+ * the folded nodes. Per-channel DequantizeLinear needs opset 13; an older model is raised to 13,
+ * converting the operators whose signature changed on the way (export_upgrade.c). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "export/export_onnx.h"
+#include "graph/passes.h"
+#include "graph/quantizable.h"
+
+static calq_status oom(calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+}
+
+static bool emit_init(calq__xctx *c, const char *name, int dt, const int64_t *dims, int ndim, const void *d, size_t nb)
+{
+    return calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, name, dt, dims, ndim, d, nb));
+}
+
+static bool name_taken(const calq__xctx *c, const char *name)
+{
+    if (calq__graph_find(c->m->g, name) >= 0 || calq__graph_find(c->g, name) >= 0) return true;
+    for (size_t i = 0; i < c->x.n_inits; i++)
+        if (!strcmp(c->x.inits[i]->name, name)) return true;
+    for (size_t i = 0; i < c->x.n_nodes; i++)
+        for (size_t k = 0; k < c->x.nodes[i]->n_output; k++)
+            if (!strcmp(c->x.nodes[i]->output[k], name)) return true;
+    return false;
+}
+
+char *calq__xname(calq__xctx *c, const char *fmt, ...)
+{
+    char base[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(base, sizeof base, fmt, ap);
+    va_end(ap);
+    if (!name_taken(c, base)) return calq__xa_strdup(&c->x.a, base);
+    for (int k = 1;; k++) {
+        char *nm = calq__xa_printf(&c->x.a, "%s_calq%d", base, k);
+        if (!nm || !name_taken(c, nm)) return nm;
+    }
+}
+
+calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, bool want_dq)
+{
+    calq__xact *a = NULL;
+    for (int i = 0; i < c->n_acts && !a; i++)
+        if (!strcmp(c->acts[i].tensor, tensor) && c->acts[i].scale == scale && c->acts[i].offset == offset)
+            a = &c->acts[i];
+    if (!a) {
+        if (c->n_acts == c->cap_acts) return NULL; /* sized to the layer count: cannot happen */
+        a = &c->acts[c->n_acts++];
+        a->tensor = tensor;
+        a->scale = scale;
+        a->offset = offset;
+        /* a second factor set for one tensor (a foreign record) gets suffixed names */
+        a->q = calq__xname(c, "%s_quantized", tensor);
+        a->dq = calq__xname(c, "%s_dequantized", tensor);
+        a->scale_name = calq__xname(c, "%s_scale", tensor);
+        a->zp_name = calq__xname(c, "%s_zero_point", tensor);
+        char *nn = calq__xa_printf(&c->x.a, "%s_QuantizeLinear", a->q);
+        if (!a->q || !a->dq || !a->scale_name || !a->zp_name || !nn) return NULL;
+        int8_t zp = (int8_t)offset;
+        if (!emit_init(c, a->scale_name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &scale, sizeof scale) ||
+            !emit_init(c, a->zp_name, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, NULL, 0, &zp, 1))
+            return NULL;
+        const char *in[3] = {tensor, a->scale_name, a->zp_name};
+        if (!calq__xg_node(&c->x, calq__xg_new_node(&c->x, "QuantizeLinear", nn, in, 3, (const char **)&a->q, 1)))
+            return NULL;
+    }
+    if (want_dq && !a->has_dq) {
+        char *nn = calq__xa_printf(&c->x.a, "%s_DequantizeLinear", a->q);
+        const char *in[3] = {a->q, a->scale_name, a->zp_name};
+        if (!nn ||
+            !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, (const char **)&a->dq, 1)))
+            return NULL;
+        a->has_dq = true;
+    }
+    return a;
+}
+
+const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
+{
+    const calq_value *val = &c->g->values[v];
+    /* a constant the fold pass made (§8.3) is not in the original proto: add it */
+    if (val->constant && calq__graph_find(c->m->g, val->name) < 0) {
+        bool have = false;
+        for (size_t i = 0; i < c->x.n_inits && !have; i++) have = strcmp(c->x.inits[i]->name, val->name) == 0;
+        const calq_tensor *t = val->constant;
+        if (!have && (t->dtype != CALQ_DTYPE_FLOAT32 ||
+                      !emit_init(c, val->name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, t->dims, t->ndim, t->data,
+                                 (size_t)calq_tensor_numel(t) * sizeof(float)))) {
+            oom(err);
+            return NULL;
+        }
+    }
+    return val->name;
+}
+
+/* Output channel of weight element i for the record's per-channel factors. */
+static int64_t weight_channel(const calq_node *n, const calq_tensor *w, int64_t i)
+{
+    int64_t per = calq_tensor_numel(w) / w->dims[0];
+    if (strcmp(n->op_type, "ConvTranspose") == 0) { /* [Cin, Cout/group, k...], group 1 */
+        int64_t k = per / w->dims[1];
+        return (i / k) % w->dims[1];
+    }
+    return i / per;
+}
+
+/* The record's scale_w should be ARQ's on the weights as folded here (§6.1, §8.3); a
+ * difference means a record made with other fusion settings or by another tool. The record
+ * wins (AMCT's save also uses the record), but the user is told. */
+static void arq_cross_check(const calq_node *n, const calq_tensor *w, const calq_record_layer *rl)
+{
+    calq_arq_opts o;
+    calq_arq_opts_default(&o);
+    o.channel_wise = rl->n_scale_w > 1;
+    calq_weight_layout layout = CALQ_WEIGHTS_MATRIX;
+    if (!strcmp(n->op_type, "Conv")) layout = CALQ_WEIGHTS_CONV;
+    if (!strcmp(n->op_type, "ConvTranspose")) layout = CALQ_WEIGHTS_CONV_TRANSPOSE;
+    int group = (int)calq__attr_int(n, "group", 1);
+    if (calq_arq_num_scales(w, layout, group, &o) != rl->n_scale_w) return;
+    float *s = malloc(sizeof(float) * (size_t)rl->n_scale_w);
+    int *off = malloc(sizeof(int) * (size_t)rl->n_scale_w);
+    calq_error e = {0};
+    if (s && off && calq_arq_quantize(w, layout, group, &o, n->name, s, off, NULL, NULL, &e) == CALQ_OK) {
+        int bad = 0;
+        for (int c = 0; c < rl->n_scale_w; c++) bad += fabsf(s[c] - rl->scale_w[c]) > 1e-6f * fabsf(s[c]);
+        if (bad)
+            calq__log(CALQ_LOG_INFO,
+                      "calq: warning: layer \"%s\": %d of %d scale_w in the record differ from ARQ on its weights as "
+                      "saved (folded, amct-reference.md §8.3): a record from other fusion settings or another tool? "
+                      "The record's values are used",
+                      n->name, bad, rl->n_scale_w);
+    }
+    free(s);
+    free(off);
+}
+
+calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl, int8_t **wq, int32_t **bq,
+                             int64_t *n_bias, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+    int64_t numel = calq_tensor_numel(w);
+    *wq = calq__xa_alloc(&c->x.a, (size_t)numel);
+    *bq = NULL;
+    *n_bias = 0;
+    if (!*wq) return oom(err);
+    bool conv_like = !strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose");
+    int64_t ch = !strcmp(n->op_type, "ConvTranspose") ? w->dims[1] : w->dims[0];
+    if (w->dtype != CALQ_DTYPE_FLOAT32 || (rl->n_scale_w != 1 && (!conv_like || rl->n_scale_w != ch)))
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name,
+                          "save: layer \"%s\" (%s) has %d scale_w in the record; its %s weight takes 1%s (§8.2, "
+                          "§8.4: Gemm / MatMul are per tensor)",
+                          n->name, n->op_type, rl->n_scale_w, calq_dtype_name(w->dtype),
+                          conv_like ? " or one per output channel" : "");
+    arq_cross_check(n, w, rl);
+    const float *wd = w->data;
+    /* w_q = clamp(round(w/scale_w) + 0, -128, 127), ARQ's rounding (§6.1): the record's scale_w,
+     * which calq's own calibration computed with the same ARQ on the same folded weights */
+    for (int64_t i = 0; i < numel; i++) {
+        float s = rl->scale_w[rl->n_scale_w > 1 ? weight_channel(n, w, i) : 0];
+        float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
+        (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
+    }
+    const calq_tensor *b = n->n_inputs > 2 && n->inputs[2] >= 0 ? c->g->values[n->inputs[2]].constant : NULL;
+    int64_t cout = w->dims[0];
+    if (strcmp(n->op_type, "ConvTranspose") == 0) cout = w->dims[1] * calq__attr_int(n, "group", 1);
+    if (strcmp(n->op_type, "Gemm") == 0) cout = calq__attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
+    /* a bias of another shape (a Gemm C that broadcasts) stays float */
+    if (!b || b->dtype != CALQ_DTYPE_FLOAT32 || b->ndim != 1 || b->dims[0] != cout) return CALQ_OK;
+    *bq = calq__xa_alloc(&c->x.a, sizeof(int32_t) * (size_t)cout);
+    if (!*bq) return oom(err);
+    *n_bias = cout;
+    calq_status st = calq_quant_bias(b->data, cout, rl->scale_d, rl->scale_w, rl->n_scale_w, n->name, *bq, err);
+    if (st != CALQ_OK)
+        return calq__prefix(err, "save: layer \"%s\" (scale_d %g in the record)", n->name, (double)rl->scale_d);
+    return CALQ_OK;
+}
+
+/* Emits initializer + DequantizeLinear of an int8 weight / int32 bias; returns the float name. */
+static const char *emit_dq_const(calq__xctx *c, const char *layer, const char *what, int dt, const calq_tensor *shape,
+                                 const void *q, size_t qbytes, const float *scales, int n_scales, int axis)
+{
+    calq__xa *a = &c->x.a;
+    char *qn = calq__xname(c, "%s.%s_quantized", layer, what), *sn = calq__xname(c, "%s.%s_scale", layer, what);
+    char *zn = calq__xname(c, "%s.%s_zero_point", layer, what), *dn = calq__xname(c, "%s.%s", layer, what);
+    char *nn = calq__xa_printf(a, "%s.%s_DequantizeLinear", layer, what);
+    void *zeros = calq__xa_alloc(a, sizeof(int32_t) * (size_t)n_scales);
+    if (!qn || !sn || !zn || !dn || !nn || !zeros) return NULL;
+    int64_t sd = n_scales;
+    int snd = n_scales > 1 ? 1 : 0;
+    size_t zb = (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? 1 : 4) * (size_t)n_scales;
+    if (!emit_init(c, qn, dt, shape->dims, shape->ndim, q, qbytes) ||
+        !emit_init(c, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &sd, snd, scales, sizeof(float) * (size_t)n_scales) ||
+        !emit_init(c, zn, dt, &sd, snd, zeros, zb))
+        return NULL;
+    const char *in[3] = {qn, sn, zn};
+    Onnx__NodeProto *nd = calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, (const char **)&dn, 1);
+    if (!nd || (n_scales > 1 && !calq__xg_attr_int(&c->x, nd, "axis", axis)) || !calq__xg_node(&c->x, nd)) return NULL;
+    return dn;
+}
+
+/* QDQ form of quantized layer ni: copy of the original node reading dequantized tensors. */
+static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+                             calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
+        return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
+    calq__xact *act = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, true);
+    Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
+    char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
+    if (!act || !nd || !in) return oom(err);
+    nd->input = in;
+    nd->n_input = (size_t)n->n_inputs;
+    in[0] = act->dq;
+    for (int k = 0; k < n->n_outputs && k < (int)nd->n_output; k++)
+        if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
+    if (rl->n_scale_w > 0 && strcmp(n->op_type, "AveragePool") != 0) {
+        int8_t *wq;
+        int32_t *bq;
+        int64_t nb;
+        CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
+        const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+        int axis = strcmp(n->op_type, "ConvTranspose") == 0 ? 1 : 0;
+        if (rl->n_scale_w > 1 && strcmp(n->op_type, "ConvTranspose") == 0 && calq__attr_int(n, "group", 1) != 1)
+            return calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name,
+                              "save: layer \"%s\" is a grouped ConvTranspose with per-channel weights, which one "
+                              "DequantizeLinear axis cannot express; set channel_wise false for it or skip it",
+                              n->name);
+        const char *wn = emit_dq_const(c, n->name, "weight", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w, wq,
+                                       (size_t)calq_tensor_numel(w), rl->scale_w, rl->n_scale_w, axis);
+        if (!wn) return oom(err);
+        nd->input[1] = (char *)wn;
+        if (bq) {
+            /* deq_scale[c] = scale_d * scale_w[c] in float32 (§6.2) */
+            int ns = rl->n_scale_w > 1 ? (int)nb : 1;
+            float *deq = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)ns);
+            if (!deq) return oom(err);
+            calq_deq_scale(rl->scale_d, rl->scale_w, rl->n_scale_w, ns, deq);
+            calq_tensor bs = {.dtype = CALQ_DTYPE_INT32, .ndim = 1, .dims = {nb}};
+            const char *bn = emit_dq_const(c, n->name, "bias", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &bs, bq,
+                                           sizeof(int32_t) * (size_t)nb, deq, ns, 0);
+            if (!bn) return oom(err);
+            nd->input[2] = (char *)bn;
+        }
+    }
+    /* the inputs not replaced above: float (possibly folded) constants or graph tensors */
+    for (int k = 1; k < n->n_inputs; k++)
+        if (!in[k] && !(in[k] = n->inputs[k] < 0 ? "" : (char *)calq__xvalue(c, n->inputs[k], err))) return err->status;
+    if (!calq__xg_node(&c->x, nd)) return oom(err);
+    return CALQ_OK;
+}
+
+/* A node that is not quantized: the original (upgraded when the opset is raised), with the
+ * folded graph's names where folding changed them. */
+static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig, calq_error *err)
+{
+    Onnx__NodeProto *nd = NULL;
+    CALQ_TRY(calq__export_upgrade_node(c, orig, &nd, err));
+    if (ni >= 0) {
+        const calq_node *n = &c->g->nodes[ni];
+        bool same = (int)orig->n_input >= n->n_inputs && (int)orig->n_output >= n->n_outputs;
+        for (int k = 0; same && k < n->n_inputs; k++)
+            same = n->inputs[k] < 0 || strcmp(orig->input[k], c->g->values[n->inputs[k]].name) == 0;
+        for (int k = 0; same && k < n->n_outputs; k++)
+            same = n->outputs[k] < 0 || strcmp(orig->output[k], c->g->values[n->outputs[k]].name) == 0;
+        if (!same) {
+            if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
+            if ((int)nd->n_input < n->n_inputs) { /* a Conv without bias that got the folded one */
+                char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)n->n_inputs);
+                if (!in) return oom(err);
+                memcpy(in, nd->input, sizeof(char *) * nd->n_input);
+                nd->input = in;
+                nd->n_input = (size_t)n->n_inputs;
+            }
+            for (int k = 0; k < n->n_inputs; k++)
+                if (n->inputs[k] >= 0 && !(nd->input[k] = (char *)calq__xvalue(c, n->inputs[k], err)))
+                    return err->status;
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
+        }
+    }
+    return calq__xg_node(&c->x, (Onnx__NodeProto *)nd) ? CALQ_OK : oom(err);
+}
+
+static calq_status export_walk(calq__xctx *c, calq_error *err)
+{
+    const Onnx__GraphProto *gp = c->mp->graph;
+    size_t no = gp->n_node;
+    int *clone_of = malloc(sizeof(int) * (no ? no : 1));
+    bool *in_ir = calloc(no ? no : 1, sizeof(bool));
+    calq_status st = CALQ_OK;
+    if (!clone_of || !in_ir) st = oom(err);
+    for (size_t k = 0; st == CALQ_OK && k < no; k++) clone_of[k] = -1;
+    for (int i = 0; st == CALQ_OK && i < c->m->g->n_nodes; i++) {
+        int s = c->m->g->nodes[i].src_index;
+        if (s >= 0 && (size_t)s < no) in_ir[s] = true;
+    }
+    for (int i = 0; st == CALQ_OK && i < c->g->n_nodes; i++) {
+        int s = c->g->nodes[i].src_index;
+        if (s >= 0 && (size_t)s < no) clone_of[s] = i;
+    }
+    for (size_t k = 0; st == CALQ_OK && k < no; k++) {
+        int ni = clone_of[k];
+        if (ni < 0 && in_ir[k]) continue; /* folded into its Conv (§8.3) */
+        if (ni >= 0 && c->skip[ni]) continue;
+        if (ni >= 0 && c->quantized[ni]) {
+            const calq_record_layer *rl = calq__record_find(c->rec, c->g->nodes[ni].name);
+            bool done = false;
+            if (c->fmt == CALQ_SAVE_QOPERATOR) st = calq__qop_layer(c, ni, gp->node[k], rl, &done, err);
+            if (st == CALQ_OK && !done) st = qdq_layer(c, ni, gp->node[k], rl, err);
+        } else {
+            st = plain_node(c, ni, gp->node[k], err);
+        }
+    }
+    free(clone_of);
+    free(in_ir);
+    return st;
+}
+
+static calq_status export_onnx(const calq_model *m, const calq_record *rec, const calq_config *cfg,
+                               calq_save_format fmt, const char *path, calq_error *err)
+{
+    calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt};
+    const Onnx__GraphProto *gp = c.mp->graph;
+    c.opset_in = m->g->opset;
+    c.upgrade = c.opset_in < 13;
+    int n_fold = 0;
+    calq_status st = calq__graph_clone(m->g, &c.g, err);
+    if (st == CALQ_OK && cfg->do_fusion)
+        st = calq__pass_fold_conv_affine(c.g, (const char *const *)cfg->skip_fusion_layers, cfg->n_skip_fusion_layers,
+                                         &n_fold, err);
+    if (st == CALQ_OK) {
+        /* every layer adds at most 3 nodes and 8 initializers; upgrades add one initializer each */
+        size_t nl = (size_t)c.g->n_nodes;
+        st = calq__xg_init(&c.x, gp->n_node + 4 * nl + 16, gp->n_initializer + 10 * nl + gp->n_node * 3 + 16, err);
+    }
+    if (st == CALQ_OK) {
+        c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
+        c.skip = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
+        c.cap_acts = c.g->n_nodes + 1;
+        c.acts = calq__xa_alloc(&c.x.a, sizeof(calq__xact) * (size_t)c.cap_acts);
+        if (!c.quantized || !c.skip || !c.acts) st = oom(err);
+    }
+    for (int i = 0; st == CALQ_OK && i < c.g->n_nodes; i++) {
+        const calq_layer_config *lc = calq__config_find(cfg, c.g->nodes[i].name);
+        c.quantized[i] =
+            lc && lc->quant_enable && calq__record_find(rec, c.g->nodes[i].name) && calq__node_quantizable(c.g, i);
+        if (lc && lc->quant_enable && calq__record_find(rec, lc->name) && !c.quantized[i])
+            st = calq__fail(err, CALQ_ERR_RECORD_FILE, lc->name,
+                            "save: layer \"%s\" has factors in the record but cannot be quantized in the model after "
+                            "fusion (its weight is not constant, or fusion changed it); skip it in the config",
+                            lc->name);
+    }
+    if (st == CALQ_OK) st = export_walk(&c, err);
+    if (st == CALQ_OK) st = calq__export_finish(&c, path, err);
+    calq__xg_free(&c.x);
+    calq__graph_free(c.g);
+    return st;
+}
+
+calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,
+                                   const char *prefix, calq_error *err)
+{
+    if (!m || !record || !prefix)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: model, record and prefix are required");
+    if (m->format != CALQ_FORMAT_ONNX || !m->onnx)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                          "calq_save_model: only ONNX models can be saved so far (Caffe outputs are not written yet)");
+    if (fmt != CALQ_SAVE_QDQ && fmt != CALQ_SAVE_QOPERATOR)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: unknown format %d", (int)fmt);
+    calq_record *rec = NULL;
+    calq_config *cfg = NULL;
+    calq_status st = calq__record_read_file(record, &rec, err);
+    if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
+    if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
+    char *path = NULL;
+    if (st == CALQ_OK) {
+        const char *sfx = fmt == CALQ_SAVE_QDQ ? "_qdq.onnx" : "_qoperator.onnx";
+        path = malloc(strlen(prefix) + strlen(sfx) + 1);
+        if (!path)
+            st = oom(err);
+        else
+            strcat(strcpy(path, prefix), sfx);
+    }
+    if (st == CALQ_OK) st = export_onnx(m, rec, cfg, fmt, path, err);
+    if (st == CALQ_OK) calq__log(CALQ_LOG_INFO, "calq: saved %s", path);
+    free(path);
+    calq_config_free(cfg);
+    calq__record_free(rec);
+    return st;
+}
+
+calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
+                            calq_error *err)
+{
+    return calq_save_model_config(m, record, NULL, fmt, prefix, err);
+}

@@ -1,0 +1,144 @@
+/* The QOperator form of a quantized layer (issue 6): QLinearConv / QLinearMatMul, with int8
+ * input, weights and output and an int32 bias.
+ *
+ * A QLinear operator needs the scale and zero point of its output, and an AMCT record holds
+ * only the input factors of each layer (§7.1). The rule: a layer's output factors are the
+ * input factors of the quantized layers that read that output, when
+ *   (a) every reader of the output is a quantized layer, all with the same scale_d / offset_d,
+ *       and the output is not a graph output; or
+ *   (b) the only reader is a Relu whose output satisfies (a) and whose readers' offset_d is
+ *       -128: that zero point is the real value 0, so quantizing the Conv's output clamps
+ *       negative values to 0 exactly as the Relu does, and the Relu is dropped.
+ * Otherwise (a graph output, a float consumer, readers with different factors) the output
+ * range is unknown and the layer is written in QDQ form, which is exact, rather than with
+ * a guessed range. The model stays valid and runnable either way. */
+#include <string.h>
+
+#include "base/error.h"
+#include "export/export_onnx.h"
+
+static calq_status oom(calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+}
+
+/* The common input factors of every reader of value v, all quantized layers reading v as
+ * their activation; false when any reader is something else. */
+static bool readers_factors(const calq__xctx *c, int v, const calq_record_layer **rl_out, int *n_readers)
+{
+    const calq_record_layer *common = NULL;
+    *n_readers = 0;
+    if (c->g->values[v].is_output) return false;
+    for (int i = 0; i < c->g->n_nodes; i++) {
+        const calq_node *n = &c->g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (n->inputs[k] != v) continue;
+            if (!c->quantized[i] || k != 0) return false;
+            const calq_record_layer *rl = calq__record_find(c->rec, n->name);
+            if (common && (common->scale_d != rl->scale_d || common->offset_d != rl->offset_d)) return false;
+            common = rl;
+            (*n_readers)++;
+        }
+    }
+    *rl_out = common;
+    return common != NULL;
+}
+
+/* The single reader of v, or -1. */
+static int single_reader(const calq__xctx *c, int v)
+{
+    int who = -1, n = 0;
+    for (int i = 0; i < c->g->n_nodes; i++)
+        for (int k = 0; k < c->g->nodes[i].n_inputs; k++)
+            if (c->g->nodes[i].inputs[k] == v) {
+                who = i;
+                n++;
+            }
+    return n == 1 && !c->g->values[v].is_output ? who : -1;
+}
+
+/* Registers the int8 output of a QLinear layer as activation `tensor` with factors rl, so the
+ * readers use it instead of emitting their own QuantizeLinear. */
+static calq__xact *register_output(calq__xctx *c, const char *tensor, const calq_record_layer *rl)
+{
+    if (c->n_acts == c->cap_acts) return NULL;
+    calq__xact *a = &c->acts[c->n_acts++];
+    a->tensor = tensor;
+    a->scale = rl->scale_d;
+    a->offset = rl->offset_d;
+    a->q = calq__xname(c, "%s_quantized", tensor);
+    a->dq = calq__xname(c, "%s_dequantized", tensor);
+    a->scale_name = calq__xname(c, "%s_scale", tensor);
+    a->zp_name = calq__xname(c, "%s_zero_point", tensor);
+    if (!a->q || !a->dq || !a->scale_name || !a->zp_name) return NULL;
+    int8_t zp = (int8_t)rl->offset_d;
+    if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, a->scale_name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0,
+                                                  &rl->scale_d, sizeof(float))) ||
+        !calq__xg_init_add(&c->x,
+                           calq__xg_tensor(&c->x, a->zp_name, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, NULL, 0, &zp, 1)))
+        return NULL;
+    return a;
+}
+
+calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,
+                            calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    *done = false;
+    bool conv = strcmp(n->op_type, "Conv") == 0, matmul = strcmp(n->op_type, "MatMul") == 0;
+    if ((!conv && !matmul) || n->n_outputs != 1 || n->outputs[0] < 0) return CALQ_OK;
+    const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+    if (matmul && (w->ndim != 2 || rl->n_scale_w != 1)) return CALQ_OK;
+    int y = n->outputs[0], relu = -1, nr = 0;
+    const calq_record_layer *out = NULL;
+    if (!readers_factors(c, y, &out, &nr)) {
+        int r = single_reader(c, y);
+        if (r < 0 || strcmp(c->g->nodes[r].op_type, "Relu") != 0 || c->g->nodes[r].outputs[0] < 0) return CALQ_OK;
+        if (!readers_factors(c, c->g->nodes[r].outputs[0], &out, &nr) || out->offset_d != -128) return CALQ_OK;
+        relu = r;
+    }
+    int8_t *wq;
+    int32_t *bq;
+    int64_t nb;
+    CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
+    calq__xact *in = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, false);
+    int yv = relu >= 0 ? c->g->nodes[relu].outputs[0] : y;
+    calq__xact *o = in ? register_output(c, c->g->values[yv].name, out) : NULL;
+    calq__xa *a = &c->x.a;
+    char *wn = calq__xname(c, "%s.weight_quantized", n->name), *sn = calq__xname(c, "%s.weight_scale", n->name);
+    char *zn = calq__xname(c, "%s.weight_zero_point", n->name);
+    char *bn = bq ? calq__xname(c, "%s.bias_quantized", n->name) : NULL;
+    int8_t *zeros = calq__xa_alloc(a, (size_t)rl->n_scale_w);
+    if (!o || !wn || !sn || !zn || (bq && !bn) || !zeros) return oom(err);
+    int64_t ns = rl->n_scale_w;
+    int snd = ns > 1 ? 1 : 0;
+    if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, wn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, w->ndim, wq,
+                                                  (size_t)calq_tensor_numel(w))) ||
+        !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &ns, snd,
+                                                  rl->scale_w, sizeof(float) * (size_t)ns)) ||
+        !calq__xg_init_add(
+            &c->x, calq__xg_tensor(&c->x, zn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &ns, snd, zeros, (size_t)ns)) ||
+        (bq && !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, bn, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &nb, 1, bq,
+                                                         sizeof(int32_t) * (size_t)nb))))
+        return oom(err);
+    /* the bias's own scale is x_scale*w_scale[c] with zero point 0 (§6.2 deq_scale), which is
+     * exactly what QLinearConv assumes for its int32 bias */
+    const char *ins[9] = {in->q, in->scale_name, in->zp_name, wn, sn, zn, o->scale_name, o->zp_name, bn};
+    Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
+    char **iv = calq__xa_alloc(a, sizeof(char *) * 9);
+    if (!nd || !iv) return oom(err);
+    memcpy(iv, ins, sizeof ins);
+    nd->input = iv;
+    nd->n_input = conv ? (bq ? 9 : 8) : 8;
+    nd->op_type = conv ? "QLinearConv" : "QLinearMatMul";
+    if (!conv) { /* QLinearMatMul: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp */
+        iv[6] = o->scale_name;
+        iv[7] = o->zp_name;
+    }
+    nd->output[0] = o->q;
+    if (!calq__xg_node(&c->x, nd)) return oom(err);
+    if (relu >= 0) c->skip[relu] = true;
+    c->n_qop++;
+    *done = true;
+    return CALQ_OK;
+}

@@ -1,0 +1,191 @@
+/* calq_save_model on the in-memory test model (tests/support/calib_model.h: conv, pool, fc,
+ * mm, deconv quantizable): the QDQ and QOperator structures, int8 weights and int32 bias
+ * against hand-computed values (amct-reference.md §6.1, §6.2), and the save-time failures
+ * (§4.4, §8.4) leaving no file behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/file.h"
+#include "calib_model.h"
+#include "onnx/onnx.pb-c.h"
+
+static int failures;
+
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
+            failures++;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+static char dir[64];
+
+/* conv weights are 0.25*((i % 7) - 3) for i = 0..3: channel 0 [-0.75, -0.5], channel 1
+ * [-0.25, 0]; per-channel ARQ: 0.75/128 and 0.25/128 (a negative extreme divides by 128). */
+static const char RECORD[] =
+    "record { key: \"conv\" value { scale_d: 0.5 offset_d: -128 scale_w: 0.005859375 scale_w: 0.001953125 "
+    "offset_w: 0 offset_w: 0 } }\n"
+    "record { key: \"pool\" value { scale_d: 0.5 offset_d: -128 scale_w: 1 offset_w: 0 } }\n"
+    "record { key: \"fc\" value { scale_d: 0.25 offset_d: 3 scale_w: 0.01 offset_w: 0 } }\n"
+    "record { key: \"mm\" value { scale_d: 0.25 offset_d: 3 scale_w: 0.02 offset_w: 0 } }\n"
+    "record { key: \"deconv\" value { scale_d: 0.1 offset_d: 0 scale_w: 0.1 scale_w: 0.2 offset_w: 0 "
+    "offset_w: 0 } }\n";
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The saved model (owner: caller, onnx__model_proto__free_unpacked), or NULL. */
+static Onnx__ModelProto *load(const char *path)
+{
+    char *buf;
+    size_t n;
+    calq_error err = {0};
+    if (calq__read_file(path, &buf, &n, &err) != CALQ_OK) return NULL;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, (const uint8_t *)buf);
+    free(buf);
+    return m;
+}
+
+static int count_op(const Onnx__ModelProto *m, const char *op)
+{
+    int c = 0;
+    for (size_t i = 0; i < m->graph->n_node; i++) c += strcmp(m->graph->node[i]->op_type, op) == 0;
+    return c;
+}
+
+static const Onnx__TensorProto *init(const Onnx__ModelProto *m, const char *name)
+{
+    for (size_t i = 0; i < m->graph->n_initializer; i++)
+        if (!strcmp(m->graph->initializer[i]->name, name)) return m->graph->initializer[i];
+    return NULL;
+}
+
+static const Onnx__NodeProto *node_out(const Onnx__ModelProto *m, const char *out)
+{
+    for (size_t i = 0; i < m->graph->n_node; i++)
+        if (m->graph->node[i]->n_output && !strcmp(m->graph->node[i]->output[0], out)) return m->graph->node[i];
+    return NULL;
+}
+
+static void test_qdq(calq_model *model, const char *rec)
+{
+    char prefix[96], path[128];
+    snprintf(prefix, sizeof prefix, "%s/m", dir);
+    calq_error err = {0};
+    EXPECT(calq_save_model(model, rec, CALQ_SAVE_QDQ, prefix, &err) == CALQ_OK);
+    if (err.status) fprintf(stderr, "  %s\n", err.message);
+    snprintf(path, sizeof path, "%s_qdq.onnx", prefix);
+    Onnx__ModelProto *m = load(path);
+    EXPECT(m != NULL);
+    if (!m) return;
+    /* x (conv, deconv: different factors), r (pool), f (fc), g (mm): 5 activation pairs */
+    EXPECT(count_op(m, "QuantizeLinear") == 5);
+    /* 5 activations + 4 weights (pool has none); no bias in this model */
+    EXPECT(count_op(m, "DequantizeLinear") == 9);
+    const Onnx__TensorProto *w = init(m, "conv.weight_quantized");
+    EXPECT(w && w->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 && w->raw_data.len == 4);
+    if (w && w->raw_data.len == 4) {
+        const int8_t *q = (const int8_t *)w->raw_data.data, want[4] = {-128, -85, -128, 0};
+        for (int i = 0; i < 4; i++) EXPECT(q[i] == want[i]);
+    }
+    const Onnx__NodeProto *dq = node_out(m, "conv.weight");
+    EXPECT(dq && dq->n_attribute == 1 && !strcmp(dq->attribute[0]->name, "axis") && dq->attribute[0]->i == 0);
+    const Onnx__NodeProto *ddq = node_out(m, "deconv.weight");
+    EXPECT(ddq && ddq->n_attribute == 1 && ddq->attribute[0]->i == 1); /* ConvTranspose: axis 1 */
+    const Onnx__TensorProto *zp = init(m, "x_zero_point");
+    EXPECT(zp && zp->raw_data.len == 1 && (int8_t)zp->raw_data.data[0] == -128);
+    EXPECT(m->opset_import[0]->version == 13);
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+static void test_qoperator(calq_model *model, const char *rec)
+{
+    char prefix[96], path[128];
+    snprintf(prefix, sizeof prefix, "%s/m", dir);
+    calq_error err = {0};
+    EXPECT(calq_save_model(model, rec, CALQ_SAVE_QOPERATOR, prefix, &err) == CALQ_OK);
+    snprintf(path, sizeof path, "%s_qoperator.onnx", prefix);
+    Onnx__ModelProto *m = load(path);
+    EXPECT(m != NULL);
+    if (!m) return;
+    /* conv -> relu -> pool (offset_d -128): QLinearConv with the Relu absorbed; fc is a Gemm
+     * and mm feeds a float Add, so both stay QDQ; deconv is a graph output */
+    EXPECT(count_op(m, "QLinearConv") == 1);
+    EXPECT(count_op(m, "Relu") == 0);
+    EXPECT(count_op(m, "QLinearMatMul") == 0);
+    const Onnx__NodeProto *qc = node_out(m, "r_quantized");
+    EXPECT(qc && !strcmp(qc->op_type, "QLinearConv") && qc->n_input == 8);
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+static void expect_fail(calq_model *model, const char *text, const char *message)
+{
+    char rec[96], prefix[96], path[128];
+    snprintf(rec, sizeof rec, "%s/bad_record.txt", dir);
+    snprintf(prefix, sizeof prefix, "%s/bad", dir);
+    snprintf(path, sizeof path, "%s_qdq.onnx", prefix);
+    write_text(rec, text);
+    calq_error err = {0};
+    EXPECT(calq_save_model(model, rec, CALQ_SAVE_QDQ, prefix, &err) != CALQ_OK);
+    if (!strstr(err.message, message)) {
+        fprintf(stderr, "  expected \"%s\" in: %s\n", message, err.message);
+        failures++;
+    }
+    EXPECT(access(path, F_OK) != 0);
+}
+
+int main(void)
+{
+    calq_error err = {0};
+    calq_model *model = calib_test_model(&err);
+    if (!model) {
+        fprintf(stderr, "test model: %s\n", err.message);
+        return 1;
+    }
+    snprintf(dir, sizeof dir, "/tmp/calq_test_export.XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char rec[96];
+    snprintf(rec, sizeof rec, "%s/record.txt", dir);
+    write_text(rec, RECORD);
+    test_qdq(model, rec);
+    test_qoperator(model, rec);
+    /* the save-time failures: a missing layer (all listed), offset_d 200, scale_d 0 */
+    const char *mm = strstr(RECORD, "record { key: \"mm\"");
+    const char *deconv = strstr(RECORD, "record { key: \"deconv\"");
+    char missing[sizeof RECORD];
+    snprintf(missing, sizeof missing, "%.*s", (int)(mm - RECORD), RECORD);
+    expect_fail(model, missing, "has no factors for 2 quantizable layers: mm, deconv");
+    char text[sizeof RECORD + 16];
+    snprintf(text, sizeof text, "%.*s", (int)(deconv - RECORD), RECORD);
+    strcat(text, "record { key: \"deconv\" value { scale_d: 0.1 offset_d: 200 scale_w: 0.1 scale_w: 0.2 offset_w: 0 "
+                 "offset_w: 0 } }\n");
+    expect_fail(model, text, "offset_d's value should be in [-128, 127] in layer deconv");
+    snprintf(text, sizeof text, "%.*s", (int)(deconv - RECORD), RECORD);
+    strcat(text, "record { key: \"deconv\" value { scale_d: 0 offset_d: 0 scale_w: 0.1 scale_w: 0.2 offset_w: 0 "
+                 "offset_w: 0 } }\n");
+    expect_fail(model, text, "scale_d's value shoule be in positivate range of float32 in layer deconv");
+    /* cleanup (CALQ_TEST_KEEP=1 keeps the files, e.g. to run them in onnxruntime) */
+    char path[160];
+    if (getenv("CALQ_TEST_KEEP")) {
+        fprintf(stderr, "kept %s\n", dir);
+        calq_model_free(model);
+        return failures ? 1 : 0;
+    }
+    const char *files[] = {"record.txt", "bad_record.txt", "m_qdq.onnx", "m_qoperator.onnx"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    calq_model_free(model);
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

@@ -295,15 +295,21 @@ calq_status calq__caffe_get_float_at(calq_caffe_ctx *c, const calq_tp_node *msg,
 
 /* ---- graph ------------------------------------------------------------------------------------ */
 
-/* A value named `base`, or base_2, base_3, ... so that it clashes neither with a value already
- * in the graph nor with a blob name the net uses later. */
-static int fresh_value(calq_caffe_ctx *c, const char *base)
+/* A value named "<a>/<b><suffix>", or with _2, _3, ... appended, so that it clashes neither
+ * with a value already in the graph nor with a blob name the net uses later. */
+static int fresh_value(calq_caffe_ctx *c, const char *a, const char *b, const char *suffix)
 {
-    char name[1024];
-    snprintf(name, sizeof name, "%s", base);
+    size_t n = strlen(a) + strlen(b) + strlen(suffix) + 2;
+    char *name = malloc(n + 24);
+    if (!name) {
+        calq__caffe_oom(c);
+        return -1;
+    }
+    snprintf(name, n, "%s/%s%s", a, b, suffix);
     for (int k = 2; calq__graph_find(c->g, name) >= 0 || calq__caffe_map_get(&c->blob_index, name) >= 0; k++)
-        snprintf(name, sizeof name, "%s_%d", base, k);
+        snprintf(name + n - 1, 24, "_%d", k);
     int v = calq__graph_value(c->g, name);
+    free(name);
     if (v < 0 || grow_values(c) != 0) {
         calq__caffe_oom(c);
         return -1;
@@ -327,9 +333,7 @@ int calq__caffe_named_value(calq_caffe_ctx *c, const char *name)
 
 int calq__caffe_tmp(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what)
 {
-    char base[1024];
-    snprintf(base, sizeof base, "%s/%s", L->name, what);
-    return fresh_value(c, base);
+    return fresh_value(c, L->name, what, "");
 }
 
 int calq__caffe_top(calq_caffe_ctx *c, const calq_caffe_layer *L, int i)
@@ -343,9 +347,7 @@ int calq__caffe_top(calq_caffe_ctx *c, const calq_caffe_layer *L, int i)
         v = calq__caffe_named_value(c, b->name);
         if (v < 0) return -1;
     } else {
-        char base[1024];
-        snprintf(base, sizeof base, "%s/%s_out", b->name, L->name);
-        v = fresh_value(c, base);
+        v = fresh_value(c, b->name, L->name, "_out");
         if (v < 0) return -1;
     }
     if (c->n_produced == c->cap_produced) {
@@ -366,10 +368,19 @@ int calq__caffe_top(calq_caffe_ctx *c, const calq_caffe_layer *L, int i)
 int calq__caffe_node(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *op, const char *what, bool own,
                      const int *in, int n_in, const int *out, int n_out)
 {
-    char name[1024];
-    snprintf(name, sizeof name, what ? "%s/%s" : "%s", L->name, what);
+    size_t n = strlen(L->name) + (what ? strlen(what) + 1 : 0) + 1;
+    char *name = malloc(n);
+    if (!name) {
+        calq__caffe_oom(c);
+        return -1;
+    }
+    if (what)
+        snprintf(name, n, "%s/%s", L->name, what);
+    else
+        snprintf(name, n, "%s", L->name);
     for (int k = 0; k < n_in; k++) CALQ_ASSERT(in[k] >= 0);
     int ni = calq__graph_add_node(c->g, name, op, "", in, n_in, out, n_out);
+    free(name);
     if (ni < 0) {
         calq__caffe_oom(c);
         return -1;

@@ -138,5 +138,32 @@ grep -q 'key: "conv2"' "$T/out/e_record.txt" && fail "skip_layers: conv2 is in t
 grep -q 'key: "conv4-1"' "$T/out/e_record.txt" && fail "skip_layers: conv4-1 is in the record"
 [ "$(keys "$T/out/e_record.txt")" = 3 ] || fail "skip_layers: expected 3 layers in the record"
 
+# HFMG where the config asks for it: det1's conv1 (it reads the net input, so its data is the
+# .bin file itself) gets exactly what `calq factors --algo hfmg` computes on that data.
+mkdir -p "$T/hf/calib"
+/usr/bin/python3 -c "
+import numpy as np
+a = np.random.default_rng(1).standard_normal((1, 3, 12, 12)).astype(np.float32)
+a.tofile('$T/hf/calib/0000.bin'); np.save('$T/hf/data.npy', a)"
+"$CALQ" create-config --model "$MT/det1.prototxt" --weights "$MT/det1.caffemodel" --config_file "$T/hf/c.json" \
+    >/dev/null 2>&1 || fail "hfmg: create-config failed"
+/usr/bin/python3 -c "
+import json
+c = json.load(open('$T/hf/c.json'))
+c['conv1']['activation_quant_params'] = {'num_bits': 8, 'act_algo': 'hfmg', 'num_of_bins': 4096, 'asymmetric': True}
+json.dump(c, open('$T/hf/c.json', 'w'), indent=4)"
+"$CALQ" calibration --model "$MT/det1.prototxt" --weights "$MT/det1.caffemodel" --config "$T/hf/c.json" \
+    --data_dir "$T/hf/calib/" --input_shape data:1,3,12,12 --data_types float32 --batch_num 1 \
+    --save_path "$T/hf/out/d" >"$T/hfmg.log" 2>&1 || fail "hfmg: calibration failed"
+want=$("$CALQ" factors --algo hfmg --input "$T/hf/data.npy" | awk '/^scale:/ {s=$2} /^offset:/ {o=$2} END {print s, o}')
+got=$(grep -A3 'key: "conv1"' "$T/hf/out/d_record.txt" | awk '/scale_d:/ {s=$2} /offset_d:/ {o=$2} END {print s, o}')
+# the record prints the shortest round-trip float, factors prints %.9g: compare as float32
+/usr/bin/python3 -c "
+import numpy as np, sys
+w, g = '$want'.split(), '$got'.split()
+ok = len(w) == 2 and len(g) == 2 and np.float32(w[0]) == np.float32(g[0]) and int(w[1]) == int(g[1])
+print('hfmg: conv1 record', g, 'calq factors', w, 'equal' if ok else 'DIFFER'); sys.exit(0 if ok else 1)" ||
+    fail "hfmg: the record's conv1 factors differ from calq factors"
+
 [ $fails -eq 0 ] && echo "calib_cli: all checks passed"
 exit $((fails > 0))

@@ -5,7 +5,8 @@
 
 #include "cli.h"
 
-static const char usage_text[] = "usage: calq inspect MODEL.onnx [--input-shape NAME:d0,d1,...]\n";
+static const char usage_text[] = "usage: calq inspect MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
+                                 "                    [--input-shape NAME:d0,d1,...]\n";
 
 static void print_shape(const calq_value_info *v)
 {

@@ -10,7 +10,8 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "usage: calq run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
+    "usage: calq run MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
+    "                --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
     "                [--input-shape NAME:d0,d1,...] [--threads N] [--dump NAME,... | --dump-all] [--ref]\n"
     "\n"
     "  --input NAME=FILE.npy  data for graph input NAME (NAME= may be left out when the model has one input);\n"

@@ -68,3 +68,9 @@ set_tests_properties(peer.calib_memory PROPERTIES LABELS "peer;bench" TIMEOUT 60
 add_test(NAME peer.save_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_onnx.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_onnx PROPERTIES LABELS peer TIMEOUT 600)
+# Ascend deploy models executed by calq (issue 6, "run what you write"): a tiny model with every
+# Ascend op against numpy bit for bit, and UltraFace as an integer deploy model (every layer
+# recomputed in numpy, cosine vs float, run time, thread-count identity).
+add_test(NAME peer.ascend_deploy
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/ascend_deploy.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.ascend_deploy PROPERTIES LABELS peer TIMEOUT 300)

@@ -31,8 +31,11 @@ typedef struct calq_op_ctx {
     calq_tensor **out; /* out[i] == NULL for an omitted optional output */
     void *state;       /* owned by the op (prepare/release) */
     calq_error *err;
-    unsigned const_inputs; /* bit i: input i is a constant (same data on every run, available
-                              in prepare), e.g. weights: prepare may reorder them once */
+    unsigned const_inputs;   /* bit i: input i is a constant (same data on every run, available
+                                in prepare), e.g. weights: prepare may reorder them once */
+    const calq_graph *graph; /* the graph `node` belongs to (read only), so an op can look at the
+                                producers of its inputs (Ascend integer layers read their input
+                                offset from the AscendQuant upstream); NULL outside a graph */
 } calq_op_ctx;
 
 typedef struct calq_op_def {
@@ -78,5 +81,6 @@ extern const calq_op_def calq__ops_pool[];
 extern const calq_op_def calq__ops_reduce[];
 extern const calq_op_def calq__ops_resize[];
 extern const calq_op_def calq__ops_quant[];
+extern const calq_op_def calq__ops_ascend[];
 
 #endif

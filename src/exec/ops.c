@@ -5,8 +5,8 @@
 #include "exec/op.h"
 
 static const calq_op_def *const tables[] = {
-    calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,   calq__ops_gemm,
-    calq__ops_pool,        calq__ops_reduce, calq__ops_resize, calq__ops_quant,
+    calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,  calq__ops_gemm,   calq__ops_pool,
+    calq__ops_reduce,      calq__ops_resize, calq__ops_quant, calq__ops_ascend,
 };
 
 const calq_op_def *calq__op_find(const char *domain, const char *op_type)

@@ -30,6 +30,7 @@ static void ctx_init(calq_op_ctx *c, const calq_graph *g, const calq_plan_step *
     c->state = st->state;
     c->err = err;
     c->const_inputs = st->const_inputs;
+    c->graph = g;
 }
 
 static calq_status check_arity(const calq_node *n, const calq_op_def *d, calq_error *err)

@@ -35,18 +35,20 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
     if (opts) s->opts = *opts;
     s->g = m->g;
     if (!s->opts.no_fusion) {
-        int n_folded = 0;
+        int n_folded = 0, n_qdq = 0, n_act = 0;
         calq_status st = calq__graph_clone(m->g, &s->g, err);
         if (st == CALQ_OK) {
             s->owns_graph = true;
             st = calq__pass_fold_conv_affine(s->g, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded,
                                              err);
         }
+        /* a QDQ model runs as onnxruntime runs it: integer layers where it fuses them */
+        if (st == CALQ_OK) st = calq__pass_fuse_qdq(s->g, &n_qdq, &n_act, err);
         if (st != CALQ_OK) {
             calq_session_free(s);
             return st;
         }
-        if (!n_folded) { /* nothing to fold: run the model's own graph */
+        if (!n_folded && !n_qdq && !n_act) { /* nothing to fold: run the model's own graph */
             calq__graph_free(s->g);
             s->g = m->g;
             s->owns_graph = false;
@@ -98,8 +100,9 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
                 free(obs);
                 return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                                   folded
-                                      ? "tensor '%s' is not computed: the layer after it was folded into its Conv "
-                                        "(Conv+BatchNorm fusion). Run without fusion (calq run --no-fusion) to see it"
+                                      ? "tensor '%s' is not computed: fusion removed it (a layer folded into its "
+                                        "Conv, or a QDQ group run as one integer layer). Run without fusion (calq run "
+                                        "--no-fusion) to see it"
                                       : "tensor '%s' is not computed by any node of the model",
                                   names[i]);
             }

@@ -18,4 +18,14 @@ calq_status calq__graph_clone(const calq_graph *src, calq_graph **out, calq_erro
 calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, int n_skip, int *n_folded,
                                         calq_error *err);
 
+/* Rewrites the QDQ groups onnxruntime's CPU execution provider (x86-64) fuses into integer
+ * operators, with its conditions, so that calq runs a QDQ model as onnxruntime does
+ * (fuse_qdq.c has the rules): DQ -> Conv -> Q into QLinearConv, DQ -> Gemm [-> Q] into QGemm,
+ * DQ -> MatMul -> Q into QLinearMatMul and DQ -> MatMul into MatMulIntegerToFloat, after
+ * removing a Relu / Clip before a QuantizeLinear whose range makes it redundant. The fused
+ * layer keeps its node name and writes the Q's output tensor; the float tensors in between are
+ * no longer computed. A graph without DequantizeLinear nodes is left untouched. *n_fused counts
+ * fused layers, *n_removed removed Relu / Clip nodes. */
+calq_status calq__pass_fuse_qdq(calq_graph *g, int *n_fused, int *n_removed, calq_error *err);
+
 #endif

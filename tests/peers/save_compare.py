@@ -5,6 +5,13 @@
   save_compare.py probe IN.onnx OUT.onnx            OUT: IN plus every int8 tensor (QuantizeLinear
                                                     / QLinearConv / QLinearMatMul outputs) as outputs
   save_compare.py steps DIR_A DIR_B MAXSTEP         int8 .npy files in both: max |a - b| in steps
+  save_compare.py qnames MODEL.onnx                 the QuantizeLinear outputs, comma separated
+  save_compare.py ortprobe QDQ.onnx OPT.onnx OUT.onnx MAP.json
+                                                    OUT: onnxruntime's optimized graph OPT of QDQ with
+                                                    every int8 tensor as an output; MAP: its names
+  save_compare.py ortsteps MAP.json ORT_DIR CALQ_DIR MAXSTEP
+                                                    those tensors against calq's dumps of QDQ's
+                                                    QuantizeLinear outputs, in steps
   save_compare.py cosine REF_DIR DIR LABEL MIN[,OUT=MIN2]  cosine of every float output in both
 """
 import glob
@@ -89,6 +96,101 @@ def steps(a_dir, b_dir, max_step):
     return 0 if n > 0 and worst <= max_step else 1
 
 
+def qnames(path):
+    import onnx
+    print(",".join(n.output[0] for n in onnx.load(path).graph.node if n.op_type == "QuantizeLinear"))
+
+
+def ort_probe(src, opt, dst, map_path):
+    """onnxruntime rewrites a QDQ model before running it (QLinearConv, QGemm, QLinearMatMul in
+    place of DQ -> layer -> Q, int8 recoded to uint8 on x86, NHWC QLinearConv chains), and a Q
+    output made a graph output would stop that rewrite. So its int8 tensors are read from its own
+    optimized graph OPT (saved by the session, then run without further optimization): every
+    QuantizeLinear / QLinear* output there becomes a graph output, named back to the tensor of
+    the QDQ file it stands for (the Q node's name; for a fused layer, its weight initializer ->
+    the original layer -> the Q after it, past a dropped Relu / Clip)."""
+    import json
+    import onnx
+    from onnx import helper
+    orig = onnx.load(src).graph
+    prod = {o: n for n in orig.node for o in n.output}
+    cons = {}
+    for n in orig.node:
+        for i in n.input:
+            cons.setdefault(i, []).append(n)
+    q_by_name = {n.name: n.output[0] for n in orig.node if n.op_type == "QuantizeLinear"}
+    q_by_scale = {}  # fallback where onnxruntime recoded a weight: the y_scale initializer
+    for n in orig.node:
+        if n.op_type == "QuantizeLinear":
+            q_by_scale.setdefault(n.input[1], []).append(n.output[0])
+    layer_q = {}  # weight initializer name -> the int8 tensor its layer's Q writes
+    for n in orig.node:
+        if n.op_type not in ("Conv", "Gemm", "MatMul") or len(n.input) < 2 or n.input[1] not in prod:
+            continue
+        wdq = prod[n.input[1]]
+        if wdq.op_type != "DequantizeLinear":
+            continue
+        out = n.output[0]
+        while len(cons.get(out, [])) == 1 and cons[out][0].op_type in ("Relu", "Clip"):
+            out = cons[out][0].output[0]
+        qs = [c for c in cons.get(out, []) if c.op_type == "QuantizeLinear"]
+        if len(qs) == 1:
+            layer_q.setdefault(wdq.input[0], []).append(qs[0].output[0])
+    m = onnx.load(opt)
+    zp_type = {i.name: i.data_type for i in m.graph.initializer}
+    have = {o.name for o in m.graph.output}
+    mapping = {}
+    for n in m.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        if n.op_type == "QuantizeLinear":
+            name, zp = q_by_name.get(n.name), n.input[2] if len(n.input) > 2 else None
+        elif n.op_type in ("QLinearConv", "QLinearMatMul") or (n.op_type == "QGemm" and len(n.input) > 8):
+            cand = layer_q.get(n.input[3]) or q_by_scale.get(n.input[6 if n.op_type != "QGemm" else 7], [])
+            name = cand[0] if len(cand) == 1 else None
+            zp = n.input[7] if n.op_type != "QGemm" else n.input[8]
+        else:
+            continue
+        if name is None or zp not in zp_type:
+            continue
+        mapping[n.output[0]] = {"name": name, "nhwc": attrs.get("channels_last", 0) == 1}
+        if n.output[0] not in have:
+            m.graph.output.append(helper.make_tensor_value_info(n.output[0], zp_type[zp], None))
+    onnx.save(m, dst)
+    json.dump(mapping, open(map_path, "w"), indent=1)
+    fused = sum(1 for n in m.graph.node if n.op_type in ("QLinearConv", "QGemm", "QLinearMatMul", "MatMulIntegerToFloat"))
+    print("onnxruntime's graph: %d fused integer layers, %d int8 tensors probed" % (fused, len(mapping)))
+    missing = sorted(set(q_by_name.values()) - {v["name"] for v in mapping.values()})
+    if missing:
+        print("ortprobe: not found in onnxruntime's graph: %s" % ", ".join(missing))
+        sys.exit(1)
+
+
+def ort_steps(map_path, ort_dir, calq_dir, max_step):
+    import json
+    import re
+    mapping = json.load(open(map_path))
+    safe = lambda s: re.sub(r"[^A-Za-z0-9._-]", "_", s)
+    worst, n, beyond = 0, 0, []
+    for ort_name, info in sorted(mapping.items(), key=lambda kv: kv[1]["name"]):
+        a = np.load(os.path.join(ort_dir, safe(ort_name) + ".npy"))
+        if info["nhwc"]:
+            a = a.transpose(0, 3, 1, 2)
+        # uint8 tensors are int8 ones onnxruntime recoded with +128 (zero point too)
+        a = a.astype(np.int32) - (128 if a.dtype == np.uint8 else 0)
+        fb = os.path.join(calq_dir, safe(info["name"]) + ".npy")
+        if not os.path.exists(fb):
+            print("ortsteps: calq did not write %s" % info["name"])
+            return 1
+        b = np.load(fb).astype(np.int32)
+        d = int(np.abs(a - b).max())
+        worst, n = max(worst, d), n + 1
+        if d > max_step:
+            beyond.append("%s (%d)" % (info["name"], d))
+    print("int8 tensors compared: %d, max difference: %d quantization step(s)%s"
+          % (n, worst, "; beyond %d: %s" % (max_step, ", ".join(beyond)) if beyond else ""))
+    return 0 if n > 0 and worst <= max_step else 1
+
+
 def cosine(ref_dir, d, label, spec):
     """spec: "0.99", or "0.99,boxes=0.97": a lower bound for one output, flagged when used."""
     parts = spec.split(",")
@@ -117,5 +219,11 @@ if __name__ == "__main__":
         probe(sys.argv[2], sys.argv[3])
     elif cmd == "steps":
         sys.exit(steps(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    elif cmd == "qnames":
+        qnames(sys.argv[2])
+    elif cmd == "ortprobe":
+        ort_probe(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif cmd == "ortsteps":
+        sys.exit(ort_steps(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     elif cmd == "cosine":
         sys.exit(cosine(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]))

@@ -60,6 +60,19 @@ void op_attr_floats(op_case *c, const char *name, const float *v, int n)
     memcpy(a->floats, v, sizeof(float) * (size_t)n);
 }
 
+int op_case_from_ascend_quant(op_case *c, int k, float offset)
+{
+    char name[32];
+    snprintf(name, sizeof name, "aq_in%d", k);
+    int src = calq__graph_value(c->g, name), dst = c->g->nodes[c->node].inputs[k];
+    snprintf(name, sizeof name, "aq%d", k);
+    int q = calq__graph_add_node(c->g, name, "AscendQuant", "", &src, 1, &dst, 1);
+    calq__node_add_attr(c->g, q, "scale", CALQ_ATTR_FLOAT)->f = 1.0f;
+    calq__node_add_attr(c->g, q, "offset", CALQ_ATTR_FLOAT)->f = offset;
+    c->g->values[dst].producer = q;
+    return q;
+}
+
 calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
                         calq_error *err)
 {
@@ -75,8 +88,14 @@ calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor
         memset(&out[i], 0, sizeof out[i]);
         outp[i] = &out[i];
     }
-    calq_op_ctx ctx = {
-        .node = node, .opset = node->opset, .n_in = n_in, .in = inp, .n_out = n_out, .out = outp, .err = err};
+    calq_op_ctx ctx = {.node = node,
+                       .opset = node->opset,
+                       .n_in = n_in,
+                       .in = inp,
+                       .n_out = n_out,
+                       .out = outp,
+                       .err = err,
+                       .graph = c->g};
     for (int i = 0; i < n_in && i < 32; i++)
         if (in[i].data) ctx.const_inputs |= 1u << i; /* test data never changes between prepare and run */
     calq_status s = d->infer(&ctx);

@@ -19,6 +19,12 @@ void op_attr_str(op_case *c, const char *name, const char *v);
 void op_attr_ints(op_case *c, const char *name, const int64_t *v, int n);
 void op_attr_floats(op_case *c, const char *name, const float *v, int n);
 
+/* Makes input k of the node the output of a new AscendQuant node (scale 1, the given offset,
+ * reading a new float value), as in an Ascend deploy model, so that the node's integer path
+ * finds its input offset there (amct-reference.md §9.1). The test still feeds input k's int8
+ * data itself. Returns the AscendQuant's node index. */
+int op_case_from_ascend_quant(op_case *c, int k, float offset);
+
 /* Runs the node: infer, allocate outputs (out[i].data owned by the caller afterwards: free
  * with calq_tensor_free_data), then the reference kernel (fast = 0) or prepare + run_fast
  * (fast = 1; falls back to the reference kernel when prepare declines). in[i].data may be

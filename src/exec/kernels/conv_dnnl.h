@@ -35,6 +35,19 @@ typedef struct calq_conv_geom {
  * ConvTranspose otherwise). Fails with CALQ_ERR_SHAPE / CALQ_ERR_UNSUPPORTED on the node. */
 calq_status calq__conv_geom(calq_op_ctx *c, bool transpose, calq_conv_geom *g);
 
+/* Integer convolution (conv_int.c). calq__conv_geom_int validates 8-bit x / w and an optional
+ * int32 b and computes their geometry. calq__conv_int_ref computes y = b + sum x * w with x and
+ * w already centered (q - zero point, int_accum.h), exactly, into int32; an output whose sum
+ * leaves int32 fails with CALQ_ERR_DATA naming the layer. */
+calq_status calq__conv_geom_int(calq_op_ctx *c, const calq_tensor *x, const calq_tensor *w, const calq_tensor *b,
+                                bool transpose, calq_conv_geom *g);
+calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const int16_t *x, const int16_t *w,
+                               const int32_t *b, int32_t *y);
+/* Conv / ConvTranspose whose input 0 is int8: the integer layer of an Ascend deploy model
+ * (amct-reference.md §9.1), int32 output. Reference kernel only (no oneDNN path). */
+calq_status calq__conv_ascend_infer(calq_op_ctx *c, bool transpose);
+calq_status calq__conv_ascend_run(calq_op_ctx *c, bool transpose);
+
 /* oneDNN paths. prepare leaves c->state NULL (declines) when oneDNN cannot run the node, so
  * the reference kernel runs instead. */
 calq_status calq__conv_dnnl_prepare(calq_op_ctx *c);

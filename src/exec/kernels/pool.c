@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/ascend.h"
+#include "exec/kernels/int_accum.h"
 #include "exec/kernels/pool_dnnl.h"
 #include "exec/op.h"
 
@@ -146,14 +148,26 @@ static calq_status maxpool_infer(calq_op_ctx *c)
     return pool_set_outputs(c, &g);
 }
 
+/* An int8 input makes AveragePool the integer layer of an Ascend deploy model (amct-reference.md
+ * §9.1): int8 from an AscendQuant in, int32 out (pool_avg_ascend). */
+static bool ascend_int(const calq_op_ctx *c)
+{
+    return c->in[0]->dtype == CALQ_DTYPE_INT8;
+}
+
 static calq_status avgpool_infer(calq_op_ctx *c)
 {
-    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32)
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input dtype %s is not supported (float32)",
+    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 && !ascend_int(c))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "input dtype %s is not supported (float32, or int8 from an AscendQuant)",
                              calq_dtype_name(c->in[0]->dtype));
+    int32_t offset;
+    if (ascend_int(c)) CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
-    return pool_set_outputs(c, &g);
+    CALQ_TRY(pool_set_outputs(c, &g));
+    if (ascend_int(c)) c->out[0]->dtype = CALQ_DTYPE_INT32;
+    return CALQ_OK;
 }
 
 /* ---- reference MaxPool / AveragePool ------------------------------------------------------- */
@@ -300,15 +314,48 @@ static void pool_avg_f32(const pool_plan *p, bool include_pad, const float *x, f
     }
 }
 
+/* The Ascend integer AvgPool: round_half_even(sum(q - o) / count), the sum exact, padding zero in
+ * the centered domain (as the conv layers pad), the count as the node's count_include_pad says
+ * (§9.1). The mean of int8 values always fits int32. */
+static void pool_avg_ascend(const pool_plan *p, bool include_pad, const int8_t *x, int32_t o, int32_t *y)
+{
+    const int64_t in1 = p->in[1], in2 = p->in[2], plane_in = p->in[0] * in1 * in2;
+    const int64_t o0 = p->out[0], o1 = p->out[1], o2 = p->out[2];
+    const int64_t rows = p->planes * o0 * o1;
+#pragma omp parallel for schedule(static) if (rows * o2 >= POOL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const pool_tap *td = &p->tap[0][(r / o1) % o0], *th = &p->tap[1][r % o1];
+        const int8_t *xp = x + (r / (o0 * o1)) * plane_in;
+        for (int64_t ow = 0; ow < o2; ow++) {
+            const pool_tap *tw = &p->tap[2][ow];
+            int64_t sum = 0;
+            for (int64_t a = 0; a < td->nvalid; a++) {
+                int64_t pd = td->first + a * p->dil[0];
+                for (int64_t b = 0; b < th->nvalid; b++) {
+                    const int8_t *xr = xp + (pd * in1 + th->first + b * p->dil[1]) * in2 + tw->first;
+                    for (int64_t e = 0; e < tw->nvalid; e++) sum += xr[e * p->dil[2]] - o;
+                }
+            }
+            int64_t cnt = include_pad ? td->npadded * th->npadded * tw->npadded : td->nvalid * th->nvalid * tw->nvalid;
+            y[r * o2 + ow] = cnt > 0 ? (int32_t)calq__int_div_round_even(sum, cnt) : 0;
+        }
+    }
+}
+
 static calq_status pool_run(calq_op_ctx *c, calq_pool_kind kind)
 {
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, kind, &g));
+    int32_t offset = 0;
+    const bool ascend = kind == CALQ_POOL_AVG && ascend_int(c);
+    if (ascend) CALQ_TRY(calq__ascend_input_offset(c, &offset));
     pool_plan p;
     CALQ_TRY(pool_plan_make(c, &g, &p));
     const void *x = c->in[0]->data;
     void *y = c->out[0]->data;
-    if (kind == CALQ_POOL_AVG) {
+    if (ascend) {
+        pool_avg_ascend(&p, g.count_include_pad, x, offset, y);
+    } else if (kind == CALQ_POOL_AVG) {
         pool_avg_f32(&p, g.count_include_pad, x, y);
     } else {
         int64_t *ind = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL;
@@ -338,6 +385,7 @@ static calq_status maxpool_prepare(calq_op_ctx *c)
 
 static calq_status avgpool_prepare(calq_op_ctx *c)
 {
+    if (ascend_int(c)) return CALQ_OK; /* no fast path for the integer layer: the reference runs */
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
     return calq__pool_dnnl_prepare(c, &g, true);

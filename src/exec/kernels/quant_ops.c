@@ -5,13 +5,17 @@
  * Semantics follow the ONNX operator definitions, which use AMCT's convention (§0.3):
  * q = saturate(round_half_even(x / scale) + zero_point), x = (q - zero_point) * scale.
  * QLinear kernels accumulate sum((x - x_zp)(w - w_zp)) + bias exactly in int32 (int64 here,
- * then checked), and requantize with the float32 multiplier x_scale*w_scale/y_scale, rounding
+ * then checked; the accumulation is shared with the Ascend integer layers, int_accum.h and
+ * conv_int.c), and requantize with the float32 multiplier x_scale*w_scale/y_scale, rounding
  * half to even, as onnxruntime does. Each output element is computed by one thread in a fixed
  * order, so results do not depend on the thread count. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/int_accum.h"
+#include "exec/kernels/quant_gemm.h"
 #include "exec/op.h"
 
 static bool is_q8(calq_dtype t)
@@ -112,20 +116,10 @@ static calq_status dequantize_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
-/* The float conv geometry code checks dtypes; it sees float-typed views of the int tensors. */
 static calq_status qconv_geom(calq_op_ctx *c, calq_conv_geom *g)
 {
-    calq_tensor x = *c->in[0], w = *c->in[3], b = c->n_in > 8 && c->in[8] ? *c->in[8] : x;
-    if (!is_q8(x.dtype) || !is_q8(w.dtype) || (c->n_in > 8 && c->in[8] && b.dtype != CALQ_DTYPE_INT32))
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs int8/uint8 x and w and an int32 bias");
-    x.dtype = w.dtype = b.dtype = CALQ_DTYPE_FLOAT32;
-    calq_tensor *in[3] = {&x, &w, c->n_in > 8 && c->in[8] ? &b : NULL};
-    calq_op_ctx v = *c;
-    v.in = in;
-    v.n_in = in[2] ? 3 : 2;
-    calq_status st = calq__conv_geom(&v, false, g);
-    c->err = v.err;
-    return st;
+    const calq_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
+    return calq__conv_geom_int(c, c->in[0], c->in[3], b, false, g);
 }
 
 static calq_status qconv_infer(calq_op_ctx *c)
@@ -140,67 +134,41 @@ static calq_status qconv_infer(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* The exact int32 sums come from the shared integer convolution (conv_int.c), then each is
+ * requantized with its output channel's multiplier. */
 static calq_status qconv_run(calq_op_ctx *c)
 {
     calq_conv_geom g;
     CALQ_TRY(qconv_geom(c, &g));
-    const calq_tensor *x = c->in[0], *w = c->in[3], *b = c->n_in > 8 ? c->in[8] : NULL;
+    const calq_tensor *b = c->n_in > 8 ? c->in[8] : NULL, *wzp = c->in[5];
     const float xs = *(const float *)c->in[1]->data, ys = *(const float *)c->in[6]->data;
-    const int64_t xz = get_int(c->in[2], 0), yz = get_int(c->in[7], 0);
+    const int64_t yz = get_int(c->in[7], 0);
     const float *ws = c->in[4]->data;
-    const int64_t nws = calq_tensor_numel(c->in[4]);
+    const int64_t nws = calq_tensor_numel(c->in[4]), nwz = calq_tensor_numel(wzp);
     if (nws != 1 && nws != g.c_out) return calq__op_fail(c, CALQ_ERR_SHAPE, "w_scale must have 1 or M entries");
-    /* 3-D view of 1..3 spatial dims: leading dims of size 1 */
-    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0};
-    for (int i = 0; i < g.nsp; i++) {
-        int j = 3 - g.nsp + i;
-        in[j] = g.in[i];
-        out[j] = g.out[i];
-        k[j] = g.k[i];
-        s[j] = g.stride[i];
-        d[j] = g.dil[i];
-        p[j] = g.pad_b[i];
-    }
-    const int64_t cg = g.c_in / g.group, mg = g.c_out / g.group, isz = in[0] * in[1] * in[2];
-    const int64_t osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
+    if (nwz != 1 && nwz != g.c_out) return calq__op_fail(c, CALQ_ERR_SHAPE, "w_zero_point must have 1 or M entries");
     calq_tensor *y = c->out[0];
-    calq_status st = CALQ_OK;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < g.n; n++) {
-        for (int64_t m = 0; m < g.c_out; m++) {
-            const int64_t wz = get_int(c->in[5], calq_tensor_numel(c->in[5]) > 1 ? m : 0);
+    const int64_t ny = calq_tensor_numel(y), per_m = calq_tensor_numel(c->in[3]) / (g.c_out > 0 ? g.c_out : 1);
+    int64_t osz = 1;
+    for (int i = 0; i < g.nsp; i++) osz *= g.out[i];
+    /* owners: this function. W's zero point is per output channel: W[m] holds per_m values. */
+    int16_t *x = calq__int_centered(c->in[0], get_int(c->in[2], 0), NULL, 1);
+    int16_t *w = calq__int_centered(c->in[3], 0, wzp, per_m > 0 ? per_m : 1);
+    int32_t *acc = malloc(sizeof(int32_t) * (size_t)(ny + 1));
+    calq_status st = x && w && acc ? calq__conv_int_ref(c, &g, x, w, b ? b->data : NULL, acc)
+                                   : calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
+    if (st == CALQ_OK) {
+#pragma omp parallel for schedule(static) if (ny >= 65536)
+        for (int64_t i = 0; i < ny; i++) {
+            const int64_t m = (i / osz) % g.c_out;
             const float mult = xs * ws[nws > 1 ? m : 0] / ys;
-            const int64_t grp = m / mg;
-            for (int64_t o = 0; o < osz; o++) {
-                const int64_t od = o / (out[1] * out[2]), oh = (o / out[2]) % out[1], ow = o % out[2];
-                int64_t acc = b ? get_int(b, m) : 0;
-                for (int64_t ic = 0; ic < cg; ic++) {
-                    const int64_t xb = (n * g.c_in + grp * cg + ic) * isz, wb = (m * cg + ic) * ksz;
-                    for (int64_t kd = 0; kd < k[0]; kd++) {
-                        const int64_t id = od * s[0] - p[0] + kd * d[0];
-                        if (id < 0 || id >= in[0]) continue;
-                        for (int64_t kh = 0; kh < k[1]; kh++) {
-                            const int64_t ih = oh * s[1] - p[1] + kh * d[1];
-                            if (ih < 0 || ih >= in[1]) continue;
-                            for (int64_t kw = 0; kw < k[2]; kw++) {
-                                const int64_t iw = ow * s[2] - p[2] + kw * d[2];
-                                if (iw < 0 || iw >= in[2]) continue;
-                                acc += (get_int(x, xb + (id * in[1] + ih) * in[2] + iw) - xz) *
-                                       (get_int(w, wb + (kd * k[1] + kh) * k[2] + kw) - wz);
-                            }
-                        }
-                    }
-                }
-                if (acc > INT32_MAX || acc < INT32_MIN) { /* ONNX defines an int32 accumulator */
-#pragma omp atomic write
-                    st = CALQ_ERR_DATA;
-                }
-                put_q(y, (n * g.c_out + m) * osz + o, saturate_q((float)acc * mult, y->dtype, yz));
-            }
+            put_q(y, i, saturate_q((float)acc[i] * mult, y->dtype, yz));
         }
     }
-    if (st != CALQ_OK) return calq__op_fail(c, st, "the int32 accumulator overflowed");
-    return CALQ_OK;
+    free(x);
+    free(w);
+    free(acc);
+    return st;
 }
 
 /* QLinearMatMul: numpy matmul of a [..., M, K] and b [..., K, N] (batch dims broadcast; a 1-D a
@@ -256,12 +224,21 @@ static calq_status qmatmul_run(calq_op_ctx *c)
 {
     qmm_geom g;
     CALQ_TRY(qmm_geom_of(c, &g));
-    const calq_tensor *a = c->in[0], *b = c->in[3];
     const float mult = *(const float *)c->in[1]->data * *(const float *)c->in[4]->data / *(const float *)c->in[6]->data;
-    const int64_t az = get_int(c->in[2], 0), bz = get_int(c->in[5], 0), yz = get_int(c->in[7], 0);
+    const int64_t yz = get_int(c->in[7], 0);
     int64_t nbatch = 1;
     for (int i = 0; i < g.nb; i++) nbatch *= g.batch[i];
     calq_tensor *y = c->out[0];
+    /* owners: this function */
+    int16_t *a = calq__int_centered(c->in[0], get_int(c->in[2], 0), NULL, 1);
+    int16_t *b = calq__int_centered(c->in[3], get_int(c->in[5], 0), NULL, 1);
+    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.N + 1));
+    if (!a || !b || !acc) {
+        free(a);
+        free(b);
+        free(acc);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
+    }
     for (int64_t t = 0; t < nbatch; t++) {
         int64_t ia = 0, ib = 0, rem = t; /* matrix index of a and b for output batch t */
         for (int i = g.nb - 1; i >= 0; i--) {
@@ -271,14 +248,15 @@ static calq_status qmatmul_run(calq_op_ctx *c)
             ib += k * g.sb[i];
         }
         const int64_t oa = ia * g.M * g.K, ob = ib * g.K * g.N, oy = t * g.M * g.N;
-        for (int64_t r = 0; r < g.M; r++)
-            for (int64_t j = 0; j < g.N; j++) {
-                int64_t acc = 0;
-                for (int64_t k = 0; k < g.K; k++)
-                    acc += (get_int(a, oa + r * g.K + k) - az) * (get_int(b, ob + k * g.N + j) - bz);
-                put_q(y, oy + r * g.N + j, saturate_q((float)acc * mult, y->dtype, yz));
-            }
+        for (int64_t r = 0; r < g.M; r++) {
+            calq__int_dot_row(a + oa + r * g.K, 1, b + ob, g.N, 1, g.K, g.N, acc);
+            for (int64_t j = 0; j < g.N; j++)
+                put_q(y, oy + r * g.N + j, saturate_q((float)acc[j] * mult, y->dtype, yz));
+        }
     }
+    free(a);
+    free(b);
+    free(acc);
     return CALQ_OK;
 }
 
@@ -287,5 +265,8 @@ const calq_op_def calq__ops_quant[] = {
     {"DequantizeLinear", 2, 3, 1, 1, 0, false, dequantize_infer, dequantize_run, NULL, NULL, NULL},
     {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, NULL, NULL, NULL},
     {"QLinearMatMul", 8, 8, 1, 1, 0, false, qmatmul_infer, qmatmul_run, NULL, NULL, NULL},
+    {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, NULL, NULL, NULL},
+    {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run, NULL,
+     NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
 };

@@ -1,0 +1,254 @@
+/* onnxruntime's integer matrix-product operators, which its CPU execution provider runs in place
+ * of DQ -> Gemm [-> Q] and DQ -> MatMul groups of a QDQ model; calq's QDQ fusion pass
+ * (src/graph/fuse_qdq.c) creates them so that calq computes what onnxruntime computes:
+ *
+ *   QGemm(a, a_scale, a_zp, b, b_scale, b_zp, [c int32], [y_scale, y_zp])   (com.microsoft)
+ *     acc = c + sum_k (a - a_zp)(b - b_zp[n]), exact; scale[n] = alpha * a_scale * b_scale[n]
+ *     (float32, in that order); y = (float)acc * scale[n], or without y_scale the float value
+ *     itself, with y_scale requantized: round_half_even((float)acc * (scale[n] / y_scale)) + y_zp.
+ *   MatMulIntegerToFloat(a, b, a_scale, b_scale, [a_zp], [b_zp], [bias])    (com.microsoft)
+ *     numpy matmul; y = (float)acc * (a_scale * b_scale[n]) (+ bias[n], added after the product).
+ *
+ * The integer sums are those of the other integer layers (amct-reference.md §9.1's form,
+ * int_accum.h): exact, in a fixed order, checked against int32 (onnxruntime's accumulator).
+ * Rows are independent, so results do not depend on the thread count. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels/int_accum.h"
+#include "exec/kernels/quant_gemm.h"
+
+static bool is_q8(calq_dtype t)
+{
+    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
+}
+
+static const calq_tensor *opt_in(const calq_op_ctx *c, int k)
+{
+    return k < c->n_in ? c->in[k] : NULL;
+}
+
+/* One zero point as an integer (int8 / uint8 / int32), 0 when absent. */
+static int64_t zero_point(const calq_tensor *z)
+{
+    return z && calq_tensor_numel(z) > 0 ? calq__tensor_get_i64(z, 0) : 0;
+}
+
+static void store(calq_tensor *y, int64_t i, float v, int64_t zp)
+{
+    if (y->dtype == CALQ_DTYPE_FLOAT32) {
+        ((float *)y->data)[i] = v;
+        return;
+    }
+    const float lo = y->dtype == CALQ_DTYPE_INT8 ? -128.0f : 0.0f, hi = y->dtype == CALQ_DTYPE_INT8 ? 127.0f : 255.0f;
+    float r = calq_round(v, CALQ_ROUND_HALF_EVEN) + (float)zp;
+    r = r < lo ? lo : r > hi ? hi : r;
+    if (y->dtype == CALQ_DTYPE_INT8)
+        ((int8_t *)y->data)[i] = (int8_t)r;
+    else
+        ((uint8_t *)y->data)[i] = (uint8_t)r;
+}
+
+/* ---- QGemm ------------------------------------------------------------------------------ */
+
+typedef struct qgemm_geom {
+    int64_t M, K, N;
+    int64_t a_rs, a_cs, b_rs, b_cs; /* element strides of a's rows / k and b's k / columns */
+    int64_t c_m, c_n;               /* c's extents (1 = broadcast) */
+} qgemm_geom;
+
+static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
+{
+    const calq_tensor *a = c->in[0], *b = c->in[3], *bias = opt_in(c, 6), *ys = opt_in(c, 7), *yz = opt_in(c, 8);
+    if (!is_q8(a->dtype) || !is_q8(b->dtype) || a->ndim != 2 || b->ndim != 2)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs 2-D int8/uint8 a and b");
+    if (calq_tensor_numel(c->in[1]) != 1 || calq_tensor_numel(c->in[2]) != 1)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and a_zero_point must have one value each");
+    if (c->in[1]->dtype != CALQ_DTYPE_FLOAT32 || c->in[4]->dtype != CALQ_DTYPE_FLOAT32 ||
+        (ys && ys->dtype != CALQ_DTYPE_FLOAT32))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "scales must be float32");
+    if ((ys == NULL) != (yz == NULL) || (ys && (calq_tensor_numel(ys) != 1 || calq_tensor_numel(yz) != 1)))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "y_scale and y_zero_point go together, one value each");
+    if (yz && !is_q8(yz->dtype)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "y_zero_point must be int8 or uint8");
+    const bool ta = calq__attr_int(c->node, "transA", 0) != 0, tb = calq__attr_int(c->node, "transB", 0) != 0;
+    g->M = ta ? a->dims[1] : a->dims[0];
+    g->K = ta ? a->dims[0] : a->dims[1];
+    g->N = tb ? b->dims[0] : b->dims[1];
+    if ((tb ? b->dims[1] : b->dims[0]) != g->K)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
+                             (long long)(tb ? b->dims[1] : b->dims[0]));
+    g->a_rs = ta ? 1 : g->K;
+    g->a_cs = ta ? g->M : 1;
+    g->b_rs = tb ? 1 : g->N;
+    g->b_cs = tb ? g->K : 1;
+    const int64_t nbs = calq_tensor_numel(c->in[4]), nbz = calq_tensor_numel(c->in[5]);
+    if ((nbs != 1 && nbs != g->N) || nbz != nbs)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "b_scale and b_zero_point must both have 1 or N (%lld) values",
+                             (long long)g->N);
+    g->c_m = g->c_n = 1;
+    if (bias) {
+        if (bias->dtype != CALQ_DTYPE_INT32 || bias->ndim > 2)
+            return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "c must be an int32 scalar, vector or matrix");
+        if (bias->ndim >= 1) g->c_n = bias->dims[bias->ndim - 1];
+        if (bias->ndim == 2) g->c_m = bias->dims[0];
+        if ((g->c_m != 1 && g->c_m != g->M) || (g->c_n != 1 && g->c_n != g->N))
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "c does not broadcast to %lldx%lld", (long long)g->M,
+                                 (long long)g->N);
+    }
+    return CALQ_OK;
+}
+
+calq_status calq__qgemm_infer(calq_op_ctx *c)
+{
+    qgemm_geom g;
+    CALQ_TRY(qgemm_geom_of(c, &g));
+    const calq_tensor *yz = opt_in(c, 8);
+    const int64_t dims[2] = {g.M, g.N};
+    calq__set_shape(c->out[0], yz ? yz->dtype : CALQ_DTYPE_FLOAT32, dims, 2);
+    return CALQ_OK;
+}
+
+calq_status calq__qgemm_run(calq_op_ctx *c)
+{
+    qgemm_geom g;
+    CALQ_TRY(qgemm_geom_of(c, &g));
+    const calq_tensor *bias = opt_in(c, 6), *ys = opt_in(c, 7), *yz = opt_in(c, 8);
+    const float alpha = calq__attr_float(c->node, "alpha", 1.0f), a_s = *(const float *)c->in[1]->data;
+    const float *b_s = c->in[4]->data;
+    const int64_t nbs = calq_tensor_numel(c->in[4]), y_zp = zero_point(yz);
+    calq_tensor *y = c->out[0];
+    /* owners: this function. b's zero point is per column: column n of b holds elements i with
+     * (i / inner) % N == n, inner = 1 for b [K, N], K for a transposed b [N, K]. */
+    float *scale = malloc(sizeof(float) * (size_t)(g.N + 1));
+    int16_t *a = calq__int_centered(c->in[0], zero_point(c->in[2]), NULL, 1);
+    int16_t *b = calq__int_centered(c->in[3], 0, c->in[5], g.b_cs == 1 ? 1 : g.K);
+    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.M * g.N + 1));
+    calq_status st = CALQ_OK;
+    if (!scale || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
+    for (int64_t n = 0; st == CALQ_OK && n < g.N; n++) {
+        scale[n] = alpha * a_s * b_s[nbs > 1 ? n : 0];
+        if (ys) scale[n] /= *(const float *)ys->data;
+    }
+    bool overflow = false;
+    if (st == CALQ_OK) {
+#pragma omp parallel for schedule(static) reduction(|| : overflow)
+        for (int64_t m = 0; m < g.M; m++) {
+            int64_t *row = acc + m * g.N;
+            calq__int_dot_row(a + m * g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, g.K, g.N, row);
+            for (int64_t n = 0; n < g.N; n++) {
+                if (bias) row[n] += ((const int32_t *)bias->data)[(g.c_m > 1 ? m * g.c_n : 0) + (g.c_n > 1 ? n : 0)];
+                overflow = overflow || !calq__int_fits_i32(row[n]);
+                store(y, m * g.N + n, (float)row[n] * scale[n], y_zp);
+            }
+        }
+        if (overflow) st = calq__op_fail(c, CALQ_ERR_DATA, "the int32 accumulator overflowed");
+    }
+    free(scale);
+    free(a);
+    free(b);
+    free(acc);
+    return st;
+}
+
+/* ---- MatMulIntegerToFloat -------------------------------------------------------------------- */
+
+/* numpy matmul of a [..., M, K] and b [..., K, N]; a 1-D a is a row, a 1-D b a column. */
+typedef struct mm_geom {
+    int64_t M, K, N, n_mat;
+    int nb;
+    int64_t batch[CALQ_MAX_DIMS], sa[CALQ_MAX_DIMS], sb[CALQ_MAX_DIMS];
+    int64_t dims[CALQ_MAX_DIMS];
+    int ndim;
+} mm_geom;
+
+static calq_status mm_geom_of(calq_op_ctx *c, mm_geom *g)
+{
+    const calq_tensor *a = c->in[0], *b = c->in[1], *bias = opt_in(c, 6);
+    if (!is_q8(a->dtype) || !is_q8(b->dtype)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs int8/uint8 a and b");
+    if (a->ndim < 1 || b->ndim < 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b need at least one dim");
+    if (c->in[2]->dtype != CALQ_DTYPE_FLOAT32 || c->in[3]->dtype != CALQ_DTYPE_FLOAT32)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "scales must be float32");
+    memset(g, 0, sizeof *g);
+    g->M = a->ndim > 1 ? a->dims[a->ndim - 2] : 1;
+    g->K = a->dims[a->ndim - 1];
+    g->N = b->ndim > 1 ? b->dims[b->ndim - 1] : 1;
+    const int64_t kb = b->ndim > 1 ? b->dims[b->ndim - 2] : b->dims[0];
+    if (kb != g->K)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
+                             (long long)kb);
+    const calq_tensor *az = opt_in(c, 4), *bz = opt_in(c, 5);
+    const int64_t nbs = calq_tensor_numel(c->in[3]);
+    if (calq_tensor_numel(c->in[2]) != 1 || (az && calq_tensor_numel(az) != 1))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and a_zero_point must have one value each");
+    if ((nbs != 1 && nbs != g->N) || (bz && calq_tensor_numel(bz) != nbs))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "b_scale (and b_zero_point) must have 1 or N (%lld) values",
+                             (long long)g->N);
+    if (bias && (bias->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(bias) != g->N))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "bias must be float32 with N (%lld) values", (long long)g->N);
+    int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
+    if (!calq__broadcast_shape(a->dims, na, b->dims, nbb, g->batch, &g->nb))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "batch dimensions do not broadcast");
+    calq__broadcast_strides(a->dims, na, g->nb, g->sa);
+    calq__broadcast_strides(b->dims, nbb, g->nb, g->sb);
+    g->n_mat = 1;
+    for (int i = 0; i < g->nb; i++) {
+        g->dims[g->ndim++] = g->batch[i];
+        g->n_mat *= g->batch[i];
+    }
+    if (a->ndim > 1) g->dims[g->ndim++] = g->M;
+    if (b->ndim > 1) g->dims[g->ndim++] = g->N;
+    return CALQ_OK;
+}
+
+calq_status calq__matmul_int_to_float_infer(calq_op_ctx *c)
+{
+    mm_geom g;
+    CALQ_TRY(mm_geom_of(c, &g));
+    calq__set_shape(c->out[0], CALQ_DTYPE_FLOAT32, g.dims, g.ndim);
+    return CALQ_OK;
+}
+
+calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
+{
+    mm_geom g;
+    CALQ_TRY(mm_geom_of(c, &g));
+    const calq_tensor *bias = opt_in(c, 6);
+    const float a_s = *(const float *)c->in[2]->data, *b_s = c->in[3]->data;
+    const int64_t nbs = calq_tensor_numel(c->in[3]), rows = g.n_mat * g.M;
+    float *y = c->out[0]->data;
+    /* owners: this function; b's zero point per column n = i % N */
+    float *mult = malloc(sizeof(float) * (size_t)(g.N + 1));
+    int16_t *a = calq__int_centered(c->in[0], zero_point(opt_in(c, 4)), NULL, 1);
+    int16_t *b = calq__int_centered(c->in[1], 0, opt_in(c, 5), 1);
+    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(rows * g.N + 1));
+    calq_status st = CALQ_OK;
+    if (!mult || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
+    for (int64_t n = 0; st == CALQ_OK && n < g.N; n++) mult[n] = a_s * b_s[nbs > 1 ? n : 0];
+    bool overflow = false;
+    if (st == CALQ_OK) {
+#pragma omp parallel for schedule(static) reduction(|| : overflow)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t t = r / g.M, m = r % g.M;
+            int64_t ia = 0, ib = 0, rem = t; /* matrix index of a and b for output matrix t */
+            for (int i = g.nb - 1; i >= 0; i--) {
+                const int64_t k = rem % g.batch[i];
+                rem /= g.batch[i];
+                ia += k * g.sa[i];
+                ib += k * g.sb[i];
+            }
+            int64_t *row = acc + r * g.N;
+            calq__int_dot_row(a + (ia * g.M + m) * g.K, 1, b + ib * g.K * g.N, g.N, 1, g.K, g.N, row);
+            for (int64_t n = 0; n < g.N; n++) {
+                overflow = overflow || !calq__int_fits_i32(row[n]);
+                float v = (float)row[n] * mult[n];
+                y[r * g.N + n] = bias ? v + ((const float *)bias->data)[n] : v;
+            }
+        }
+        if (overflow) st = calq__op_fail(c, CALQ_ERR_DATA, "the int32 accumulator overflowed");
+    }
+    free(mult);
+    free(a);
+    free(b);
+    free(acc);
+    return st;
+}

@@ -1,0 +1,64 @@
+#!/bin/sh
+# calq runs Ascend deploy models (amct-reference.md §9.1): AscendQuant -> int8 Conv / ConvTranspose /
+# Gemm / MatMul / AveragePool -> int32 -> AscendDequant, and AscendAntiQuant.
+#   (a) a tiny model using every op and attribute (shift_n, relu_flag, sqrt_mode, rounding modes,
+#       float16 output, Flatten before Gemm, count_include_pad): calq's outputs, including int8,
+#       int32 and uint64 tensors written as .npy, equal numpy's computation of the same formulas
+#       bit for bit; `calq inspect` lists the model;
+#   (b) UltraFace slim-320 turned into a deploy model (every Conv integer, min/max data factors
+#       from calq's float run on a photo): every integer layer of calq's run is recomputed in numpy
+#       from calq's own dumps (quantized input, int32 sums, dequantized output: all bit-identical),
+#       the final outputs keep cosine >= 0.99 against the float model, the run takes a few
+#       seconds at most, and 1 and 2 threads give identical outputs.
+# Usage: ascend_deploy.sh CALQ SHARED_DIR
+set -u
+CALQ=$1
+SHARED=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY="/usr/bin/python3 $HERE/ascend_deploy.py"
+T=$(mktemp -d /tmp/calq_ascend.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# (a)
+$PY tiny "$T/tiny" || fail "building the tiny model"
+"$CALQ" inspect "$T/tiny/model.onnx" >"$T/inspect.log" 2>&1 || { fail "calq inspect (tiny)"; cat "$T/inspect.log"; }
+grep -q AscendDequant "$T/inspect.log" || fail "calq inspect does not list AscendDequant"
+"$CALQ" run "$T/tiny/model.onnx" --input "x=$T/tiny/input.npy" --output-dir "$T/tiny/calq" >"$T/run.log" 2>&1 ||
+    { fail "calq run (tiny)"; cat "$T/run.log"; }
+$PY same "$T/tiny/calq" "$T/tiny/expected" || fail "tiny model: calq differs from numpy"
+
+# (b)
+M=$SHARED/models/ultraface/version-slim-320_simplified.onnx
+IMG="--resize 320x240 --mean 127 --std 128"
+PHOTO=$SHARED/data/faces/ultraface_5.jpg
+# shellcheck disable=SC2086
+"$CALQ" run "$M" --image "input=$PHOTO" $IMG --dump-all --output-dir "$T/float" >"$T/run.log" 2>&1 ||
+    { fail "calq run (float UltraFace)"; cat "$T/run.log"; }
+$PY ultraface "$M" "$T/float" "$T/uf_deploy.onnx" || fail "building the UltraFace deploy model"
+"$CALQ" inspect "$T/uf_deploy.onnx" >"$T/inspect.log" 2>&1 || { fail "calq inspect (UltraFace deploy)"; cat "$T/inspect.log"; }
+start=$(date +%s.%N)
+"$CALQ" run "$T/uf_deploy.onnx" --input "input=$T/float/input.npy" --output-dir "$T/deploy" >"$T/run.log" 2>&1 ||
+    { fail "calq run (UltraFace deploy)"; cat "$T/run.log"; }
+end=$(date +%s.%N)
+secs=$(echo "$end - $start" | bc)
+echo "UltraFace deploy model, 320x240, calq run (load + plan + one inference): ${secs} s"
+[ "$(echo "$secs < 5" | bc)" = 1 ] || fail "the integer UltraFace run takes ${secs} s (limit 5 s)"
+for out in scores boxes; do
+    $PY cosine "$T/deploy/$out.npy" "$T/float/$out.npy" 0.99 || fail "deploy $out: cosine below 0.99"
+done
+"$CALQ" run "$T/uf_deploy.onnx" --input "input=$T/float/input.npy" --dump-all --threads 1 --output-dir "$T/dump1" \
+    >"$T/run.log" 2>&1 || { fail "calq run --dump-all (UltraFace deploy)"; cat "$T/run.log"; }
+$PY layers "$T/uf_deploy.onnx" "$T/dump1" || fail "UltraFace deploy: an integer layer differs from numpy"
+"$CALQ" run "$T/uf_deploy.onnx" --input "input=$T/float/input.npy" --threads 2 --output-dir "$T/deploy2" \
+    >"$T/run.log" 2>&1 || fail "calq run --threads 2"
+for out in scores boxes; do
+    cmp -s "$T/deploy2/$out.npy" "$T/dump1/$out.npy" || fail "$out differs between 1 and 2 threads"
+done
+
+if [ $fails -ne 0 ]; then
+    echo "ascend_deploy: $fails failure(s)"
+    exit 1
+fi
+echo "ascend_deploy: all checks passed"

@@ -58,6 +58,11 @@ bool calq__dtype_is_int(calq_dtype t)
            t == CALQ_DTYPE_INT32 || t == CALQ_DTYPE_UINT32 || t == CALQ_DTYPE_INT64 || t == CALQ_DTYPE_UINT64;
 }
 
+bool calq__dtype_is_q8(calq_dtype t)
+{
+    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
+}
+
 int64_t calq__shape_numel(const int64_t *dims, int ndim)
 {
     int64_t n = 1;

@@ -28,6 +28,8 @@ void calq__tensor_set_f64(calq_tensor *t, int64_t i, double v);
 void calq__tensor_set_i64(calq_tensor *t, int64_t i, int64_t v);
 bool calq__dtype_is_float(calq_dtype t);
 bool calq__dtype_is_int(calq_dtype t);
+/* int8 or uint8: the data types of quantized tensors (QuantizeLinear outputs, QLinear* operands). */
+bool calq__dtype_is_q8(calq_dtype t);
 
 /* IEEE half <-> float. */
 float calq__f16_to_f32(uint16_t h);

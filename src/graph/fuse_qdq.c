@@ -10,8 +10,9 @@
  *
  * What onnxruntime does (1.x, CPU EP on x86-64, as its optimized graph shows), in order:
  *  1. ReluQuantFusion / ClipQuantFusion: a Relu whose only consumer is a QuantizeLinear with
- *     zero point at the type's minimum, or a Clip whose [min, max] covers the Q's range
- *     [s·(qmin − zp), s·(qmax − zp)] (within FLT_EPSILON), is removed: the Q clamps anyway.
+ *     zero point at the type's minimum, or a Clip without min / max inputs (attributes) whose
+ *     [min, max] covers the Q's range [s·(qmin − zp), s·(qmax − zp)] (within FLT_EPSILON), is
+ *     removed: the Q clamps anyway. A Clip with min / max inputs stays (to step 4).
  *  2. EnsureUniqueDQForNodeUnit: a DequantizeLinear with several consumers is duplicated, one
  *     per consumer edge. Here the fused node reads the DQ's input directly instead, and the DQ
  *     stays while anything else still reads it.
@@ -23,9 +24,10 @@
  *     int8 and only applies its consequence for fusion.
  *  4. The QDQ selectors, all inputs from DQ nodes:
  *     - DQ(x), DQ(w)[, DQ(bias int32)] -> Conv -> Q (the Conv's only consumer) => QLinearConv;
- *     - DQ(a), DQ(b)[, DQ(C int32), beta 1] -> Gemm [-> Q] => QGemm (float output without a Q;
- *       int8 activations are fused too, with int8 weights);
- *     - DQ(a), DQ(b) -> MatMul -> Q => QLinearMatMul; without a Q consumer => MatMulIntegerToFloat.
+ *     - DQ(a), DQ(b)[, DQ(C int32), alpha 1, beta 1] -> Gemm [-> Q] => QGemm (float output
+ *       without a Q; int8 activations are fused too, with int8 weights);
+ *     - DQ(a), DQ(b) -> MatMul -> Q => QLinearMatMul; without a Q consumer => MatMulIntegerToFloat
+ *       (b per tensor or per column).
  *     The activation (x, a) and the output Q must have the same (recoded) type. A Relu / Clip
  *     left between the layer and its Q (one consumer each) is dropped too when its bounds,
  *     quantized with the Q's factors, cover the whole integer range (IsClipMadeRedundantByQ);
@@ -35,11 +37,12 @@
  * the fake-quant form, which computes what the file says): zero points given and scales and zero
  * points of activations per tensor; per-channel weight scales on the output-channel axis; a bias
  * DQ with zero point 0 and scale x_scale·w_scale[c] (onnxruntime ignores the bias DQ's scale);
- * per-tensor weights for MatMul (the kernels' limit). Not emulated: QDQ propagation through
- * data-movement ops and the other QLinear* rewrites (Add, Mul, Concat, DQ -> AveragePool -> Q
- * into QLinearAveragePool), which stay fake-quant: calq's exporter puts Q/DQ pairs only in front
- * of quantized layers, so of these only an AveragePool feeding a quantized layer occurs in its
- * files. */
+ * per-tensor b for QLinearMatMul; a Relu / Clip is dropped only before a Q with a finite
+ * positive constant scale, and in step 1 only when dropping it is exact (activation_redundant).
+ * Not emulated: QDQ propagation through data-movement ops and the other QLinear* rewrites (Add,
+ * Mul, Concat, DQ -> AveragePool -> Q into QLinearAveragePool), which stay fake-quant: calq's
+ * exporter puts Q/DQ pairs only in front of quantized layers, so of these only an AveragePool
+ * feeding a quantized layer occurs in its files. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -137,22 +140,48 @@ static bool clip_bounds(const calq_graph *g, const calq_node *a, float *lo, floa
     return clip_bound(g, a, 1, lo) && clip_bound(g, a, 2, hi);
 }
 
+/* A Q's scale, when it is a finite positive float32 constant (one value). calq drops a Relu / Clip
+ * before a Q only then: with a negative scale the Q reverses the order of its inputs, so the
+ * values a Relu / Clip changes no longer quantize to the end of the range, and dropping it would
+ * change the result (onnxruntime does not check; calq computes what the file says). */
+static bool q_scale_positive(const calq_graph *g, const calq_node *q, float *scale)
+{
+    const calq_tensor *s = constant(g, q, 1);
+    if (!s || s->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(s) != 1) return false;
+    *scale = *(const float *)s->data;
+    return isfinite(*scale) && *scale > 0.0f;
+}
+
+/* Does QuantizeLinear (scale > 0, zp) map v to qmin (below = true) or to qmax, as its kernel
+ * computes it: saturate(round_half_even(v / scale) + zp)? Then every value a Clip bound at v
+ * replaces quantizes as v does. */
+static bool quantizes_to_end(float v, float scale, int64_t zp, int64_t qmin, int64_t qmax, bool below)
+{
+    const double q = (double)calq_round(v / scale, CALQ_ROUND_HALF_EVEN) + (double)zp;
+    return below ? q <= (double)qmin : q >= (double)qmax;
+}
+
 /* Step 1 (ReluQuantFusion, ClipQuantFusion): is activation a, read only by node q, made
- * redundant by q? */
+ * redundant by q? A Relu when q's zero point is the type's minimum. A Clip only without min / max
+ * inputs (attributes before opset 11): onnxruntime 1.30 never removes a Clip that has them (its
+ * node removal needs a single input; checked on its optimized graphs), and leaves it to step 4.
+ * Its test is that [min, max] covers [s·(qmin − zp), s·(qmax − zp)] within FLT_EPSILON, which
+ * can drop a Clip that changes the result (a bound 1e-7 above the range with s = 1e-8, say);
+ * calq also requires the exact condition, both bounds quantizing to the ends of the range. */
 static bool activation_redundant(const calq_graph *g, const calq_node *a, const calq_node *q)
 {
     int64_t zp;
     calq_dtype t;
-    if (!is_op(q, "QuantizeLinear") || !zp_scalar(g, q, &zp, &t)) return false;
+    float scale, lo, hi;
+    if (!is_op(q, "QuantizeLinear") || !zp_scalar(g, q, &zp, &t) || !q_scale_positive(g, q, &scale)) return false;
     const int64_t qmin = t == CALQ_DTYPE_INT8 ? -128 : 0, qmax = t == CALQ_DTYPE_INT8 ? 127 : 255;
     if (is_op(a, "Relu")) return zp == qmin;
-    float lo, hi;
-    const calq_tensor *s = constant(g, q, 1), *z = constant(g, q, 2);
-    if (!clip_bounds(g, a, &lo, &hi) || !s || s->dtype != CALQ_DTYPE_FLOAT32 || s->ndim != 0 || z->ndim != 0)
+    if (a->n_inputs != 1 || !clip_bounds(g, a, &lo, &hi) || constant(g, q, 1)->ndim != 0 ||
+        constant(g, q, 2)->ndim != 0)
         return false;
-    const float scale = *(const float *)s->data;
     const float lower = scale * (float)(qmin - zp), upper = scale * (float)(qmax - zp);
-    return !(FLT_EPSILON < lo - lower || FLT_EPSILON < upper - hi);
+    if (FLT_EPSILON < lo - lower || FLT_EPSILON < upper - hi) return false;
+    return quantizes_to_end(lo, scale, zp, qmin, qmax, true) && quantizes_to_end(hi, scale, zp, qmin, qmax, false);
 }
 
 static int remove_redundant_activations(fq *f)
@@ -207,16 +236,15 @@ static calq_dtype dq_input_type(const fq *f, const calq_node *dq)
     return t == CALQ_DTYPE_INT8 && f->recoded[v] ? CALQ_DTYPE_UINT8 : t;
 }
 
+/* The type of a Q's output after step 3: its zero point's (a constant's, or a computed value's),
+ * uint8 without one (ONNX's default). */
 static calq_dtype q_output_type(const fq *f, const calq_node *q)
 {
-    const calq_tensor *z = constant(f->g, q, 2);
-    calq_dtype t = z ? z->dtype : CALQ_DTYPE_UINT8;
+    const calq_graph *g = f->g;
+    const bool has_z = q->n_inputs > 2 && q->inputs[2] >= 0;
+    const calq_tensor *z = has_z ? g->values[q->inputs[2]].constant : NULL;
+    calq_dtype t = !has_z ? CALQ_DTYPE_UINT8 : z ? z->dtype : g->values[q->inputs[2]].dtype;
     return t == CALQ_DTYPE_INT8 && f->recoded[q->outputs[0]] ? CALQ_DTYPE_UINT8 : t;
-}
-
-static bool is_q8(calq_dtype t)
-{
-    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
 }
 
 /* The DequantizeLinear feeding input k of node n, or -1. */
@@ -289,7 +317,8 @@ static int32_t ort_q_bound(float bound, float scale, int32_t zp)
 static bool clip_made_redundant(const calq_graph *g, const calq_node *a, const calq_node *q)
 {
     const calq_tensor *s = constant(g, q, 1), *z = constant(g, q, 2);
-    if (!s || s->ndim != 0 || s->dtype != CALQ_DTYPE_FLOAT32) return false;
+    float scale;
+    if (!q_scale_positive(g, q, &scale) || s->ndim != 0) return false; /* calq's condition, as in step 1 */
     int32_t zp = 0;
     calq_dtype t = CALQ_DTYPE_UINT8;
     if (q->n_inputs > 2 && q->inputs[2] >= 0) {
@@ -301,7 +330,6 @@ static bool clip_made_redundant(const calq_graph *g, const calq_node *a, const c
     if (is_op(a, "Relu")) return zp == qmin;
     float lo, hi;
     if (!clip_bounds(g, a, &lo, &hi)) return false;
-    const float scale = *(const float *)s->data;
     return ort_q_bound(lo, scale, zp) <= qmin && ort_q_bound(hi, scale, zp) >= qmax;
 }
 
@@ -387,7 +415,7 @@ static calq_status fuse_conv(fq *f, int t, bool *done, int *n_removed, calq_erro
     const calq_node *x = &g->nodes[dx], *w = &g->nodes[dw], *y = &g->nodes[q];
     calq_dtype tx = dq_input_type(f, x), tw = dq_input_type(f, w), ty = q_output_type(f, y);
     /* onnxruntime: the same activation type in and out, and no int8 activations on x86 */
-    if (!is_q8(tx) || !is_q8(tw) || tx != ty || tx == CALQ_DTYPE_INT8) return CALQ_OK;
+    if (!calq__dtype_is_q8(tx) || !calq__dtype_is_q8(tw) || tx != ty || tx == CALQ_DTYPE_INT8) return CALQ_OK;
     const calq_value *wv = &g->values[w->inputs[0]];
     const int rank = wv->constant ? wv->constant->ndim : wv->ndim;
     const int64_t m = wv->constant ? wv->constant->dims[0] : rank > 0 ? wv->dims[0] : -1;
@@ -416,9 +444,14 @@ static calq_status fuse_gemm(fq *f, int t, bool *done, int *n_removed, calq_erro
     const calq_node *a = &g->nodes[da], *b = &g->nodes[db], *y = q >= 0 ? &g->nodes[q] : NULL;
     calq_dtype ta = dq_input_type(f, a), tb = dq_input_type(f, b);
     /* int8 activations need int8 weights; no x86 restriction for Gemm */
-    if (!is_q8(ta) || !is_q8(tb) || (ta == CALQ_DTYPE_INT8 && tb != CALQ_DTYPE_INT8)) return CALQ_OK;
+    if (!calq__dtype_is_q8(ta) || !calq__dtype_is_q8(tb) || (ta == CALQ_DTYPE_INT8 && tb != CALQ_DTYPE_INT8))
+        return CALQ_OK;
     if (y && (q_output_type(f, y) != ta || !per_tensor(g, y))) return CALQ_OK;
-    if (has_c && (calq__attr_float(n, "beta", 1.0f) != 1.0f || !bias_dq_ok(g, &g->nodes[dc], a, b))) return CALQ_OK;
+    /* QGemm scales c with the rest, alpha·a_s·b_s·(acc + c), and onnxruntime (1.30, checked on its
+     * optimized graph) leaves a Gemm with a bias and alpha != 1 unfused */
+    if (has_c && (calq__attr_float(n, "alpha", 1.0f) != 1.0f || calq__attr_float(n, "beta", 1.0f) != 1.0f ||
+                  !bias_dq_ok(g, &g->nodes[dc], a, b)))
+        return CALQ_OK;
     const calq_value *bv = &g->values[b->inputs[0]];
     const int rank = bv->constant ? bv->constant->ndim : bv->ndim;
     const int n_axis = calq__attr_int(n, "transB", 0) ? 0 : 1; /* b's output-column axis */
@@ -445,9 +478,15 @@ static calq_status fuse_matmul(fq *f, int t, bool *done, int *n_removed, calq_er
     if (!select_output(f, t, &q, &clip)) return CALQ_OK;
     const calq_node *a = &g->nodes[da], *b = &g->nodes[db], *y = q >= 0 ? &g->nodes[q] : NULL;
     calq_dtype ta = dq_input_type(f, a), tb = dq_input_type(f, b);
-    if (!is_q8(ta) || !is_q8(tb) || ta == CALQ_DTYPE_INT8) return CALQ_OK; /* int8 needs x86's recoding */
-    if (!per_tensor(g, a) || !per_tensor(g, b)) return CALQ_OK;            /* the kernels' limit */
-    if (y && (q_output_type(f, y) != ta || !per_tensor(g, y))) return CALQ_OK;
+    if (!calq__dtype_is_q8(ta) || !calq__dtype_is_q8(tb) || ta == CALQ_DTYPE_INT8)
+        return CALQ_OK; /* int8 needs x86's recoding */
+    if (!per_tensor(g, a) || (y && (q_output_type(f, y) != ta || !per_tensor(g, y)))) return CALQ_OK;
+    /* b: per tensor for QLinearMatMul (calq's condition); per tensor or per column (a 1-D scale on
+     * b's last axis) for MatMulIntegerToFloat, as onnxruntime fuses it */
+    const calq_value *bv = &g->values[b->inputs[0]];
+    const int rank = bv->constant ? bv->constant->ndim : bv->ndim;
+    const int64_t cols = rank >= 1 ? (bv->constant ? bv->constant->dims[rank - 1] : bv->dims[rank - 1]) : -1;
+    if (y ? !per_tensor(g, b) : rank < 1 || !weight_dq_ok(g, b, rank - 1, cols, rank)) return CALQ_OK;
     const int v = n->outputs[0];
     drop_output_side(f, q, clip, n_removed);
     if (y) {

@@ -4,8 +4,10 @@
  * integer formula Σ(q_x − o_x)(q_w − o_w) + bias_q requantized once (amct-reference.md §9.1);
  * what it does not fuse is left alone (an int8 tensor read by several layers, a weight that does
  * not come from a DequantizeLinear, a Relu / Clip the Q's range does not make redundant, a bias
- * whose scale is not x_scale·w_scale); float graphs are untouched; a session with no_fusion
- * runs the graph as written. */
+ * whose scale is not x_scale·w_scale, a Gemm with a bias and alpha != 1, a Relu before a Q with
+ * a negative scale, a Clip whose removal would not be exact); MatMul with per-column weights
+ * becomes MatMulIntegerToFloat; float graphs are untouched; a session with no_fusion runs the
+ * graph as written. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,12 @@ static void attr_i(calq_graph *g, const char *node_name, const char *name, int64
 {
     for (int i = 0; i < g->n_nodes; i++)
         if (!strcmp(g->nodes[i].name, node_name)) calq__node_add_attr(g, i, name, CALQ_ATTR_INT)->i = v;
+}
+
+static void attr_f(calq_graph *g, const char *node_name, const char *name, float v)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, node_name)) calq__node_add_attr(g, i, name, CALQ_ATTR_FLOAT)->f = v;
 }
 
 static void attr_ints(calq_graph *g, const char *node_name, const char *name, const int64_t *v, int n)
@@ -395,6 +403,7 @@ static void test_activations(void)
         {2, 6.0f / 255.0f, ZY, 2, 1, "Clip(0, 6) before a Q covering [0, 6]: removed"},
         {2, 0.03f, ZY, 1, 0, "Clip(0, 6) before a Q covering [0, 7.65]: kept, conv1 not fused"},
         {2, 0.02f, ZY, 2, 1, "Clip(0, 6) before a Q covering [0, 5.1]: removed"},
+        {1, -SY, ZY, 1, 0, "Relu before a Q with zero point -128 and a negative scale: kept, conv1 not fused"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         calq_graph *g = chain(cases[i].act, cases[i].sy, cases[i].zy, 1.0f);
@@ -556,6 +565,156 @@ static void test_matrix_layers(void)
     }
 }
 
+/* Runs g and its fused copy f on x; returns the number of elements of output `name` that differ. */
+static int64_t n_differ(const calq_graph *g, const calq_graph *f, const calq_tensor *x, const char *name)
+{
+    const char *names[1] = {name};
+    calq_tensor a, b;
+    run(f, x, 1, names, &a, 1);
+    run(g, x, 1, names, &b, 1);
+    int64_t bad = a.data && b.data ? 0 : -1;
+    for (int64_t i = 0; bad >= 0 && i < calq_tensor_numel(&b); i++)
+        bad += ((const float *)a.data)[i] != ((const float *)b.data)[i];
+    calq_tensor_free_data(&a);
+    calq_tensor_free_data(&b);
+    return bad;
+}
+
+/* QGemm computes alpha·a_scale·b_scale·(acc + c), so with a bias it equals the Gemm only for
+ * alpha = 1: a Gemm with alpha 2 and a bias stays float, as in onnxruntime; without a bias it is
+ * fused, and y = (float)acc · (2·a_scale·b_scale). */
+static void test_gemm_alpha(void)
+{
+    int64_t ad[2] = {2, 6}, wd[2] = {4, 6};
+    const float sa = 0.05f, sw = 0.01f;
+    int32_t bq[4] = {-500, 20, 0, 777};
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
+        calq_graph *g = calq__graph_new();
+        int adq = qdq(g, input(g, "a", 2, ad), "a", sa, 3, CALQ_DTYPE_INT8);
+        int8_t *wq = NULL;
+        int in[3] = {adq, weight(g, "fc", 2, wd, &sw, 1, 0, 5, &wq),
+                     with_bias ? bias(g, "fc", bq, 4, sa, &sw, 1, 1.0f) : -1};
+        output(g, node(g, "fc", "Gemm", in, with_bias ? 3 : 2, "y"));
+        attr_i(g, "fc", "transB", 1);
+        attr_f(g, "fc", "alpha", 2.0f);
+        finish(g);
+        int nf, nr;
+        calq_graph *f = fused(g, &nf, &nr);
+        calq_tensor x = t_rand_f32(17, 2, ad, -3, 3);
+        if (with_bias) {
+            int64_t d = n_differ(g, f, &x, "y");
+            printf("Gemm alpha 2 with a bias: %d fused, %lld of 8 outputs differ from the float Gemm\n", nf,
+                   (long long)d);
+            CHECK(nf == 0 && count_op(f, "QGemm") == 0 && d == 0);
+        } else {
+            const char *names[2] = {"a_q", "y"};
+            calq_tensor got[2];
+            run(f, &x, 1, names, got, 2);
+            int64_t bad = 0;
+            for (int64_t i = 0; got[1].data && i < 8; i++) {
+                int64_t acc = 0;
+                for (int64_t k = 0; k < 6; k++) acc += (q8(&got[0], (i / 4) * 6 + k) - 3) * wq[(i % 4) * 6 + k];
+                bad += (float)acc * (2.0f * sa * sw) != ((const float *)got[1].data)[i];
+            }
+            printf("Gemm alpha 2 without a bias: %d fused, %lld of 8 outputs differ from the formula\n", nf,
+                   (long long)bad);
+            CHECK(nf == 1 && count_op(f, "QGemm") == 1 && bad == 0);
+            free_all(got, 2);
+        }
+        calq_tensor_free_data(&x);
+        free(wq);
+        calq__graph_free(f);
+        calq__graph_free(g);
+    }
+}
+
+/* x[8] -> Relu / Clip -> Q -> DQ -> y: what step 1 (ReluQuantFusion / ClipQuantFusion) drops.
+ * kind 0: Clip(min 1e-7, max 1) as attributes (opset 10) before Q(1e-8, uint8 0): within
+ * FLT_EPSILON of the Q's range [0, 2.55e-6], which onnxruntime takes as covered, but it maps
+ * 5e-8 to 1e-7 where the Q alone gives 5e-8: kept. kind 1: Clip(0, 6) attributes before
+ * Q(6/255, uint8 0): exact, dropped. kind 2: Clip(-1000, 1000) as inputs (opset 13): dropping it
+ * would be exact, but onnxruntime 1.30 never removes a Clip with bound inputs here: kept. kind 3:
+ * Relu before Q(-0.1, uint8 0): a negative scale reverses the Q, so the Relu matters: kept. */
+static void test_step1(void)
+{
+    const char *what[4] = {"Clip 1e-7 above a 1e-8-scaled Q", "Clip(0, 6) attributes before Q(6/255)",
+                           "Clip(-1000, 1000) inputs before a Q", "Relu before a Q with scale -0.1"};
+    const float sy[4] = {1e-8f, 6.0f / 255.0f, 0.05f, -0.1f}, lo[4] = {1e-7f, 0.0f, -1000.0f, 0},
+                hi[4] = {1.0f, 6.0f, 1000.0f, 0};
+    const int removed[4] = {0, 1, 0, 0};
+    const float xv[8] = {5e-8f, 1.5e-7f, -1.0f, 0.5f, 7.0f, 3e-7f, 2.0f, -2e-7f};
+    int64_t xd = 8;
+    for (int k = 0; k < 4; k++) {
+        calq_graph *g = calq__graph_new();
+        int xi = input(g, "x", 1, &xd), a;
+        if (k == 3) {
+            a = node(g, "act", "Relu", &xi, 1, "r");
+        } else if (k == 2) {
+            int in[3] = {xi, scalar_f32(g, "lo", lo[k]), scalar_f32(g, "hi", hi[k])};
+            a = node(g, "act", "Clip", in, 3, "r");
+        } else {
+            a = node(g, "act", "Clip", &xi, 1, "r");
+            attr_f(g, "act", "min", lo[k]);
+            attr_f(g, "act", "max", hi[k]);
+            g->nodes[g->n_nodes - 1].opset = 10;
+        }
+        output(g, qdq(g, a, "y", sy[k], 0, CALQ_DTYPE_UINT8));
+        finish(g);
+        int nf, nr;
+        calq_graph *f = fused(g, &nf, &nr);
+        calq_tensor x = t_f32(xv, 1, &xd);
+        int64_t d = n_differ(g, f, &x, "y_dq");
+        printf("%s: %s, %lld of 8 outputs differ from the graph as written\n", what[k], nr ? "dropped" : "kept",
+               (long long)d);
+        CHECK(nr == removed[k] && d == 0);
+        calq_tensor_free_data(&x);
+        calq__graph_free(f);
+        calq__graph_free(g);
+    }
+}
+
+/* a[2,6] -> Q/DQ -> MatMul(DQ w[6,4] with per-column scales, axis 1): MatMulIntegerToFloat as in
+ * onnxruntime, y = (float)acc · (a_scale·w_scale[n]); with a Q after it (QLinearMatMul) calq
+ * keeps per-tensor weights only, so that one stays float. */
+static void test_matmul_per_column(void)
+{
+    int64_t ad[2] = {2, 6}, wd[2] = {6, 4};
+    const float sa = 0.05f, sw[4] = {0.01f, 0.02f, 0.005f, 0.03f};
+    for (int requantized = 0; requantized < 2; requantized++) {
+        calq_graph *g = calq__graph_new();
+        int adq = qdq(g, input(g, "a", 2, ad), "a", sa, 3, CALQ_DTYPE_INT8);
+        int8_t *wq = NULL;
+        int in[2] = {adq, weight(g, "mm", 2, wd, sw, 4, 1, 7, &wq)};
+        int y = node(g, "mm", "MatMul", in, 2, "y");
+        output(g, requantized ? qdq(g, y, "yq", 0.1f, -5, CALQ_DTYPE_INT8) : y);
+        finish(g);
+        int nf, nr;
+        calq_graph *f = fused(g, &nf, &nr);
+        if (requantized) {
+            printf("per-column MatMul -> Q: %d fused\n", nf);
+            CHECK(nf == 0 && count_op(f, "QLinearMatMul") == 0);
+        } else {
+            calq_tensor x = t_rand_f32(19, 2, ad, -3, 3);
+            const char *names[2] = {"a_q", "y"};
+            calq_tensor got[2];
+            run(f, &x, 1, names, got, 2);
+            int64_t bad = 0;
+            for (int64_t i = 0; got[1].data && i < 8; i++) {
+                int64_t acc = 0;
+                for (int64_t k = 0; k < 6; k++) acc += (q8(&got[0], (i / 4) * 6 + k) - 3) * wq[k * 4 + i % 4];
+                bad += (float)acc * (sa * sw[i % 4]) != ((const float *)got[1].data)[i];
+            }
+            printf("per-column MatMul: %d fused, %lld of 8 outputs differ from the formula\n", nf, (long long)bad);
+            CHECK(nf == 1 && count_op(f, "MatMulIntegerToFloat") == 1 && bad == 0);
+            free_all(got, 2);
+            calq_tensor_free_data(&x);
+        }
+        free(wq);
+        calq__graph_free(f);
+        calq__graph_free(g);
+    }
+}
+
 static int see(void *user, const char *name, const calq_tensor *t)
 {
     (void)name;
@@ -615,6 +774,9 @@ int main(void)
     test_weights();
     test_float_model();
     test_matrix_layers();
+    test_gemm_alpha();
+    test_step1();
+    test_matmul_per_column();
     test_session(&x);
     calq_tensor_free_data(&x);
     free(w1_q);

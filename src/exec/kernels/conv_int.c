@@ -14,15 +14,10 @@
 #include "exec/kernels/conv_dnnl.h"
 #include "exec/kernels/int_accum.h"
 
-static bool is_q8(calq_dtype t)
-{
-    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
-}
-
 calq_status calq__conv_geom_int(calq_op_ctx *c, const calq_tensor *x, const calq_tensor *w, const calq_tensor *b,
                                 bool transpose, calq_conv_geom *g)
 {
-    if (!is_q8(x->dtype) || !is_q8(w->dtype) || (b && b->dtype != CALQ_DTYPE_INT32))
+    if (!calq__dtype_is_q8(x->dtype) || !calq__dtype_is_q8(w->dtype) || (b && b->dtype != CALQ_DTYPE_INT32))
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
                              "an integer convolution needs int8/uint8 input and weight and an int32 bias (X is %s, W "
                              "is %s%s%s)",

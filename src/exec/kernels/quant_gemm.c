@@ -1,52 +1,126 @@
-/* onnxruntime's integer matrix-product operators, which its CPU execution provider runs in place
- * of DQ -> Gemm [-> Q] and DQ -> MatMul groups of a QDQ model; calq's QDQ fusion pass
- * (src/graph/fuse_qdq.c) creates them so that calq computes what onnxruntime computes:
+/* Integer matrix products: ONNX's QLinearMatMul, and onnxruntime's QGemm and MatMulIntegerToFloat,
+ * which its CPU execution provider runs in place of DQ -> Gemm [-> Q] and DQ -> MatMul groups of a
+ * QDQ model; calq's QDQ fusion pass (src/graph/fuse_qdq.c) creates those two so that calq computes
+ * what onnxruntime computes:
  *
  *   QGemm(a, a_scale, a_zp, b, b_scale, b_zp, [c int32], [y_scale, y_zp])   (com.microsoft)
  *     acc = c + sum_k (a - a_zp)(b - b_zp[n]), exact; scale[n] = alpha * a_scale * b_scale[n]
  *     (float32, in that order); y = (float)acc * scale[n], or without y_scale the float value
  *     itself, with y_scale requantized: round_half_even((float)acc * (scale[n] / y_scale)) + y_zp.
+ *   QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp)        (ONNX)
+ *     numpy matmul; y = round_half_even((float)acc * (a_scale * b_scale[n] / y_scale)) + y_zp.
  *   MatMulIntegerToFloat(a, b, a_scale, b_scale, [a_zp], [b_zp], [bias])    (com.microsoft)
  *     numpy matmul; y = (float)acc * (a_scale * b_scale[n]) (+ bias[n], added after the product).
  *
- * The integer sums are those of the other integer layers (amct-reference.md §9.1's form,
- * int_accum.h): exact, in a fixed order, checked against int32 (onnxruntime's accumulator).
- * Rows are independent, so results do not depend on the thread count. */
+ * b's scale and zero point are per tensor or per column n. The integer sums are those of the other
+ * integer layers (amct-reference.md §9.1's form, int_accum.h): exact, in a fixed order, checked
+ * against int32 (onnxruntime's accumulator). Rows are independent, so results do not depend on
+ * the thread count. */
+#include "exec/kernels/quant_gemm.h"
+
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernels/int_accum.h"
-#include "exec/kernels/quant_gemm.h"
-
-static bool is_q8(calq_dtype t)
-{
-    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
-}
 
 static const calq_tensor *opt_in(const calq_op_ctx *c, int k)
 {
     return k < c->n_in ? c->in[k] : NULL;
 }
 
-/* One zero point as an integer (int8 / uint8 / int32), 0 when absent. */
+/* One zero point as an integer, 0 when absent (dtypes checked by calq__qzp_check). */
 static int64_t zero_point(const calq_tensor *z)
 {
     return z && calq_tensor_numel(z) > 0 ? calq__tensor_get_i64(z, 0) : 0;
 }
 
-static void store(calq_tensor *y, int64_t i, float v, int64_t zp)
+calq_status calq__qscale_check(calq_op_ctx *c, const calq_tensor *s, const char *what)
 {
-    if (y->dtype == CALQ_DTYPE_FLOAT32) {
-        ((float *)y->data)[i] = v;
-        return;
-    }
-    const float lo = y->dtype == CALQ_DTYPE_INT8 ? -128.0f : 0.0f, hi = y->dtype == CALQ_DTYPE_INT8 ? 127.0f : 255.0f;
-    float r = calq_round(v, CALQ_ROUND_HALF_EVEN) + (float)zp;
+    if (!s) return CALQ_OK;
+    if (s->dtype != CALQ_DTYPE_FLOAT32)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "%s must be float32, not %s", what, calq_dtype_name(s->dtype));
+    if (!s->data) return CALQ_OK; /* not known before the run */
+    const float *v = s->data;
+    const int64_t n = calq_tensor_numel(s);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || v[i] == 0.0f)
+            return calq__op_fail(c, CALQ_ERR_DATA, "%s[%lld] is %g: a scale must be finite and non-zero", what,
+                                 (long long)i, (double)v[i]);
+    return CALQ_OK;
+}
+
+calq_status calq__qzp_check(calq_op_ctx *c, const calq_tensor *z, calq_dtype t, const char *what)
+{
+    if (z && z->dtype != t)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "%s is %s, but its data is %s", what, calq_dtype_name(z->dtype),
+                             calq_dtype_name(t));
+    return CALQ_OK;
+}
+
+void calq__store_q(calq_tensor *y, int64_t i, float v, int64_t zp)
+{
+    const bool s8 = y->dtype == CALQ_DTYPE_INT8;
+    const float lo = s8 ? -128.0f : 0.0f, hi = s8 ? 127.0f : 255.0f;
+    float r = isnan(v) ? lo : calq_round(v, CALQ_ROUND_HALF_EVEN) + (float)zp;
     r = r < lo ? lo : r > hi ? hi : r;
-    if (y->dtype == CALQ_DTYPE_INT8)
+    if (s8)
         ((int8_t *)y->data)[i] = (int8_t)r;
     else
         ((uint8_t *)y->data)[i] = (uint8_t)r;
+}
+
+/* A float output (QGemm without y_scale) or a requantized 8-bit one. */
+static void store(calq_tensor *y, int64_t i, float v, int64_t zp)
+{
+    if (y->dtype == CALQ_DTYPE_FLOAT32)
+        ((float *)y->data)[i] = v;
+    else
+        calq__store_q(y, i, v, zp);
+}
+
+/* The checks every operator here makes: 8-bit a and b, per-tensor a_scale / a_zp and y_scale /
+ * y_zp (both or neither), b_scale / b_zp with 1 or n_col values (n_col < 0: not known yet), zero
+ * points typed like their data (y's: int8 / uint8), and usable scales. */
+static calq_status check_operands(calq_op_ctx *c, const calq_tensor *a, const calq_tensor *as, const calq_tensor *az,
+                                  const calq_tensor *b, const calq_tensor *bs, const calq_tensor *bz,
+                                  const calq_tensor *ys, const calq_tensor *yz, int64_t n_col)
+{
+    if (!as || !bs) return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and b_scale must be given");
+    if (!calq__dtype_is_q8(a->dtype) || !calq__dtype_is_q8(b->dtype))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs int8/uint8 a and b (a is %s, b is %s)",
+                             calq_dtype_name(a->dtype), calq_dtype_name(b->dtype));
+    CALQ_TRY(calq__qscale_check(c, as, "a_scale"));
+    CALQ_TRY(calq__qscale_check(c, bs, "b_scale"));
+    CALQ_TRY(calq__qscale_check(c, ys, "y_scale"));
+    CALQ_TRY(calq__qzp_check(c, az, a->dtype, "a_zero_point"));
+    CALQ_TRY(calq__qzp_check(c, bz, b->dtype, "b_zero_point"));
+    if (yz && !calq__dtype_is_q8(yz->dtype))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "y_zero_point must be int8 or uint8, not %s",
+                             calq_dtype_name(yz->dtype));
+    if (calq_tensor_numel(as) != 1 || (az && calq_tensor_numel(az) != 1))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and a_zero_point must have one value each");
+    if ((ys == NULL) != (yz == NULL) || (ys && (calq_tensor_numel(ys) != 1 || calq_tensor_numel(yz) != 1)))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "y_scale and y_zero_point go together, one value each");
+    const int64_t nbs = calq_tensor_numel(bs);
+    if ((nbs != 1 && n_col >= 0 && nbs != n_col) || (bz && calq_tensor_numel(bz) != nbs))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "b_scale (and b_zero_point) must have 1 or N (%lld) values",
+                             (long long)n_col);
+    return CALQ_OK;
+}
+
+/* scale[n] = alpha * a_scale * b_scale[n] (/ y_scale), float32 in that order, for n < N.
+ * Owner: the caller (free); NULL when out of memory. */
+static float *column_scales(float alpha, const calq_tensor *as, const calq_tensor *bs, const calq_tensor *ys, int64_t N)
+{
+    float *scale = malloc(sizeof(float) * (size_t)(N + 1));
+    const float a_s = *(const float *)as->data, *b_s = bs->data;
+    const int64_t nbs = calq_tensor_numel(bs);
+    for (int64_t n = 0; scale && n < N; n++) {
+        scale[n] = alpha * a_s * b_s[nbs > 1 ? n : 0];
+        if (ys) scale[n] /= *(const float *)ys->data;
+    }
+    return scale;
 }
 
 /* ---- QGemm ------------------------------------------------------------------------------ */
@@ -59,17 +133,9 @@ typedef struct qgemm_geom {
 
 static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
 {
-    const calq_tensor *a = c->in[0], *b = c->in[3], *bias = opt_in(c, 6), *ys = opt_in(c, 7), *yz = opt_in(c, 8);
-    if (!is_q8(a->dtype) || !is_q8(b->dtype) || a->ndim != 2 || b->ndim != 2)
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs 2-D int8/uint8 a and b");
-    if (calq_tensor_numel(c->in[1]) != 1 || calq_tensor_numel(c->in[2]) != 1)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and a_zero_point must have one value each");
-    if (c->in[1]->dtype != CALQ_DTYPE_FLOAT32 || c->in[4]->dtype != CALQ_DTYPE_FLOAT32 ||
-        (ys && ys->dtype != CALQ_DTYPE_FLOAT32))
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "scales must be float32");
-    if ((ys == NULL) != (yz == NULL) || (ys && (calq_tensor_numel(ys) != 1 || calq_tensor_numel(yz) != 1)))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "y_scale and y_zero_point go together, one value each");
-    if (yz && !is_q8(yz->dtype)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "y_zero_point must be int8 or uint8");
+    const calq_tensor *a = c->in[0], *b = c->in[3], *bias = opt_in(c, 6);
+    memset(g, 0, sizeof *g);
+    if (a->ndim != 2 || b->ndim != 2) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b must be 2-D");
     const bool ta = calq__attr_int(c->node, "transA", 0) != 0, tb = calq__attr_int(c->node, "transB", 0) != 0;
     g->M = ta ? a->dims[1] : a->dims[0];
     g->K = ta ? a->dims[0] : a->dims[1];
@@ -77,14 +143,11 @@ static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
     if ((tb ? b->dims[1] : b->dims[0]) != g->K)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
                              (long long)(tb ? b->dims[1] : b->dims[0]));
+    CALQ_TRY(check_operands(c, a, c->in[1], c->in[2], b, c->in[4], c->in[5], opt_in(c, 7), opt_in(c, 8), g->N));
     g->a_rs = ta ? 1 : g->K;
     g->a_cs = ta ? g->M : 1;
     g->b_rs = tb ? 1 : g->N;
     g->b_cs = tb ? g->K : 1;
-    const int64_t nbs = calq_tensor_numel(c->in[4]), nbz = calq_tensor_numel(c->in[5]);
-    if ((nbs != 1 && nbs != g->N) || nbz != nbs)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "b_scale and b_zero_point must both have 1 or N (%lld) values",
-                             (long long)g->N);
     g->c_m = g->c_n = 1;
     if (bias) {
         if (bias->dtype != CALQ_DTYPE_INT32 || bias->ndim > 2)
@@ -112,23 +175,19 @@ calq_status calq__qgemm_run(calq_op_ctx *c)
 {
     qgemm_geom g;
     CALQ_TRY(qgemm_geom_of(c, &g));
-    const calq_tensor *bias = opt_in(c, 6), *ys = opt_in(c, 7), *yz = opt_in(c, 8);
-    const float alpha = calq__attr_float(c->node, "alpha", 1.0f), a_s = *(const float *)c->in[1]->data;
-    const float *b_s = c->in[4]->data;
-    const int64_t nbs = calq_tensor_numel(c->in[4]), y_zp = zero_point(yz);
+    if (g.M == 0 || g.N == 0) return CALQ_OK; /* an empty output */
+    const calq_tensor *bias = opt_in(c, 6), *ys = opt_in(c, 7);
+    const int64_t y_zp = zero_point(opt_in(c, 8));
     calq_tensor *y = c->out[0];
     /* owners: this function. b's zero point is per column: column n of b holds elements i with
-     * (i / inner) % N == n, inner = 1 for b [K, N], K for a transposed b [N, K]. */
-    float *scale = malloc(sizeof(float) * (size_t)(g.N + 1));
+     * (i / inner) % N == n, inner = 1 for b [K, N], K for a transposed b [N, K] (at least 1: with
+     * K = 0 there are no elements). */
+    float *scale = column_scales(calq__attr_float(c->node, "alpha", 1.0f), c->in[1], c->in[4], ys, g.N);
     int16_t *a = calq__int_centered(c->in[0], zero_point(c->in[2]), NULL, 1);
-    int16_t *b = calq__int_centered(c->in[3], 0, c->in[5], g.b_cs == 1 ? 1 : g.K);
+    int16_t *b = calq__int_centered(c->in[3], 0, c->in[5], g.b_cs == 1 || g.K == 0 ? 1 : g.K);
     int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.M * g.N + 1));
     calq_status st = CALQ_OK;
     if (!scale || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
-    for (int64_t n = 0; st == CALQ_OK && n < g.N; n++) {
-        scale[n] = alpha * a_s * b_s[nbs > 1 ? n : 0];
-        if (ys) scale[n] /= *(const float *)ys->data;
-    }
     bool overflow = false;
     if (st == CALQ_OK) {
 #pragma omp parallel for schedule(static) reduction(|| : overflow)
@@ -150,24 +209,37 @@ calq_status calq__qgemm_run(calq_op_ctx *c)
     return st;
 }
 
-/* ---- MatMulIntegerToFloat -------------------------------------------------------------------- */
+/* ---- QLinearMatMul and MatMulIntegerToFloat ----------------------------------------------- */
 
-/* numpy matmul of a [..., M, K] and b [..., K, N]; a 1-D a is a row, a 1-D b a column. */
+/* The operands of a numpy matmul of quantized a [..., M, K] and b [..., K, N] (a 1-D a is a row,
+ * a 1-D b a column): QLinearMatMul requantizes (y_scale, y_zp), MatMulIntegerToFloat gives
+ * float32 (+ bias). Absent optional inputs are NULL. */
+typedef struct qmm_args {
+    const calq_tensor *a, *a_s, *a_zp, *b, *b_s, *b_zp, *y_s, *y_zp, *bias;
+} qmm_args;
+
+static qmm_args qlinear_matmul_args(const calq_op_ctx *c)
+{
+    return (qmm_args){c->in[0], c->in[1], c->in[2], c->in[3], c->in[4], c->in[5], c->in[6], c->in[7], NULL};
+}
+
+static qmm_args matmul_int_to_float_args(const calq_op_ctx *c)
+{
+    return (qmm_args){c->in[0], c->in[2], opt_in(c, 4), c->in[1], c->in[3], opt_in(c, 5), NULL, NULL, opt_in(c, 6)};
+}
+
 typedef struct mm_geom {
     int64_t M, K, N, n_mat;
     int nb;
-    int64_t batch[CALQ_MAX_DIMS], sa[CALQ_MAX_DIMS], sb[CALQ_MAX_DIMS];
+    int64_t batch[CALQ_MAX_DIMS], sa[CALQ_MAX_DIMS], sb[CALQ_MAX_DIMS]; /* dims, strides in matrices */
     int64_t dims[CALQ_MAX_DIMS];
     int ndim;
 } mm_geom;
 
-static calq_status mm_geom_of(calq_op_ctx *c, mm_geom *g)
+static calq_status mm_geom_of(calq_op_ctx *c, const qmm_args *q, mm_geom *g)
 {
-    const calq_tensor *a = c->in[0], *b = c->in[1], *bias = opt_in(c, 6);
-    if (!is_q8(a->dtype) || !is_q8(b->dtype)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs int8/uint8 a and b");
+    const calq_tensor *a = q->a, *b = q->b;
     if (a->ndim < 1 || b->ndim < 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b need at least one dim");
-    if (c->in[2]->dtype != CALQ_DTYPE_FLOAT32 || c->in[3]->dtype != CALQ_DTYPE_FLOAT32)
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "scales must be float32");
     memset(g, 0, sizeof *g);
     g->M = a->ndim > 1 ? a->dims[a->ndim - 2] : 1;
     g->K = a->dims[a->ndim - 1];
@@ -176,14 +248,8 @@ static calq_status mm_geom_of(calq_op_ctx *c, mm_geom *g)
     if (kb != g->K)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
                              (long long)kb);
-    const calq_tensor *az = opt_in(c, 4), *bz = opt_in(c, 5);
-    const int64_t nbs = calq_tensor_numel(c->in[3]);
-    if (calq_tensor_numel(c->in[2]) != 1 || (az && calq_tensor_numel(az) != 1))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "a_scale and a_zero_point must have one value each");
-    if ((nbs != 1 && nbs != g->N) || (bz && calq_tensor_numel(bz) != nbs))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "b_scale (and b_zero_point) must have 1 or N (%lld) values",
-                             (long long)g->N);
-    if (bias && (bias->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(bias) != g->N))
+    CALQ_TRY(check_operands(c, a, q->a_s, q->a_zp, b, q->b_s, q->b_zp, q->y_s, q->y_zp, g->N));
+    if (q->bias && (q->bias->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(q->bias) != g->N))
         return calq__op_fail(c, CALQ_ERR_SHAPE, "bias must be float32 with N (%lld) values", (long long)g->N);
     int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
     if (!calq__broadcast_shape(a->dims, na, b->dims, nbb, g->batch, &g->nb))
@@ -200,30 +266,28 @@ static calq_status mm_geom_of(calq_op_ctx *c, mm_geom *g)
     return CALQ_OK;
 }
 
-calq_status calq__matmul_int_to_float_infer(calq_op_ctx *c)
+static calq_status qmm_infer(calq_op_ctx *c, const qmm_args *q)
 {
     mm_geom g;
-    CALQ_TRY(mm_geom_of(c, &g));
-    calq__set_shape(c->out[0], CALQ_DTYPE_FLOAT32, g.dims, g.ndim);
+    CALQ_TRY(mm_geom_of(c, q, &g));
+    calq__set_shape(c->out[0], q->y_zp ? q->y_zp->dtype : CALQ_DTYPE_FLOAT32, g.dims, g.ndim);
     return CALQ_OK;
 }
 
-calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
+static calq_status qmm_run(calq_op_ctx *c, const qmm_args *q)
 {
     mm_geom g;
-    CALQ_TRY(mm_geom_of(c, &g));
-    const calq_tensor *bias = opt_in(c, 6);
-    const float a_s = *(const float *)c->in[2]->data, *b_s = c->in[3]->data;
-    const int64_t nbs = calq_tensor_numel(c->in[3]), rows = g.n_mat * g.M;
-    float *y = c->out[0]->data;
+    CALQ_TRY(mm_geom_of(c, q, &g));
+    const int64_t rows = g.n_mat * g.M, y_zp = zero_point(q->y_zp);
+    if (rows == 0 || g.N == 0) return CALQ_OK; /* an empty output */
+    calq_tensor *y = c->out[0];
     /* owners: this function; b's zero point per column n = i % N */
-    float *mult = malloc(sizeof(float) * (size_t)(g.N + 1));
-    int16_t *a = calq__int_centered(c->in[0], zero_point(opt_in(c, 4)), NULL, 1);
-    int16_t *b = calq__int_centered(c->in[1], 0, opt_in(c, 5), 1);
+    float *mult = column_scales(1.0f, q->a_s, q->b_s, q->y_s, g.N);
+    int16_t *a = calq__int_centered(q->a, zero_point(q->a_zp), NULL, 1);
+    int16_t *b = calq__int_centered(q->b, 0, q->b_zp, 1);
     int64_t *acc = malloc(sizeof(int64_t) * (size_t)(rows * g.N + 1));
     calq_status st = CALQ_OK;
     if (!mult || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
-    for (int64_t n = 0; st == CALQ_OK && n < g.N; n++) mult[n] = a_s * b_s[nbs > 1 ? n : 0];
     bool overflow = false;
     if (st == CALQ_OK) {
 #pragma omp parallel for schedule(static) reduction(|| : overflow)
@@ -240,8 +304,8 @@ calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
             calq__int_dot_row(a + (ia * g.M + m) * g.K, 1, b + ib * g.K * g.N, g.N, 1, g.K, g.N, row);
             for (int64_t n = 0; n < g.N; n++) {
                 overflow = overflow || !calq__int_fits_i32(row[n]);
-                float v = (float)row[n] * mult[n];
-                y[r * g.N + n] = bias ? v + ((const float *)bias->data)[n] : v;
+                const float v = (float)row[n] * mult[n];
+                store(y, r * g.N + n, q->bias ? v + ((const float *)q->bias->data)[n] : v, y_zp);
             }
         }
         if (overflow) st = calq__op_fail(c, CALQ_ERR_DATA, "the int32 accumulator overflowed");
@@ -251,4 +315,28 @@ calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
     free(b);
     free(acc);
     return st;
+}
+
+calq_status calq__qlinear_matmul_infer(calq_op_ctx *c)
+{
+    const qmm_args q = qlinear_matmul_args(c);
+    return qmm_infer(c, &q);
+}
+
+calq_status calq__qlinear_matmul_run(calq_op_ctx *c)
+{
+    const qmm_args q = qlinear_matmul_args(c);
+    return qmm_run(c, &q);
+}
+
+calq_status calq__matmul_int_to_float_infer(calq_op_ctx *c)
+{
+    const qmm_args q = matmul_int_to_float_args(c);
+    return qmm_infer(c, &q);
+}
+
+calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
+{
+    const qmm_args q = matmul_int_to_float_args(c);
+    return qmm_run(c, &q);
 }

@@ -1,13 +1,14 @@
 /* Reference kernels of ONNX's quantization operators, so calq runs the models `calq save`
  * writes (issue 6): QuantizeLinear, DequantizeLinear (per tensor, or per axis from opset 13),
- * QLinearConv and QLinearMatMul (int8 / uint8 data, int32 bias).
+ * QLinearConv (int8 / uint8 data, int32 bias); the integer matrix products are in quant_gemm.c.
  *
  * Semantics follow the ONNX operator definitions, which use AMCT's convention (§0.3):
  * q = saturate(round_half_even(x / scale) + zero_point), x = (q - zero_point) * scale.
  * QLinear kernels accumulate sum((x - x_zp)(w - w_zp)) + bias exactly in int32 (int64 here,
  * then checked; the accumulation is shared with the Ascend integer layers, int_accum.h and
  * conv_int.c), and requantize with the float32 multiplier x_scale*w_scale/y_scale, rounding
- * half to even, as onnxruntime does. Each output element is computed by one thread in a fixed
+ * half to even, as onnxruntime does; NaN becomes the type's minimum, as there (quant_gemm.h), and
+ * a scale that is zero or not finite is an error. Each output element is computed by one thread in a fixed
  * order, so results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,11 +19,6 @@
 #include "exec/kernels/quant_gemm.h"
 #include "exec/op.h"
 
-static bool is_q8(calq_dtype t)
-{
-    return t == CALQ_DTYPE_INT8 || t == CALQ_DTYPE_UINT8;
-}
-
 static int64_t get_int(const calq_tensor *t, int64_t i)
 {
     switch (t->dtype) {
@@ -31,21 +27,6 @@ static int64_t get_int(const calq_tensor *t, int64_t i)
     case CALQ_DTYPE_INT32: return ((const int32_t *)t->data)[i];
     default: return 0;
     }
-}
-
-static float saturate_q(float v, calq_dtype t, int64_t zp)
-{
-    float r = calq_round(v, CALQ_ROUND_HALF_EVEN) + (float)zp;
-    float lo = t == CALQ_DTYPE_INT8 ? -128.0f : 0.0f, hi = t == CALQ_DTYPE_INT8 ? 127.0f : 255.0f;
-    return r < lo ? lo : r > hi ? hi : r;
-}
-
-static void put_q(calq_tensor *t, int64_t i, float v)
-{
-    if (t->dtype == CALQ_DTYPE_INT8)
-        ((int8_t *)t->data)[i] = (int8_t)v;
-    else
-        ((uint8_t *)t->data)[i] = (uint8_t)v;
 }
 
 /* Checks scale / zero point of a (De)QuantizeLinear and returns the axis geometry: element i
@@ -72,8 +53,9 @@ static calq_status quantize_infer(calq_op_ctx *c)
 {
     const calq_tensor *z = c->n_in > 2 ? c->in[2] : NULL;
     calq_dtype t = z ? z->dtype : CALQ_DTYPE_UINT8;
-    if (!is_q8(t)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "zero point must be int8 or uint8");
+    if (!calq__dtype_is_q8(t)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "zero point must be int8 or uint8");
     if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input must be float32");
+    CALQ_TRY(calq__qscale_check(c, c->in[1], "y_scale"));
     calq__set_shape(c->out[0], t, c->in[0]->dims, c->in[0]->ndim);
     return CALQ_OK;
 }
@@ -83,11 +65,12 @@ static calq_status quantize_run(calq_op_ctx *c)
     const calq_tensor *x = c->in[0], *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
     int64_t inner, nf;
     CALQ_TRY(qdq_params(c, x, &inner, &nf));
+    CALQ_TRY(calq__qscale_check(c, s, "y_scale"));
     const float *xd = x->data, *sd = s->data;
     int64_t n = calq_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
         int64_t f = (i / inner) % nf;
-        put_q(c->out[0], i, saturate_q(xd[i] / sd[f], c->out[0]->dtype, z ? get_int(z, f) : 0));
+        calq__store_q(c->out[0], i, xd[i] / sd[f], z ? get_int(z, f) : 0);
     }
     return CALQ_OK;
 }
@@ -95,7 +78,7 @@ static calq_status quantize_run(calq_op_ctx *c)
 static calq_status dequantize_infer(calq_op_ctx *c)
 {
     calq_dtype t = c->in[0]->dtype;
-    if (!is_q8(t) && t != CALQ_DTYPE_INT32)
+    if (!calq__dtype_is_q8(t) && t != CALQ_DTYPE_INT32)
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input must be int8, uint8 or int32, not %s", calq_dtype_name(t));
     calq__set_shape(c->out[0], CALQ_DTYPE_FLOAT32, c->in[0]->dims, c->in[0]->ndim);
     return CALQ_OK;
@@ -116,10 +99,24 @@ static calq_status dequantize_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* The geometry, and the factors' checks: per-tensor x and y factors, zero points typed like their
+ * data, usable scales (quant_gemm.h). */
 static calq_status qconv_geom(calq_op_ctx *c, calq_conv_geom *g)
 {
     const calq_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
-    return calq__conv_geom_int(c, c->in[0], c->in[3], b, false, g);
+    CALQ_TRY(calq__conv_geom_int(c, c->in[0], c->in[3], b, false, g));
+    CALQ_TRY(calq__qscale_check(c, c->in[1], "x_scale"));
+    CALQ_TRY(calq__qscale_check(c, c->in[4], "w_scale"));
+    CALQ_TRY(calq__qscale_check(c, c->in[6], "y_scale"));
+    CALQ_TRY(calq__qzp_check(c, c->in[2], c->in[0]->dtype, "x_zero_point"));
+    CALQ_TRY(calq__qzp_check(c, c->in[5], c->in[3]->dtype, "w_zero_point"));
+    const calq_tensor *yz = c->in[7];
+    if (!yz || !calq__dtype_is_q8(yz->dtype))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "y_zero_point must be int8 or uint8");
+    if (!c->in[1] || !c->in[4] || !c->in[6] || calq_tensor_numel(c->in[1]) != 1 || calq_tensor_numel(c->in[6]) != 1 ||
+        (c->in[2] && calq_tensor_numel(c->in[2]) != 1) || calq_tensor_numel(yz) != 1)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "x_scale, x_zero_point, y_scale and y_zero_point need one value each");
+    return CALQ_OK;
 }
 
 static calq_status qconv_infer(calq_op_ctx *c)
@@ -127,7 +124,6 @@ static calq_status qconv_infer(calq_op_ctx *c)
     calq_conv_geom g;
     CALQ_TRY(qconv_geom(c, &g));
     const calq_tensor *yz = c->in[7];
-    if (!is_q8(yz->dtype)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "y_zero_point must be int8 or uint8");
     int64_t dims[2 + CALQ_CONV_MAX_SP] = {g.n, g.c_out};
     for (int i = 0; i < g.nsp; i++) dims[2 + i] = g.out[i];
     calq__set_shape(c->out[0], yz->dtype, dims, 2 + g.nsp);
@@ -144,7 +140,7 @@ static calq_status qconv_run(calq_op_ctx *c)
     const float xs = *(const float *)c->in[1]->data, ys = *(const float *)c->in[6]->data;
     const int64_t yz = get_int(c->in[7], 0);
     const float *ws = c->in[4]->data;
-    const int64_t nws = calq_tensor_numel(c->in[4]), nwz = calq_tensor_numel(wzp);
+    const int64_t nws = calq_tensor_numel(c->in[4]), nwz = wzp ? calq_tensor_numel(wzp) : 1;
     if (nws != 1 && nws != g.c_out) return calq__op_fail(c, CALQ_ERR_SHAPE, "w_scale must have 1 or M entries");
     if (nwz != 1 && nwz != g.c_out) return calq__op_fail(c, CALQ_ERR_SHAPE, "w_zero_point must have 1 or M entries");
     calq_tensor *y = c->out[0];
@@ -152,7 +148,7 @@ static calq_status qconv_run(calq_op_ctx *c)
     int64_t osz = 1;
     for (int i = 0; i < g.nsp; i++) osz *= g.out[i];
     /* owners: this function. W's zero point is per output channel: W[m] holds per_m values. */
-    int16_t *x = calq__int_centered(c->in[0], get_int(c->in[2], 0), NULL, 1);
+    int16_t *x = calq__int_centered(c->in[0], c->in[2] ? get_int(c->in[2], 0) : 0, NULL, 1);
     int16_t *w = calq__int_centered(c->in[3], 0, wzp, per_m > 0 ? per_m : 1);
     int32_t *acc = malloc(sizeof(int32_t) * (size_t)(ny + 1));
     calq_status st = x && w && acc ? calq__conv_int_ref(c, &g, x, w, b ? b->data : NULL, acc)
@@ -162,7 +158,7 @@ static calq_status qconv_run(calq_op_ctx *c)
         for (int64_t i = 0; i < ny; i++) {
             const int64_t m = (i / osz) % g.c_out;
             const float mult = xs * ws[nws > 1 ? m : 0] / ys;
-            put_q(y, i, saturate_q((float)acc[i] * mult, y->dtype, yz));
+            calq__store_q(y, i, (float)acc[i] * mult, yz);
         }
     }
     free(x);
@@ -171,100 +167,11 @@ static calq_status qconv_run(calq_op_ctx *c)
     return st;
 }
 
-/* QLinearMatMul: numpy matmul of a [..., M, K] and b [..., K, N] (batch dims broadcast; a 1-D a
- * or b is a row / column), per-tensor factors. */
-typedef struct qmm_geom {
-    int64_t M, K, N;
-    int nb;                                                             /* batch rank of the output */
-    int64_t batch[CALQ_MAX_DIMS], sa[CALQ_MAX_DIMS], sb[CALQ_MAX_DIMS]; /* dims, strides in matrices */
-    int64_t dims[CALQ_MAX_DIMS];
-    int ndim;
-} qmm_geom;
-
-static calq_status qmm_geom_of(calq_op_ctx *c, qmm_geom *g)
-{
-    const calq_tensor *a = c->in[0], *b = c->in[3];
-    if (!is_q8(a->dtype) || !is_q8(b->dtype) || !is_q8(c->in[7]->dtype))
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "needs int8/uint8 a, b and y_zero_point");
-    if (calq_tensor_numel(c->in[1]) != 1 || calq_tensor_numel(c->in[4]) != 1 || calq_tensor_numel(c->in[6]) != 1)
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "only per-tensor scales are implemented");
-    if (a->ndim < 1 || b->ndim < 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b need at least one dim");
-    memset(g, 0, sizeof *g);
-    g->M = a->ndim > 1 ? a->dims[a->ndim - 2] : 1;
-    g->K = a->dims[a->ndim - 1];
-    g->N = b->ndim > 1 ? b->dims[b->ndim - 1] : 1;
-    if ((b->ndim > 1 ? b->dims[b->ndim - 2] : b->dims[0]) != g->K)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
-                             (long long)(b->ndim > 1 ? b->dims[b->ndim - 2] : b->dims[0]));
-    int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
-    if (!calq__broadcast_shape(a->dims, na, b->dims, nbb, g->batch, &g->nb))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "batch dimensions do not broadcast");
-    int64_t ea[CALQ_MAX_DIMS], eb[CALQ_MAX_DIMS];
-    calq__broadcast_strides(a->dims, na, g->nb, ea);
-    calq__broadcast_strides(b->dims, nbb, g->nb, eb);
-    for (int i = 0; i < g->nb; i++) {
-        g->sa[i] = ea[i];
-        g->sb[i] = eb[i];
-        g->dims[g->ndim++] = g->batch[i];
-    }
-    if (a->ndim > 1) g->dims[g->ndim++] = g->M;
-    if (b->ndim > 1) g->dims[g->ndim++] = g->N;
-    return CALQ_OK;
-}
-
-static calq_status qmatmul_infer(calq_op_ctx *c)
-{
-    qmm_geom g;
-    CALQ_TRY(qmm_geom_of(c, &g));
-    calq__set_shape(c->out[0], c->in[7]->dtype, g.dims, g.ndim);
-    return CALQ_OK;
-}
-
-static calq_status qmatmul_run(calq_op_ctx *c)
-{
-    qmm_geom g;
-    CALQ_TRY(qmm_geom_of(c, &g));
-    const float mult = *(const float *)c->in[1]->data * *(const float *)c->in[4]->data / *(const float *)c->in[6]->data;
-    const int64_t yz = get_int(c->in[7], 0);
-    int64_t nbatch = 1;
-    for (int i = 0; i < g.nb; i++) nbatch *= g.batch[i];
-    calq_tensor *y = c->out[0];
-    /* owners: this function */
-    int16_t *a = calq__int_centered(c->in[0], get_int(c->in[2], 0), NULL, 1);
-    int16_t *b = calq__int_centered(c->in[3], get_int(c->in[5], 0), NULL, 1);
-    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.N + 1));
-    if (!a || !b || !acc) {
-        free(a);
-        free(b);
-        free(acc);
-        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
-    }
-    for (int64_t t = 0; t < nbatch; t++) {
-        int64_t ia = 0, ib = 0, rem = t; /* matrix index of a and b for output batch t */
-        for (int i = g.nb - 1; i >= 0; i--) {
-            int64_t k = rem % g.batch[i];
-            rem /= g.batch[i];
-            ia += k * g.sa[i];
-            ib += k * g.sb[i];
-        }
-        const int64_t oa = ia * g.M * g.K, ob = ib * g.K * g.N, oy = t * g.M * g.N;
-        for (int64_t r = 0; r < g.M; r++) {
-            calq__int_dot_row(a + oa + r * g.K, 1, b + ob, g.N, 1, g.K, g.N, acc);
-            for (int64_t j = 0; j < g.N; j++)
-                put_q(y, oy + r * g.N + j, saturate_q((float)acc[j] * mult, y->dtype, yz));
-        }
-    }
-    free(a);
-    free(b);
-    free(acc);
-    return CALQ_OK;
-}
-
 const calq_op_def calq__ops_quant[] = {
     {"QuantizeLinear", 2, 3, 1, 1, 0, false, quantize_infer, quantize_run, NULL, NULL, NULL},
     {"DequantizeLinear", 2, 3, 1, 1, 0, false, dequantize_infer, dequantize_run, NULL, NULL, NULL},
     {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, NULL, NULL, NULL},
-    {"QLinearMatMul", 8, 8, 1, 1, 0, false, qmatmul_infer, qmatmul_run, NULL, NULL, NULL},
+    {"QLinearMatMul", 8, 8, 1, 1, 0, false, calq__qlinear_matmul_infer, calq__qlinear_matmul_run, NULL, NULL, NULL},
     {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, NULL, NULL, NULL},
     {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run, NULL,
      NULL, NULL},

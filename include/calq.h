@@ -171,7 +171,10 @@ typedef struct calq_session_opts {
     int use_fast;                          /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
     int no_fusion;                         /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
                                               before them (their outputs keep their names; the Conv's own output is no
-                                              longer computed); 1: run the graph exactly as the model has it */
+                                              longer computed), and run a QDQ model's DequantizeLinear -> layer ->
+                                              QuantizeLinear as one integer operator, as onnxruntime does (the
+                                              float tensors in between are then not computed); 1: run the graph
+                                              exactly as the model has it */
     const char *const *skip_fusion_layers; /* Conv layers never folded (AMCT's skip_fusion_layers,
                                               amct-reference.md §8.3); read by calq_session_create
                                               only, not kept */
@@ -528,14 +531,20 @@ CALQ_API void calq_shift_bit_free(calq_shift_bit *s);
 
 /* Quantized model formats calq_save_model writes (docs/cli.md, "calq save"). */
 typedef enum calq_save_format {
-    CALQ_SAVE_QDQ = 0,      /* <prefix>_qdq.onnx: QuantizeLinear / DequantizeLinear pairs, int8 weights, int32 bias */
-    CALQ_SAVE_QOPERATOR = 1 /* <prefix>_qoperator.onnx: QLinearConv / QLinearMatMul where output factors are known */
+    CALQ_SAVE_QDQ = 0,       /* <prefix>_qdq.onnx: QuantizeLinear / DequantizeLinear pairs, int8 weights, int32 bias */
+    CALQ_SAVE_QOPERATOR = 1, /* <prefix>_qoperator.onnx: QLinearConv / QLinearMatMul where output factors are known */
+    /* AMCT's fake-quant model (amct-reference.md §9.2), AMCT's file names (§1.3): ONNX
+     * <prefix>_fake_quant_model.onnx; Caffe <prefix>_fake_quant_model.prototxt + _fake_quant_weights.caffemodel */
+    CALQ_SAVE_ASCEND_FAKE_QUANT = 2,
+    /* AMCT's deploy model for ATC (§9.1: AscendQuant, int8 weights, int32 bias, AscendDequant with the uint64
+     * deq_scale): ONNX <prefix>_deploy_model.onnx; Caffe <prefix>_deploy_model.prototxt + _deploy_weights.caffemodel */
+    CALQ_SAVE_ASCEND_DEPLOY = 3
 } calq_save_format;
 
 /* Checks the record file against m (amct-reference.md §4.4: factor ranges, keys, every
  * quantizable layer present, int32 bias range) and writes the quantized ONNX model, atomically:
- * on any failure nothing is written and an existing output is untouched. The model must be an
- * ONNX model; Conv+BatchNorm is folded as calibration folds it (§8.3). */
+ * on any failure nothing is written and an existing output is untouched. Conv+BatchNorm is
+ * folded as calibration folds it (§8.3). Caffe models take the CALQ_SAVE_ASCEND_* formats. */
 CALQ_API calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
                                      calq_error *err);
 /* The same with the config calibration used (JSON or .cfg; NULL: every quantizable layer, as
@@ -543,6 +552,12 @@ CALQ_API calq_status calq_save_model(const calq_model *m, const char *record, ca
  * fusion switches (do_fusion, skip_fusion_layers) are applied. */
 CALQ_API calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config,
                                             calq_save_format fmt, const char *prefix, calq_error *err);
+/* Several formats from one record check, committed together: every file is written to a
+ * temporary file first and all are renamed only when all are complete, so a failure in any of
+ * them leaves every earlier output untouched. ONNX models take any format; Caffe models the
+ * two CALQ_SAVE_ASCEND_* ones. */
+CALQ_API calq_status calq_save_models(const calq_model *m, const char *record, const char *config,
+                                      const calq_save_format *fmts, int n_fmts, const char *prefix, calq_error *err);
 
 #ifdef __cplusplus
 }

@@ -68,6 +68,16 @@ set_tests_properties(peer.calib_memory PROPERTIES LABELS "peer;bench" TIMEOUT 60
 add_test(NAME peer.save_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_onnx.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_onnx PROPERTIES LABELS peer TIMEOUT 600)
+# AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
+add_test(NAME peer.save_ascend_onnx
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.save_ascend_onnx PROPERTIES LABELS peer TIMEOUT 600)
+# AMCT's Caffe fake-quant / deploy outputs (issue 6, item 3): MTCNN det1-3 and UltraFace's Caffe
+# model calibrated, saved, loaded back and run; fake-quant vs float cosine, deploy vs fake-quant
+# in quantization steps; `calq calibration` and `calq save` write the same files.
+add_test(NAME peer.save_caffe
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_caffe.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.save_caffe PROPERTIES LABELS peer TIMEOUT 900)
 # Ascend deploy models executed by calq (issue 6, "run what you write"): a tiny model with every
 # Ascend op against numpy bit for bit, and UltraFace as an integer deploy model (every layer
 # recomputed in numpy, cosine vs float, run time, thread-count identity).

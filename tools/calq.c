@@ -11,12 +11,12 @@ static const struct {
     int (*fn)(int, char **);
     const char *what;
 } commands[] = {
-    {"run", calq_cmd_run, "run a model (float) on .npy inputs and write its outputs"},
+    {"run", calq_cmd_run, "run a model (float, or a quantized one calq wrote) and write its outputs"},
     {"inspect", calq_cmd_inspect, "list a model's inputs, outputs, shapes, operators and quantizable layers"},
     {"factors", calq_cmd_factors, "compute quantization factors (IFMR/HFMG/ARQ) for one tensor"},
     {"create-config", calq_cmd_create_config, "write AMCT's quantization config (JSON) for a model"},
-    {"calibration", calq_cmd_calibration, "calibrate a model on data and write AMCT's record file"},
-    {"save", calq_cmd_save, "write a quantized ONNX model (QDQ / QOperator) from a model and its record"},
+    {"calibration", calq_cmd_calibration, "calibrate a model on data: AMCT's record file, then the quantized models"},
+    {"save", calq_cmd_save, "write fake-quant and deploy models (AMCT's, QDQ, QOperator) from a model and a record"},
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,4 +163,20 @@ int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o)
         return 1;
     }
     return 0;
+}
+
+int cli_mkdir_p(const char *path)
+{
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }

@@ -2,6 +2,8 @@
 #ifndef CALQ_TOOLS_CLI_H
 #define CALQ_TOOLS_CLI_H
 
+#include <stdbool.h>
+
 #include "calq.h"
 
 #define CLI_USAGE 2 /* exit status for a usage error */
@@ -30,6 +32,15 @@ void cli_safe_name(const char *name, char *buf, size_t n);
 int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
 
 /* Subcommands. */
+/* --format (comma list of ascend, qdq, qoperator; both; all) and --save_type (Both, Fakequant,
+ * Deploy, None) into at most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0,
+ * or CLI_USAGE after printing why. Fakequant keeps the ascend fake-quant and the QDQ file,
+ * Deploy the ascend deploy and the QOperator file. */
+int cli_save_formats(const char *format, const char *save_type, bool caffe, calq_save_format *fmts, int *n);
+
+/* mkdir -p; 0, or -1 with errno. */
+int cli_mkdir_p(const char *path);
+
 int calq_cmd_run(int argc, char **argv);
 int calq_cmd_inspect(int argc, char **argv);
 int calq_cmd_factors(int argc, char **argv);

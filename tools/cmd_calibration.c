@@ -1,6 +1,7 @@
 /* calq calibration: AMCT's `amct_* calibration` command line (amct-reference.md §1.2) plus
  * calq's options. Writes <save_path>_record.txt (§7.1) and <save_path>_config.json (the config
- * the run used, §7.2), only when the run succeeds. */
+ * the run used, §7.2), only when the run succeeds, then saves the quantized models from them as
+ * `calq save` does (AMCT's CLI ends with save_model, §1.2). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,12 @@ static const char usage_text[] =
     "                        (--data_dir \"d1/;d2/\" [--data_types \"float32;...\"] | --images DIR | --npy SPEC)\n"
     "                        [--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
     "                        [--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
+    "                        [--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
     "\n"
-    "  --save_path P              writes P_record.txt and P_config.json (the folder is created)\n"
+    "  --save_path P              writes P_record.txt and P_config.json (the folder is created), then the\n"
+    "                             quantized models (see calq save --help for the file names)\n"
+    "  --save_type T              which models to save: Both (default), Fakequant, Deploy, None (record only)\n"
+    "  --format F                 their formats: ascend (AMCT's), qdq, qoperator; default all (ONNX), ascend (Caffe)\n"
     "  --data_dir \"d1/;d2/\"       AMCT's raw data: one folder per model input, one .bin file per batch\n"
     "  --data_types \"t1;t2\"       element type of each folder's files (float32 default, float64, float16)\n"
     "  --images DIR               photos (JPEG/PNG/BMP, name order), batch size = dim 0 of the input, with\n"
@@ -52,13 +57,7 @@ static int make_parent(const char *prefix)
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return 0;
     *slash = 0;
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
+    return cli_mkdir_p(dir);
 }
 
 static void print_model_summary(const calq_model *m, const char *model, const char *weights)
@@ -103,6 +102,7 @@ int calq_cmd_calibration(int argc, char **argv)
 {
     const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *data_dir = NULL, *data_types = NULL;
     const char *images = NULL, *npy = NULL, *config = NULL, *cfg_simple = NULL, *skip = NULL, *v;
+    const char *save_type = NULL, *format = NULL;
     calq_image_opts img;
     calq_image_opts_init(&img);
     calq_calibrate_opts co;
@@ -131,6 +131,8 @@ int calq_cmd_calibration(int argc, char **argv)
         OPT("--config", config)
         OPT("--calibration_config", cfg_simple)
         OPT("--skip_layers", skip)
+        OPT("--save_type", save_type)
+        OPT("--format", format)
 #undef OPT
         else if ((r = cli_opt(argc, argv, &i, "--batch_num", &v)))
         {
@@ -173,6 +175,9 @@ int calq_cmd_calibration(int argc, char **argv)
         fprintf(stderr, "calq calibration: %s\n\n%s", missing, usage_text);
         return CLI_USAGE;
     }
+    calq_save_format fmts[4];
+    int n_fmts = 0, urc = cli_save_formats(format, save_type, weights != NULL, fmts, &n_fmts);
+    if (urc) return urc;
 
     char record_path[4096], config_path[4096];
     snprintf(record_path, sizeof record_path, "%s_record.txt", save);
@@ -225,8 +230,12 @@ int calq_cmd_calibration(int argc, char **argv)
     }
     co.config_out = config_path;
     if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
-    fprintf(stderr, "calq: wrote %s and %s (calq save makes the quantized models from them)\n", record_path,
-            config_path);
+    fprintf(stderr, "calq: wrote %s and %s\n", record_path, config_path);
+    if (n_fmts && calq_save_models(m, record_path, config_path, fmts, n_fmts, save, &err) != CALQ_OK) {
+        cli_fail(&err);
+        fprintf(stderr, "calq: no model written (the record and config are kept: fix the cause and run calq save).\n");
+        goto done;
+    }
     rc = 0;
     goto done;
 fail:

@@ -25,7 +25,10 @@ static const char usage_text[] =
     "  --dump-all             write every tensor the model computes\n"
     "  --ref                  use the plain reference kernels instead of oneDNN\n"
     "  --no-fusion            run the graph as written (by default Conv+BatchNorm and per-channel\n"
-    "                         Mul/Add after a Conv are folded into it, as AMCT does)\n";
+    "                         Mul/Add after a Conv are folded into it, as AMCT does, and QDQ groups\n"
+    "                         DQ -> Conv/Gemm/MatMul [-> Q] become integer operators, as onnxruntime\n"
+    "                         runs them; the float tensors inside a fused group are then not computed,\n"
+    "                         so --dump / --dump-all cannot write them)\n";
 
 /* Files written by this run, by tensor name. Sanitising can map two tensor names ("a/b", "a_b")
  * to one file name, so a later one gets a numeric suffix instead of overwriting; the same
@@ -218,7 +221,7 @@ int calq_cmd_run(int argc, char **argv)
             cli_failf("no data for input '%s': add --input %s=FILE.npy", info.name, info.name);
             goto done;
         }
-    if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+    if (cli_mkdir_p(outdir) != 0) {
         cli_failf("cannot create %s: %s", outdir, strerror(errno));
         goto done;
     }

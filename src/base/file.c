@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -111,4 +112,68 @@ void calq__atomic_abort(calq_atomic_file *f)
     free(f->path);
     free(f->tmp_path);
     memset(f, 0, sizeof *f);
+}
+
+calq_status calq__staged_open(calq_staged_files *s, const char *path, FILE **fp, calq_error *err)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->f[i].path, path) == 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s would be written twice by one save", path);
+    if (s->n == CALQ_STAGED_MAX)
+        return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "more than %d output files at once", CALQ_STAGED_MAX);
+    CALQ_TRY(calq__atomic_open(&s->f[s->n], path, err));
+    *fp = s->f[s->n++].fp;
+    return CALQ_OK;
+}
+
+calq_status calq__staged_write(calq_staged_files *s, const char *path, const void *data, size_t size, calq_error *err)
+{
+    FILE *fp;
+    CALQ_TRY(calq__staged_open(s, path, &fp, err));
+    if (size && fwrite(data, 1, size, fp) != size)
+        return calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s (disk full?)", path, strerror(errno));
+    return CALQ_OK;
+}
+
+calq_status calq__staged_commit(calq_staged_files *s, calq_error *err)
+{
+    calq_status st = CALQ_OK;
+    /* phase 1: every temporary file complete on disk, or nothing is renamed */
+    for (int i = 0; i < s->n && st == CALQ_OK; i++) {
+        calq_atomic_file *f = &s->f[i];
+        errno = 0; /* ferror alone leaves errno as it was */
+        int bad = ferror(f->fp) || fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0;
+        if (fclose(f->fp) != 0) bad = 1;
+        f->fp = NULL;
+        struct stat sb;
+        int saved = errno;
+        if (bad)
+            st = calq__fail(err, CALQ_ERR_IO, NULL,
+                            "cannot write %s: %s (nothing was replaced; earlier outputs are unchanged)", f->path,
+                            saved ? strerror(saved) : "write error");
+        else if (lstat(f->path, &sb) == 0 && S_ISDIR(sb.st_mode)) /* rename would fail in phase 2 */
+            st = calq__fail(err, CALQ_ERR_IO, NULL,
+                            "cannot write %s: it is a folder (nothing was replaced; earlier outputs are unchanged)",
+                            f->path);
+    }
+    /* phase 2: renames (same folder, so they cannot run out of space; what phase 1 checked
+     * leaves only a permission change during the save, which is reported with the file) */
+    for (int i = 0; i < s->n && st == CALQ_OK; i++)
+        if (rename(s->f[i].tmp_path, s->f[i].path) != 0)
+            st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", s->f[i].path, strerror(errno));
+    calq__staged_abort(s); /* the temporary files left (none after a complete commit) */
+    return st;
+}
+
+void calq__staged_abort(calq_staged_files *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        calq_atomic_file *f = &s->f[i];
+        if (f->fp) fclose(f->fp);
+        if (f->tmp_path) remove(f->tmp_path); /* fails harmlessly for a renamed file */
+        free(f->path);
+        free(f->tmp_path);
+        memset(f, 0, sizeof *f);
+    }
+    s->n = 0;
 }

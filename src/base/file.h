@@ -24,6 +24,26 @@ calq_status calq__atomic_commit(calq_atomic_file *f, calq_error *err);
 /* Drops the temporary file; `path` stays as it was. Safe on a zeroed or released f. */
 void calq__atomic_abort(calq_atomic_file *f);
 
+/* The outputs of one operation that writes several files (a save writes a model and its
+ * weights, a fake-quant and a deploy model): each is written to its own temporary file; only
+ * when all are complete are they renamed, so a failure anywhere leaves every earlier output
+ * as it was. Zero-initialise; owner: the caller, released by _commit or _abort. */
+#define CALQ_STAGED_MAX 16
+typedef struct calq_staged_files {
+    calq_atomic_file f[CALQ_STAGED_MAX];
+    int n;
+} calq_staged_files;
+
+/* Opens one more output; *fp is its stream (valid until commit/abort). */
+calq_status calq__staged_open(calq_staged_files *s, const char *path, FILE **fp, calq_error *err);
+/* One more output holding `size` bytes of data. */
+calq_status calq__staged_write(calq_staged_files *s, const char *path, const void *data, size_t size, calq_error *err);
+/* Flushes and checks every output, then renames them all. On a write error nothing is renamed.
+ * Always releases s. */
+calq_status calq__staged_commit(calq_staged_files *s, calq_error *err);
+/* Drops every temporary file; the final paths stay as they were. Safe on a released s. */
+void calq__staged_abort(calq_staged_files *s);
+
 /* Directory part of `path` ("." when none) into buf. */
 void calq__dirname(const char *path, char *buf, size_t n);
 

@@ -137,8 +137,8 @@ Onnx__NodeProto *calq__xg_new_node(calq__xgraph *x, const char *op, const char *
     n->output = name_array(&x->a, outputs, n_outputs);
     n->n_input = (size_t)n_inputs;
     n->n_output = (size_t)n_outputs;
-    /* room for a few attributes (axis; the upgrades add none) */
-    n->attribute = calq__xa_alloc(&x->a, sizeof(Onnx__AttributeProto *) * 4);
+    /* room for a few attributes (axis; AscendQuant's five; the upgrades add none) */
+    n->attribute = calq__xa_alloc(&x->a, sizeof(Onnx__AttributeProto *) * 8);
     if (!n->op_type || !n->name || !n->input || !n->output || !n->attribute) return NULL;
     return n;
 }
@@ -172,6 +172,39 @@ bool calq__xg_attr_int(calq__xgraph *x, Onnx__NodeProto *n, const char *name, in
     return true;
 }
 
+static Onnx__AttributeProto *new_attr(calq__xgraph *x, Onnx__NodeProto *n, const char *name, int type)
+{
+    Onnx__AttributeProto *at = calq__xa_alloc(&x->a, sizeof *at);
+    if (!at) return NULL;
+    onnx__attribute_proto__init(at);
+    at->name = calq__xa_strdup(&x->a, name);
+    if (!at->name) return NULL;
+    at->has_type = 1;
+    at->type = type;
+    n->attribute[n->n_attribute++] = at;
+    return at;
+}
+
+bool calq__xg_attr_float(calq__xgraph *x, Onnx__NodeProto *n, const char *name, float v)
+{
+    Onnx__AttributeProto *at = new_attr(x, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    if (!at) return false;
+    at->has_f = 1;
+    at->f = v;
+    return true;
+}
+
+bool calq__xg_attr_str(calq__xgraph *x, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *at = new_attr(x, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    char *d = calq__xa_strdup(&x->a, v);
+    if (!at || !d) return false;
+    at->has_s = 1;
+    at->s.data = (uint8_t *)d;
+    at->s.len = strlen(d);
+    return true;
+}
+
 void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name)
 {
     (void)x;
@@ -186,6 +219,23 @@ const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const c
     for (size_t i = 0; i < n->n_attribute; i++)
         if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0) return n->attribute[i];
     return NULL;
+}
+
+int64_t calq__weight_channel(const calq_node *n, const calq_tensor *w, int64_t i)
+{
+    int64_t numel = calq_tensor_numel(w);
+    if (!strcmp(n->op_type, "ConvTranspose")) {
+        int64_t g = calq__attr_int(n, "group", 1), per = numel / (w->dims[0] * w->dims[1]);
+        int64_t j = (i / per) % w->dims[1], ci = i / (per * w->dims[1]);
+        return (ci / (w->dims[0] / g)) * w->dims[1] + j;
+    }
+    return i / (numel / w->dims[0]);
+}
+
+int64_t calq__weight_channels(const calq_node *n, const calq_tensor *w)
+{
+    if (!strcmp(n->op_type, "ConvTranspose")) return w->dims[1] * calq__attr_int(n, "group", 1);
+    return w->dims[0];
 }
 
 calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,
@@ -229,26 +279,18 @@ calq_status calq__save_check(const calq_model *m, const calq_record *r, const ca
     return st;
 }
 
-calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path, calq_error *err)
+calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path,
+                           calq_staged_files *out, calq_error *err)
 {
-    Onnx__ModelProto out = *mp;
-    out.graph = (Onnx__GraphProto *)graph;
-    size_t size = onnx__model_proto__get_packed_size(&out);
+    Onnx__ModelProto m = *mp;
+    m.graph = (Onnx__GraphProto *)graph;
+    size_t size = onnx__model_proto__get_packed_size(&m);
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory for %zu bytes", size);
-    size_t n = onnx__model_proto__pack(&out, buf);
-    calq_atomic_file f = {0};
+    size_t n = onnx__model_proto__pack(&m, buf);
     calq_status st =
-        n == size ? calq__atomic_open(&f, path, err)
+        n == size ? calq__staged_write(out, path, buf, size, err)
                   : calq__fail(err, CALQ_ERR_INTERNAL, NULL, "save: protobuf packing gave %zu of %zu bytes", n, size);
-    if (st == CALQ_OK) {
-        if (fwrite(buf, 1, size, f.fp) != size) {
-            calq__atomic_abort(&f);
-            st = calq__fail(err, CALQ_ERR_IO, NULL, "save: cannot write %s (disk full?); nothing written", path);
-        } else {
-            st = calq__atomic_commit(&f, err);
-        }
-    }
     free(buf);
     return st;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "calib/config.h"
+#include "base/file.h"
 #include "calib/record.h"
 #include "calq.h"
 #include "frontend/model.h"
@@ -56,9 +57,18 @@ Onnx__NodeProto *calq__xg_new_node(calq__xgraph *x, const char *op, const char *
 /* A shallow copy of n (attributes shared with n) with fresh input / output name arrays. */
 Onnx__NodeProto *calq__xg_copy_node(calq__xgraph *x, const Onnx__NodeProto *n);
 bool calq__xg_attr_int(calq__xgraph *x, Onnx__NodeProto *n, const char *name, int64_t v);
+bool calq__xg_attr_float(calq__xgraph *x, Onnx__NodeProto *n, const char *name, float v);
+bool calq__xg_attr_str(calq__xgraph *x, Onnx__NodeProto *n, const char *name, const char *v);
 /* Removes attribute `name` from n (whose attribute array must be the arena's, e.g. a copy). */
 void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name);
 const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const char *name);
+
+/* Output channel of element i of layer n's weight w: the index of its per-channel scale_w
+ * (§8.2). Conv / Gemm / MatMul: dim 0; ConvTranspose [Cin, Cout/group, k...]: the group's
+ * offset plus dim 1, so a grouped deconvolution has group * dims[1] channels. */
+int64_t calq__weight_channel(const calq_node *n, const calq_tensor *w, int64_t i);
+/* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2). */
+int64_t calq__weight_channels(const calq_node *n, const calq_tensor *w);
 
 /* The checks of issue 6 before anything is written (amct-reference.md §4.4): AMCT's record
  * checks (calq__record_check), then every layer the record must have (the enabled layers of
@@ -66,8 +76,9 @@ const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const c
 calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,
                              const char *record_label, calq_error *err);
 
-/* Packs model `mp` with `graph` in place of its graph and writes it atomically to path. */
+/* Packs model `mp` with `graph` in place of its graph into a new staged output `path` (the
+ * caller commits all outputs of a save together, src/base/file.h). */
 calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path,
-                           calq_error *err);
+                           calq_staged_files *out, calq_error *err);
 
 #endif

@@ -23,7 +23,8 @@ typedef struct calq__xctx {
     const calq_record *rec;
     const calq_config *cfg;
     calq_save_format fmt;
-    calq_graph *g; /* the folded copy of m->g (owned) */
+    calq_staged_files *out; /* where the model is written (committed by the caller) */
+    calq_graph *g;          /* the folded copy of m->g (owned) */
     calq__xgraph x;
     bool upgrade; /* the model's default opset is below 13 and is raised to 13 */
     int opset_in; /* the model's default opset */
@@ -33,6 +34,11 @@ typedef struct calq__xctx {
     bool *skip;      /* per node of g: a Relu absorbed into a QLinearConv's output range */
     int n_qop;       /* layers written as QLinearConv / QLinearMatMul */
 } calq__xctx;
+
+/* Writes model m quantized with the record's factors in format fmt as staged output `path`
+ * (export_onnx_qdq.c). The record has passed calq__save_check. */
+calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const calq_config *cfg, calq_save_format fmt,
+                              const char *path, calq_staged_files *out, calq_error *err);
 
 /* The int8 tensor and dequantized tensor of activation `tensor` with the given factors,
  * emitting QuantizeLinear (and DequantizeLinear when want_dq) on first use. NULL on OOM. */
@@ -49,12 +55,17 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
 calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,
                             calq_error *err);
 
+/* AMCT's form of quantized layer ni (export_onnx_ascend.c): the fake-quant chain of §9.2 or
+ * the deploy AscendQuant / integer layer / AscendDequant of §9.1, per c->fmt. */
+calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+                               calq_error *err);
+
 /* A node kept from the model, converted when the opset is raised to 13 (export_upgrade.c):
  * *out is src itself or an arena copy. Fails naming an operator that cannot be raised. */
 calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out,
                                       calq_error *err);
 /* Assembles the output model from c->x (original initializers still read, new ones, inputs,
- * shape hints, opset 13) and writes it atomically to path. */
+ * shape hints, opset 13) and stages it as output `path` in c->out. */
 calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err);
 
 /* A new tensor name from fmt that no tensor of the model or of the output so far uses (a

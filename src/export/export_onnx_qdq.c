@@ -115,17 +115,6 @@ const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
     return val->name;
 }
 
-/* Output channel of weight element i for the record's per-channel factors. */
-static int64_t weight_channel(const calq_node *n, const calq_tensor *w, int64_t i)
-{
-    int64_t per = calq_tensor_numel(w) / w->dims[0];
-    if (strcmp(n->op_type, "ConvTranspose") == 0) { /* [Cin, Cout/group, k...], group 1 */
-        int64_t k = per / w->dims[1];
-        return (i / k) % w->dims[1];
-    }
-    return i / per;
-}
-
 /* The record's scale_w should be ARQ's on the weights as folded here (§6.1, §8.3); a
  * difference means a record made with other fusion settings or by another tool. The record
  * wins (AMCT's save also uses the record), but the user is told. */
@@ -167,7 +156,7 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
     *n_bias = 0;
     if (!*wq) return oom(err);
     bool conv_like = !strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose");
-    int64_t ch = !strcmp(n->op_type, "ConvTranspose") ? w->dims[1] : w->dims[0];
+    int64_t ch = calq__weight_channels(n, w);
     if (w->dtype != CALQ_DTYPE_FLOAT32 || (rl->n_scale_w != 1 && (!conv_like || rl->n_scale_w != ch)))
         return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name,
                           "save: layer \"%s\" (%s) has %d scale_w in the record; its %s weight takes 1%s (§8.2, "
@@ -179,7 +168,7 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
     /* w_q = clamp(round(w/scale_w) + 0, -128, 127), ARQ's rounding (§6.1): the record's scale_w,
      * which calq's own calibration computed with the same ARQ on the same folded weights */
     for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? weight_channel(n, w, i) : 0];
+        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(n, w, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
     }
@@ -244,13 +233,27 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
         CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
         const calq_tensor *w = c->g->values[n->inputs[1]].constant;
         int axis = strcmp(n->op_type, "ConvTranspose") == 0 ? 1 : 0;
-        if (rl->n_scale_w > 1 && strcmp(n->op_type, "ConvTranspose") == 0 && calq__attr_int(n, "group", 1) != 1)
-            return calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name,
-                              "save: layer \"%s\" is a grouped ConvTranspose with per-channel weights, which one "
-                              "DequantizeLinear axis cannot express; set channel_wise false for it or skip it",
-                              n->name);
-        const char *wn = emit_dq_const(c, n->name, "weight", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w, wq,
-                                       (size_t)calq_tensor_numel(w), rl->scale_w, rl->n_scale_w, axis);
+        const char *wn;
+        if (rl->n_scale_w > 1 && axis == 1 && calq__attr_int(n, "group", 1) != 1) {
+            /* a grouped ConvTranspose's channels span two weight axes (group of dim 0, dim 1),
+             * which one DequantizeLinear axis cannot express: the weight is stored dequantized,
+             * w_q * scale_w[c] in float, the same values the DequantizeLinear would give */
+            int64_t numel = calq_tensor_numel(w);
+            float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
+            char *fn = calq__xname(c, "%s.weight_fake_quant", n->name);
+            if (!wf || !fn) return oom(err);
+            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__weight_channel(n, w, i)];
+            if (!emit_init(c, fn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
+                return oom(err);
+            calq__log(CALQ_LOG_INFO,
+                      "calq: note: layer \"%s\" (grouped ConvTranspose, per-channel weights): its QDQ weight is "
+                      "stored as float w_q * scale_w (one DequantizeLinear axis cannot index group and channel)",
+                      n->name);
+            wn = fn;
+        } else {
+            wn = emit_dq_const(c, n->name, "weight", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w, wq,
+                               (size_t)calq_tensor_numel(w), rl->scale_w, rl->n_scale_w, axis);
+        }
         if (!wn) return oom(err);
         nd->input[1] = (char *)wn;
         if (bq) {
@@ -329,6 +332,10 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
         if (ni >= 0 && c->quantized[ni]) {
             const calq_record_layer *rl = calq__record_find(c->rec, c->g->nodes[ni].name);
             bool done = false;
+            if (c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
+                st = calq__ascend_layer(c, ni, gp->node[k], rl, err);
+                done = true;
+            }
             if (c->fmt == CALQ_SAVE_QOPERATOR) st = calq__qop_layer(c, ni, gp->node[k], rl, &done, err);
             if (st == CALQ_OK && !done) st = qdq_layer(c, ni, gp->node[k], rl, err);
         } else {
@@ -340,10 +347,10 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
     return st;
 }
 
-static calq_status export_onnx(const calq_model *m, const calq_record *rec, const calq_config *cfg,
-                               calq_save_format fmt, const char *path, calq_error *err)
+calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const calq_config *cfg, calq_save_format fmt,
+                              const char *path, calq_staged_files *out, calq_error *err)
 {
-    calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt};
+    calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt, .out = out};
     const Onnx__GraphProto *gp = c.mp->graph;
     c.opset_in = m->g->opset;
     c.upgrade = c.opset_in < 13;
@@ -353,9 +360,10 @@ static calq_status export_onnx(const calq_model *m, const calq_record *rec, cons
         st = calq__pass_fold_conv_affine(c.g, (const char *const *)cfg->skip_fusion_layers, cfg->n_skip_fusion_layers,
                                          &n_fold, err);
     if (st == CALQ_OK) {
-        /* every layer adds at most 3 nodes and 8 initializers; upgrades add one initializer each */
+        /* every layer adds at most 8 nodes (the fake-quant chain, §9.2) and 10 initializers;
+         * upgrades add one initializer each */
         size_t nl = (size_t)c.g->n_nodes;
-        st = calq__xg_init(&c.x, gp->n_node + 4 * nl + 16, gp->n_initializer + 10 * nl + gp->n_node * 3 + 16, err);
+        st = calq__xg_init(&c.x, gp->n_node + 8 * nl + 16, gp->n_initializer + 10 * nl + gp->n_node * 3 + 16, err);
     }
     if (st == CALQ_OK) {
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
@@ -368,7 +376,15 @@ static calq_status export_onnx(const calq_model *m, const calq_record *rec, cons
         const calq_layer_config *lc = calq__config_find(cfg, c.g->nodes[i].name);
         c.quantized[i] =
             lc && lc->quant_enable && calq__record_find(rec, c.g->nodes[i].name) && calq__node_quantizable(c.g, i);
-        if (lc && lc->quant_enable && calq__record_find(rec, lc->name) && !c.quantized[i])
+        const calq_record_layer *rl = c.quantized[i] ? calq__record_find(rec, c.g->nodes[i].name) : NULL;
+        bool shifted = false;
+        for (int k = 0; rl && k < rl->n_shift_bit; k++) shifted |= rl->shift_bit[k] != 0;
+        if (shifted) /* AMCT's ONNX save refuses it too (§4.4); silently dropping it would be worse */
+            st = calq__fail(err, CALQ_ERR_RECORD_FILE, rl->name,
+                            "shift_bit is not support, please delete shift_bit of layer %s in record_file: calq "
+                            "saves ONNX models without the int16 shift (§4.4, §6.4; Caffe deploy models keep it)",
+                            rl->name);
+        else if (lc && lc->quant_enable && calq__record_find(rec, lc->name) && !c.quantized[i])
             st = calq__fail(err, CALQ_ERR_RECORD_FILE, lc->name,
                             "save: layer \"%s\" has factors in the record but cannot be quantized in the model after "
                             "fusion (its weight is not constant, or fusion changed it); skip it in the config",
@@ -379,42 +395,4 @@ static calq_status export_onnx(const calq_model *m, const calq_record *rec, cons
     calq__xg_free(&c.x);
     calq__graph_free(c.g);
     return st;
-}
-
-calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,
-                                   const char *prefix, calq_error *err)
-{
-    if (!m || !record || !prefix)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: model, record and prefix are required");
-    if (m->format != CALQ_FORMAT_ONNX || !m->onnx)
-        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                          "calq_save_model: only ONNX models can be saved so far (Caffe outputs are not written yet)");
-    if (fmt != CALQ_SAVE_QDQ && fmt != CALQ_SAVE_QOPERATOR)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: unknown format %d", (int)fmt);
-    calq_record *rec = NULL;
-    calq_config *cfg = NULL;
-    calq_status st = calq__record_read_file(record, &rec, err);
-    if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
-    if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
-    char *path = NULL;
-    if (st == CALQ_OK) {
-        const char *sfx = fmt == CALQ_SAVE_QDQ ? "_qdq.onnx" : "_qoperator.onnx";
-        path = malloc(strlen(prefix) + strlen(sfx) + 1);
-        if (!path)
-            st = oom(err);
-        else
-            strcat(strcpy(path, prefix), sfx);
-    }
-    if (st == CALQ_OK) st = export_onnx(m, rec, cfg, fmt, path, err);
-    if (st == CALQ_OK) calq__log(CALQ_LOG_INFO, "calq: saved %s", path);
-    free(path);
-    calq_config_free(cfg);
-    calq__record_free(rec);
-    return st;
-}
-
-calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
-                            calq_error *err)
-{
-    return calq_save_model_config(m, record, NULL, fmt, prefix, err);
 }

@@ -294,5 +294,5 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
         m.has_ir_version = 1;
         m.ir_version = 7;
     }
-    return calq__xg_write(&m, g, path, err);
+    return calq__xg_write(&m, g, path, c->out, err);
 }

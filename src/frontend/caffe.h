@@ -123,6 +123,9 @@ calq_status calq__caffe_map_flatten(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_reshape(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_permute(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_softmax(calq_caffe_ctx *c, calq_caffe_layer *L);
+/* AMCT's Quant / DeQuant layers (caffe_layers_quant.c). */
+calq_status calq__caffe_map_quant(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_dequant(calq_caffe_ctx *c, calq_caffe_layer *L);
 
 /* The mapper for a LayerParameter type name, or NULL. */
 calq_caffe_map_fn calq__caffe_mapper(const char *type);
@@ -186,10 +189,14 @@ int calq__caffe_node(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *o
 calq_status calq__caffe_attr_int(calq_caffe_ctx *c, int node, const char *name, int64_t v);
 calq_status calq__caffe_attr_float(calq_caffe_ctx *c, int node, const char *name, float v);
 calq_status calq__caffe_attr_ints(calq_caffe_ctx *c, int node, const char *name, const int64_t *v, int n);
+calq_status calq__caffe_attr_string(calq_caffe_ctx *c, int node, const char *name, const char *v);
 /* Constants named "<layer>/<what>". */
 int calq__caffe_const_f32(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, const float *v,
                           const int64_t *dims, int ndim);
 int calq__caffe_const_i64(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, const int64_t *v, int n);
+/* A constant of any dtype; v holds numel(dims) elements of it (copied). */
+int calq__caffe_const_typed(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, calq_dtype dt,
+                            const void *v, const int64_t *dims, int ndim);
 int calq__caffe_const_scalar(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, float v);
 /* A one-input, one-output helper node "<layer>/<what>" writing a fresh value; returns the value. */
 int calq__caffe_unary(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *op, const char *what, int x);
@@ -201,12 +208,20 @@ int calq__caffe_shape_slice(calq_caffe_ctx *c, const calq_caffe_layer *L, const 
 /* ---- learned blobs ---------------------------------------------------------------------------- */
 /* Fails unless the caffemodel gave L exactly `n` blobs (`what` lists them, e.g. "weights, bias"). */
 calq_status calq__caffe_need_blobs(calq_caffe_ctx *c, const calq_caffe_layer *L, int n, const char *what);
-/* Values in blob i (data or double_data). */
+/* How a blob stores its values: FLOAT32 (data or double_data, also for an empty blob), or the
+ * integer fields of AMCT deploy models (§9.1): INT8 (int8_data bytes), INT32 (int32_data),
+ * UINT64 (uint64_data, the packed deq_scale of §6.3). */
+calq_dtype calq__caffe_blob_storage(const CalqCaffe__BlobProto *b);
+/* Values in blob i, in whichever field holds them. */
 int64_t calq__caffe_blob_count(const calq_caffe_layer *L, int i);
 /* Blob i as a float32 constant of shape dims[ndim] named "<layer>/<what>"; the element count
- * must equal the shape's (`expect` explains the shape in the message). -1 on failure. */
+ * must equal the shape's (`expect` explains the shape in the message). An integer blob is an
+ * error naming the layer. -1 on failure. */
 int calq__caffe_blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what, const int64_t *dims,
                            int ndim, const char *expect);
+/* The same, keeping integer storage as an INT8 / INT32 / UINT64 constant (deploy models). */
+int calq__caffe_blob_const_any(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what,
+                               const int64_t *dims, int ndim, const char *expect);
 /* Blob i's values converted to float (caller frees), count in *n. NULL after failing. */
 float *calq__caffe_blob_floats(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, int64_t *n);
 /* The blob's declared dims: `shape`, or legacy num/channels/height/width. */

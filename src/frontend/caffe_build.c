@@ -406,6 +406,17 @@ calq_status calq__caffe_attr_float(calq_caffe_ctx *c, int node, const char *name
     return CALQ_OK;
 }
 
+calq_status calq__caffe_attr_string(calq_caffe_ctx *c, int node, const char *name, const char *v)
+{
+    calq_attr *a = calq__node_add_attr(c->g, node, name, CALQ_ATTR_STRING);
+    if (!a) return calq__caffe_oom(c);
+    size_t n = strlen(v) + 1;
+    a->s = malloc(n);
+    if (!a->s) return calq__caffe_oom(c);
+    memcpy(a->s, v, n);
+    return CALQ_OK;
+}
+
 calq_status calq__caffe_attr_ints(calq_caffe_ctx *c, int node, const char *name, const int64_t *v, int n)
 {
     calq_attr *a = calq__node_add_attr(c->g, node, name, CALQ_ATTR_INTS);
@@ -446,6 +457,12 @@ static int add_const(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *w
     s->ndim = ndim;
     memcpy(s->dims, t->dims, sizeof t->dims);
     return id;
+}
+
+int calq__caffe_const_typed(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, calq_dtype dt,
+                            const void *v, const int64_t *dims, int ndim)
+{
+    return add_const(c, L, what, dt, v, dims, ndim);
 }
 
 int calq__caffe_const_f32(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, const float *v,

@@ -60,6 +60,20 @@ static void dims_text(const int64_t *dims, int n, char *buf, size_t size)
         at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? " x " : "", (long long)dims[i]);
 }
 
+/* An AMCT deploy model's quantized layer holds int8 weights and an int32 bias (§9.1); a float
+ * layer float ones. Anything else is a damaged file. */
+static calq_status check_storage(calq_caffe_ctx *c, const calq_caffe_layer *L, bool bias)
+{
+    calq_dtype w = calq__caffe_blob_storage(L->blobs[0]);
+    calq_dtype b = bias ? calq__caffe_blob_storage(L->blobs[1]) : (w == CALQ_DTYPE_INT8 ? CALQ_DTYPE_INT32 : w);
+    if ((w == CALQ_DTYPE_FLOAT32 && b == CALQ_DTYPE_FLOAT32) || (w == CALQ_DTYPE_INT8 && b == CALQ_DTYPE_INT32))
+        return CALQ_OK;
+    return calq__caffe_fail_weights(c, L,
+                                    "holds %s weights and a %s bias; a layer takes float32 weights and bias, or (an "
+                                    "AMCT deploy model, amct-reference.md §9.1) int8 weights and an int32 bias",
+                                    calq_dtype_name(w), calq_dtype_name(b));
+}
+
 static calq_status window_attrs(calq_caffe_ctx *c, int node, int nsp, const int64_t *k, const int64_t *s,
                                 const int64_t *pad, const int64_t *d)
 {
@@ -145,12 +159,13 @@ static calq_status map_conv(calq_caffe_ctx *c, calq_caffe_layer *L)
     wd[0] = deconv ? ci : O;
     wd[1] = deconv ? O / g : ci;
     memcpy(wd + 2, k, sizeof(int64_t) * (size_t)nsp);
-    int w = calq__caffe_blob_const(c, L, 0, "weight", wd, nsp + 2, "weights");
+    CALQ_TRY(check_storage(c, L, bias));
+    int w = calq__caffe_blob_const_any(c, L, 0, "weight", wd, nsp + 2, "weights");
     int b = -1;
     if (w < 0) return c->status;
     if (bias) {
         int64_t bd[1] = {O};
-        b = calq__caffe_blob_const(c, L, 1, "bias", bd, 1, "one bias per output channel (num_output)");
+        b = calq__caffe_blob_const_any(c, L, 1, "bias", bd, 1, "one bias per output channel (num_output)");
         if (b < 0) return c->status;
     }
     for (int i = 0; i < L->n_bottom; i++) {
@@ -178,6 +193,33 @@ static calq_status map_conv(calq_caffe_ctx *c, calq_caffe_layer *L)
 }
 
 /* ---- InnerProduct ------------------------------------------------------------------------------ */
+
+/* The node producing value v when it is an `op` node, else -1. */
+static int producer_of(calq_caffe_ctx *c, int v, const char *op)
+{
+    for (int i = c->g->n_nodes - 1; i >= 0; i--) {
+        const calq_node *n = &c->g->nodes[i];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] == v) return strcmp(n->op_type, op) == 0 && !n->domain[0] ? i : -1;
+    }
+    return -1;
+}
+
+/* A copy of AscendQuant node q applied to float value x: "<layer>/quantize", same attributes. */
+static int requantize(calq_caffe_ctx *c, const calq_caffe_layer *L, int q, int x)
+{
+    int y = calq__caffe_tmp(c, L, "quantized");
+    int node = y < 0 ? -1 : calq__caffe_node(c, L, "AscendQuant", "quantize", false, &x, 1, &y, 1);
+    if (node < 0) return -1;
+    for (int k = 0; k < c->g->nodes[q].n_attrs; k++) {
+        const calq_attr *a = &c->g->nodes[q].attrs[k];
+        calq_status s = a->type == CALQ_ATTR_FLOAT    ? calq__caffe_attr_float(c, node, a->name, a->f)
+                        : a->type == CALQ_ATTR_STRING ? calq__caffe_attr_string(c, node, a->name, a->s)
+                                                      : calq__caffe_attr_int(c, node, a->name, a->i);
+        if (s != CALQ_OK) return -1;
+    }
+    return y;
+}
 
 /* y = x' W^T + b with x' the bottom flattened from `axis` (Flatten + Gemm); the output keeps
  * the axes before `axis` (a Reshape when that is not just N). transpose: W is [K, num_output]. */
@@ -219,15 +261,23 @@ static calq_status map_inner_product(calq_caffe_ctx *c, calq_caffe_layer *L)
     }
     int64_t Kw = count / O;
     int64_t wd[2] = {transpose ? Kw : O, transpose ? O : Kw}, bd[1] = {O};
-    int w = calq__caffe_blob_const(c, L, 0, "weight", wd, 2, transpose ? "inputs x num_output" : "num_output x inputs");
-    int b = bias ? calq__caffe_blob_const(c, L, 1, "bias", bd, 1, "num_output") : 0;
+    CALQ_TRY(check_storage(c, L, bias));
+    int w =
+        calq__caffe_blob_const_any(c, L, 0, "weight", wd, 2, transpose ? "inputs x num_output" : "num_output x inputs");
+    int b = bias ? calq__caffe_blob_const_any(c, L, 1, "bias", bd, 1, "num_output") : 0;
     if (w < 0 || b < 0) return c->status;
     int x = L->bottom[0];
     if (!(r == 2 && a == 1)) {
-        x = calq__caffe_tmp(c, L, "flatten");
-        if (x < 0) return c->status;
-        int node = calq__caffe_node(c, L, "Flatten", "flatten", false, &L->bottom[0], 1, &x, 1);
+        /* An integer layer reads its int8 input straight from an AscendQuant, whose offset it
+         * needs (§9.1): the flatten goes before a copy of that AscendQuant instead. */
+        int q = calq__caffe_blob_storage(L->blobs[0]) == CALQ_DTYPE_INT8 ? producer_of(c, x, "AscendQuant") : -1;
+        int from = q >= 0 ? c->g->nodes[q].inputs[0] : x;
+        int flat = calq__caffe_tmp(c, L, "flatten");
+        if (flat < 0) return c->status;
+        int node = calq__caffe_node(c, L, "Flatten", "flatten", false, &from, 1, &flat, 1);
         if (node < 0 || calq__caffe_attr_int(c, node, "axis", a) != CALQ_OK) return c->status;
+        x = flat;
+        if (q >= 0 && (x = requantize(c, L, q, flat)) < 0) return c->status;
     }
     bool reshape = a != 1;
     int y = reshape ? calq__caffe_tmp(c, L, "gemm") : calq__caffe_top(c, L, 0);
@@ -502,6 +552,8 @@ calq_caffe_map_fn calq__caffe_mapper(const char *type)
         {"Reshape", calq__caffe_map_reshape},
         {"Permute", calq__caffe_map_permute},
         {"Softmax", calq__caffe_map_softmax},
+        {"Quant", calq__caffe_map_quant},
+        {"DeQuant", calq__caffe_map_dequant},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (strcmp(table[i].type, type) == 0) return table[i].fn;

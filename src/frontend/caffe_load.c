@@ -70,11 +70,25 @@ int calq__caffe_blob_dims(const CalqCaffe__BlobProto *b, int64_t *dims)
     return -1;
 }
 
+calq_dtype calq__caffe_blob_storage(const CalqCaffe__BlobProto *b)
+{
+    if (b->n_data || b->n_double_data) return CALQ_DTYPE_FLOAT32;
+    if (b->has_int8_data && b->int8_data.len) return CALQ_DTYPE_INT8;
+    if (b->n_int32_data) return CALQ_DTYPE_INT32;
+    if (b->n_uint64_data) return CALQ_DTYPE_UINT64;
+    return CALQ_DTYPE_FLOAT32;
+}
+
 int64_t calq__caffe_blob_count(const calq_caffe_layer *L, int i)
 {
     if (i >= L->n_blobs) return -1;
     const CalqCaffe__BlobProto *b = L->blobs[i];
-    return (int64_t)(b->n_data ? b->n_data : b->n_double_data);
+    switch (calq__caffe_blob_storage(b)) {
+    case CALQ_DTYPE_INT8: return (int64_t)b->int8_data.len;
+    case CALQ_DTYPE_INT32: return (int64_t)b->n_int32_data;
+    case CALQ_DTYPE_UINT64: return (int64_t)b->n_uint64_data;
+    default: return (int64_t)(b->n_data ? b->n_data : b->n_double_data);
+    }
 }
 
 static void describe_blob(const CalqCaffe__BlobProto *b, char *buf, size_t n)
@@ -121,16 +135,37 @@ float *calq__caffe_blob_floats(calq_caffe_ctx *c, const calq_caffe_layer *L, int
         calq__caffe_oom(c);
         return NULL;
     }
-    if (b->n_data)
-        memcpy(f, b->data, sizeof(float) * b->n_data);
-    else
-        for (size_t k = 0; k < b->n_double_data; k++) f[k] = (float)b->double_data[k];
+    switch (calq__caffe_blob_storage(b)) {
+    case CALQ_DTYPE_INT8:
+        for (int64_t k = 0; k < *n; k++) f[k] = (float)(int8_t)b->int8_data.data[k];
+        break;
+    case CALQ_DTYPE_INT32:
+        for (int64_t k = 0; k < *n; k++) f[k] = (float)b->int32_data[k];
+        break;
+    case CALQ_DTYPE_UINT64:
+        for (int64_t k = 0; k < *n; k++) f[k] = (float)b->uint64_data[k];
+        break;
+    default:
+        if (b->n_data)
+            memcpy(f, b->data, sizeof(float) * b->n_data);
+        else
+            for (size_t k = 0; k < b->n_double_data; k++) f[k] = (float)b->double_data[k];
+    }
     return f;
 }
 
-int calq__caffe_blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what, const int64_t *dims,
-                           int ndim, const char *expect)
+static int blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what, const int64_t *dims,
+                      int ndim, const char *expect, bool integer_ok)
 {
+    calq_dtype st = calq__caffe_blob_storage(L->blobs[i]);
+    if (st != CALQ_DTYPE_FLOAT32 && !integer_ok) {
+        calq__caffe_fail_weights(c, L,
+                                 "blob %d (%s) holds %s values; only the weights and bias of a quantized "
+                                 "Convolution, Deconvolution or InnerProduct layer of an AMCT deploy model, and a "
+                                 "DeQuant layer's deq_scale, are integers (amct-reference.md §9.1)",
+                                 i, what, calq_dtype_name(st));
+        return -1;
+    }
     int64_t want = calq__shape_numel(dims, ndim), have = calq__caffe_blob_count(L, i);
     if (have != want) {
         char shape[128], declared[128];
@@ -148,12 +183,27 @@ int calq__caffe_blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, 
                                  b->n_data, b->n_double_data);
         return -1;
     }
+    if (st == CALQ_DTYPE_INT8) return calq__caffe_const_typed(c, L, what, st, b->int8_data.data, dims, ndim);
+    if (st == CALQ_DTYPE_INT32) return calq__caffe_const_typed(c, L, what, st, b->int32_data, dims, ndim);
+    if (st == CALQ_DTYPE_UINT64) return calq__caffe_const_typed(c, L, what, st, b->uint64_data, dims, ndim);
     int64_t n;
     float *f = calq__caffe_blob_floats(c, L, i, &n);
     if (!f) return -1;
     int v = calq__caffe_const_f32(c, L, what, f, dims, ndim);
     free(f);
     return v;
+}
+
+int calq__caffe_blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what, const int64_t *dims,
+                           int ndim, const char *expect)
+{
+    return blob_const(c, L, i, what, dims, ndim, expect, false);
+}
+
+int calq__caffe_blob_const_any(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what,
+                               const int64_t *dims, int ndim, const char *expect)
+{
+    return blob_const(c, L, i, what, dims, ndim, expect, true);
 }
 
 /* ---- loading ---------------------------------------------------------------------------------- */

@@ -2,9 +2,20 @@
 
 #include <string.h>
 
+/* A constant float32 weight: a layer of an already quantized model (int8 weights, an Ascend
+ * deploy model) is not quantizable again. */
 static bool is_const(const calq_graph *g, const calq_node *n, int k)
 {
-    return k < n->n_inputs && n->inputs[k] >= 0 && g->values[n->inputs[k]].constant != NULL;
+    return k < n->n_inputs && n->inputs[k] >= 0 && g->values[n->inputs[k]].constant != NULL &&
+           g->values[n->inputs[k]].constant->dtype == CALQ_DTYPE_FLOAT32;
+}
+
+/* The activation is float, or not known yet (an int8 input is already quantized). */
+static bool float_input(const calq_graph *g, const calq_node *n)
+{
+    if (n->n_inputs < 1 || n->inputs[0] < 0) return false;
+    calq_dtype t = g->values[n->inputs[0]].dtype;
+    return t == CALQ_DTYPE_UNDEFINED || t == CALQ_DTYPE_FLOAT32 || t == CALQ_DTYPE_FLOAT16;
 }
 
 static bool all_ones(const calq_node *n, const char *attr)
@@ -19,7 +30,7 @@ static bool all_ones(const calq_node *n, const char *attr)
 bool calq__node_quantizable(const calq_graph *g, int i)
 {
     const calq_node *n = &g->nodes[i];
-    if (n->domain[0]) return false;
+    if (n->domain[0] || !float_input(g, n)) return false;
     const char *op = n->op_type;
     if (strcmp(op, "Conv") == 0) {
         /* 4-D/5-D with a constant weight (§8.1) */

@@ -110,9 +110,11 @@ for model in version-slim-320 version-slim-320_simplified; do
         "$CALQ" run "$M" --image "input=$img" $IMG --dump input --output-dir "$e/in" >/dev/null 2>&1 || fail "$b: calq run"
         node "$HERE/ort_run.js" "$M" "$e/float" "input=$e/in/input.npy" || fail "$b: onnxruntime float"
         node "$HERE/ort_run.js" "${P}_qdq.onnx" "$e/qdq" "input=$e/in/input.npy" || fail "$b: onnxruntime qdq"
-        # The simplified model's `boxes` are the raw box regressions (no prior decoding), small
-        # values near 0 where 8-bit activations cost more: measured 0.975-0.99 on some photos,
-        # below the 0.99. Held at 0.97 and flagged in the output, so a regression still fails.
+        # The simplified model's `boxes` are the raw box regressions (no prior decoding): 0.979 with
+        # AMCT's defaults, because of the weights of the first depthwise conv Conv_2 (one dominant
+        # 3x3 weight per channel: per-channel ARQ leaves the small ones 5-20% off; the error lands
+        # on background anchors). Held at 0.97 and flagged; save_ascend.sh checks the remedy
+        # AMCT documents (skip that layer) at 0.99.
         spec=0.99
         [ $model = version-slim-320_simplified ] && spec=0.99,boxes=0.97
         $CMP cosine "$e/float" "$e/qdq" "$model fake-quant vs float, $b" $spec || fail "$model $b: cosine too low"

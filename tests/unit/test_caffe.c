@@ -13,15 +13,7 @@
 #include "calq.h"
 #include "frontend/caffe.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 /* ---- building caffemodels ------------------------------------------------------------------- */
 

@@ -12,15 +12,7 @@
 #include "calib_model.h"
 #include "calq.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 #define EXPECT_STATUS(got, want, err, needle) expect_status_at(__FILE__, __LINE__, (got), (want), (err), (needle))
 

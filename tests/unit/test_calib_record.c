@@ -10,15 +10,7 @@
 #include "calib/record.h"
 #include "calib_model.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 static calq_model *model;
 

@@ -13,15 +13,7 @@
 #include "frontend/model.h"
 #include "graph/passes.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 /* The concatenated activations of one tensor (owned here, freed in main). */
 typedef struct gathered {

@@ -2,24 +2,18 @@
  * mm, deconv quantizable): the QDQ and QOperator structures, int8 weights and int32 bias
  * against hand-computed values (amct-reference.md §6.1, §6.2), and the save-time failures
  * (§4.4, §8.4) leaving no file behind. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/file.h"
 #include "calib_model.h"
 #include "onnx/onnx.pb-c.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 static char dir[64];
 
@@ -126,6 +120,110 @@ static void test_qoperator(calq_model *model, const char *rec)
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+static const Onnx__NodeProto *node_named(const Onnx__ModelProto *m, const char *name)
+{
+    for (size_t i = 0; i < m->graph->n_node; i++)
+        if (!strcmp(m->graph->node[i]->name, name)) return m->graph->node[i];
+    return NULL;
+}
+
+static float attr_f(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; n && i < n->n_attribute; i++)
+        if (!strcmp(n->attribute[i]->name, name)) return n->attribute[i]->f;
+    return -1e30f;
+}
+
+/* AMCT's deploy (§9.1) and fake-quant (§9.2) models, written by one call. */
+static void test_ascend(calq_model *model, const char *rec)
+{
+    char prefix[96], path[128];
+    snprintf(prefix, sizeof prefix, "%s/m", dir);
+    calq_error err = {0};
+    const calq_save_format fmts[2] = {CALQ_SAVE_ASCEND_FAKE_QUANT, CALQ_SAVE_ASCEND_DEPLOY};
+    EXPECT(calq_save_models(model, rec, NULL, fmts, 2, prefix, &err) == CALQ_OK);
+    if (err.status) fprintf(stderr, "  %s\n", err.message);
+    snprintf(path, sizeof path, "%s_deploy_model.onnx", prefix);
+    Onnx__ModelProto *m = load(path);
+    EXPECT(m != NULL);
+    if (m) {
+        /* conv and deconv read x with different factors: 5 quantized activations, 5 layers */
+        EXPECT(count_op(m, "AscendQuant") == 5);
+        EXPECT(count_op(m, "AscendDequant") == 5);
+        const Onnx__NodeProto *q = node_named(m, "conv.quant");
+        EXPECT(q && attr_f(q, "scale") == 2.0f && attr_f(q, "offset") == -128.0f); /* 1/scale_d, offset_d */
+        const Onnx__TensorProto *w = init(m, "conv.weight_quant");
+        EXPECT(w && w->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 && w->raw_data.len == 4);
+        if (w && w->raw_data.len == 4) {
+            const int8_t *wq = (const int8_t *)w->raw_data.data, want[4] = {-128, -85, -128, 0};
+            for (int i = 0; i < 4; i++) EXPECT(wq[i] == want[i]);
+        }
+        /* deq_scale = scale_d * scale_w[c] packed as float bits (§6.3): 0.5 * 0.005859375 = 0.0029296875
+         * = 0x3B400000; 0.5 * 0.001953125 = 0.0009765625 = 0x3A800000 */
+        const Onnx__TensorProto *p = init(m, "conv.dequant.param");
+        EXPECT(p && p->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 && p->raw_data.len == 16);
+        if (p && p->raw_data.len == 16) {
+            uint64_t v[2];
+            memcpy(v, p->raw_data.data, 16);
+            EXPECT(v[0] == 0x3B400000u && v[1] == 0x3A800000u);
+        }
+        const Onnx__TensorProto *pp = init(m, "pool.dequant.param"); /* AvgPool: scale_d alone */
+        EXPECT(pp && pp->raw_data.len == 8);
+        if (pp && pp->raw_data.len == 8) {
+            uint64_t v;
+            memcpy(&v, pp->raw_data.data, 8);
+            EXPECT(v == 0x3F000000u);
+        }
+        const Onnx__NodeProto *d = node_named(m, "conv.dequant");
+        EXPECT(d && d->n_input == 2 && !strcmp(d->input[0], "conv.dequant.input0"));
+        onnx__model_proto__free_unpacked(m, NULL);
+    }
+    snprintf(path, sizeof path, "%s_fake_quant_model.onnx", prefix);
+    m = load(path);
+    EXPECT(m != NULL);
+    if (m) {
+        EXPECT(count_op(m, "AscendQuant") == 0 && count_op(m, "Round") == 5 && count_op(m, "Clip") == 5);
+        const Onnx__TensorProto *w = init(m, "conv.weight_quant"); /* w_q as float */
+        EXPECT(w && w->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && w->raw_data.len == 16);
+        if (w && w->raw_data.len == 16) {
+            float wf[4];
+            memcpy(wf, w->raw_data.data, 16);
+            EXPECT(wf[0] == -128.0f && wf[1] == -85.0f && wf[2] == -128.0f && wf[3] == 0.0f);
+        }
+        const Onnx__TensorProto *s = init(m, "conv.dequant.scale"); /* [C, 1, 1] */
+        EXPECT(s && s->n_dims == 3 && s->dims[0] == 2 && s->dims[1] == 1 && s->raw_data.len == 8);
+        if (s && s->raw_data.len == 8) {
+            float v[2];
+            memcpy(v, s->raw_data.data, 8);
+            EXPECT(v[0] == 0.0029296875f && v[1] == 0.0009765625f);
+        }
+        onnx__model_proto__free_unpacked(m, NULL);
+    }
+    /* one save, several files: when the last cannot be written, the first keeps its earlier
+     * content and no temporary file is left */
+    char keep[128], blocker[128];
+    snprintf(keep, sizeof keep, "%s/k_fake_quant_model.onnx", dir);
+    snprintf(blocker, sizeof blocker, "%s/k_deploy_model.onnx", dir);
+    write_text(keep, "earlier output");
+    EXPECT(mkdir(blocker, 0700) == 0);
+    snprintf(prefix, sizeof prefix, "%s/k", dir);
+    EXPECT(calq_save_models(model, rec, NULL, fmts, 2, prefix, &err) != CALQ_OK);
+    EXPECT(strstr(err.message, "is a folder") != NULL);
+    char *buf = NULL;
+    size_t n = 0;
+    EXPECT(calq__read_file(keep, &buf, &n, &err) == CALQ_OK && n == 14 && !memcmp(buf, "earlier output", 14));
+    free(buf);
+    DIR *dp = opendir(dir);
+    for (struct dirent *e; dp && (e = readdir(dp));)
+        if (strstr(e->d_name, ".tmp.")) {
+            fprintf(stderr, "  temporary file left: %s\n", e->d_name);
+            failures++;
+        }
+    if (dp) closedir(dp);
+    rmdir(blocker);
+    unlink(keep);
+}
+
 static void expect_fail(calq_model *model, const char *text, const char *message)
 {
     char rec[96], prefix[96], path[128];
@@ -157,6 +255,7 @@ int main(void)
     write_text(rec, RECORD);
     test_qdq(model, rec);
     test_qoperator(model, rec);
+    test_ascend(model, rec);
     /* the save-time failures: a missing layer (all listed), offset_d 200, scale_d 0 */
     const char *mm = strstr(RECORD, "record { key: \"mm\"");
     const char *deconv = strstr(RECORD, "record { key: \"deconv\"");
@@ -179,7 +278,8 @@ int main(void)
         calq_model_free(model);
         return failures ? 1 : 0;
     }
-    const char *files[] = {"record.txt", "bad_record.txt", "m_qdq.onnx", "m_qoperator.onnx"};
+    const char *files[] = {"record.txt",       "bad_record.txt",          "m_qdq.onnx",
+                           "m_qoperator.onnx", "m_fake_quant_model.onnx", "m_deploy_model.onnx"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);

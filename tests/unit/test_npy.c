@@ -13,15 +13,7 @@
 #include "base/npy.h"
 #include "calq.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 /* Checks a status and, when `needle` is non-NULL, that the message contains it. */
 #define EXPECT_STATUS(got, want, err, needle) expect_status_at(__FILE__, __LINE__, (got), (want), (err), (needle))

@@ -17,15 +17,7 @@
 #include "calq.h"
 #include "textproto/textproto.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "expect.h"
 
 /* Parses a copy of exactly `len` bytes on the heap, so ASan flags any read past the end. */
 static calq_status parse_exact(const char *text, size_t len, const char *fname, calq_tp_node **root, calq_error *err)

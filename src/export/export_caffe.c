@@ -1,0 +1,290 @@
+/* calq__export_caffe: the plan of a Caffe save, then the two files (export_caffe.h).
+ *
+ * The plan works on calq's IR of the model with Conv+BN(+Scale) folded exactly as calibration
+ * folds it (calq__pass_fold_conv_affine with the config's do_fusion / skip_fusion_layers,
+ * §8.3), because the record's scale_w were computed on those folded weights. IR nodes carry
+ * the prototxt position of their layer (src_index), which ties the folded graph back to the
+ * prototxt entries to patch: a layer whose node the fold removed is dropped from both files,
+ * and the Conv that absorbed it writes its top instead. */
+#include "export/export_caffe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "graph/passes.h"
+#include "graph/quantizable.h"
+
+static calq_status oom(calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+}
+
+const char *calq__xc_string(const calq_tp_node *msg, const char *field)
+{
+    int n = msg ? calq_tp_count(msg, field) : 0;
+    const calq_tp_node *s = n ? calq_tp_nth(msg, field, n - 1) : NULL;
+    return s && s->kind == CALQ_TP_SCALAR && s->type == CALQ_TP_STRING ? s->text : NULL;
+}
+
+/* The i-th string of repeated field `field` (bottom, top), or NULL. */
+static const char *nth_string(const calq_tp_node *msg, const char *field, int i)
+{
+    const calq_tp_node *s = calq_tp_nth(msg, field, i);
+    return s && s->kind == CALQ_TP_SCALAR && s->type == CALQ_TP_STRING ? s->text : NULL;
+}
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+/* The layer names the frontend gave the prototxt's entries (unnamed ones: "layer<i>"). */
+static const char *entry_name(calq__xc_plan *p, int i)
+{
+    const char *nm = calq__xc_string(p->proto[i], "name");
+    return nm && nm[0] ? nm : calq__xa_printf(&p->a, "layer%d", i);
+}
+
+/* A layer or blob of the prototxt, or a name this export already gave, is called s. */
+static bool name_used(const calq__xc_plan *p, const char *s)
+{
+    for (int i = 0; i < p->n_proto; i++) {
+        const calq_tp_node *L = p->proto[i];
+        const char *nm = calq__xc_string(L, "name");
+        if (nm && !strcmp(nm, s)) return true;
+        for (int k = 0; k < L->n_children; k++) {
+            const calq_tp_node *f = L->children[k];
+            if ((!strcmp(f->name, "bottom") || !strcmp(f->name, "top")) && f->kind == CALQ_TP_SCALAR && f->text &&
+                !strcmp(f->text, s))
+                return true;
+        }
+    }
+    for (int q = 0; q < p->n_quants; q++)
+        if (p->quants[q].name && !strcmp(p->quants[q].name, s)) return true;
+    for (int l = 0; l < p->n_layers; l++)
+        if (p->layers[l].dequant && !strcmp(p->layers[l].dequant, s)) return true;
+    return false;
+}
+
+static char *fresh_name(calq__xc_plan *p, const char *base, const char *suffix)
+{
+    char *s = calq__xa_printf(&p->a, "%s%s", base, suffix);
+    for (int k = 2; s && name_used(p, s); k++) s = calq__xa_printf(&p->a, "%s%s_%d", base, suffix, k);
+    return s;
+}
+
+/* ---- folding ---------------------------------------------------------------------------------- */
+
+/* Which entries the fold removed and which Conv absorbed each: Caffe is positional, so walking
+ * the prototxt in order with "which Conv last wrote this blob" follows the chains
+ * conv -> BatchNorm -> Scale, in place or not. */
+static calq_status map_folds(calq__xc_plan *p, const bool *in_ir, const char **names, calq_error *err)
+{
+    int cap = 0;
+    for (int i = 0; i < p->n_proto; i++) cap += calq_tp_count(p->proto[i], "top");
+    const char **blob = calq__xa_alloc(&p->a, sizeof(char *) * (size_t)(cap + 1));
+    int *writer = calq__xa_alloc(&p->a, sizeof(int) * (size_t)(cap + 1)), n = 0;
+    if (!blob || !writer) return oom(err);
+    for (int i = 0; i < p->n_proto; i++) {
+        const calq_tp_node *L = p->proto[i];
+        if (in_ir[i] && p->node_of[i] < 0) { /* folded away */
+            const char *b = nth_string(L, "bottom", 0), *t = nth_string(L, "top", 0);
+            int owner = -1, k = n - 1;
+            while (k >= 0 && b && strcmp(blob[k], b) != 0) k--;
+            if (k >= 0 && b) owner = writer[k]; /* the last write of the blob before this layer */
+            if (owner < 0 || !t)
+                return calq__fail(err, CALQ_ERR_INTERNAL, names[i],
+                                  "save: layer \"%s\" was folded (§8.3) but no Convolution writes its bottom",
+                                  names[i]);
+            p->folded_into[i] = owner;
+            p->top_after[owner] = t;
+            p->changed[owner] = true;
+            blob[n] = t;
+            writer[n++] = owner;
+            continue;
+        }
+        bool conv = p->node_of[i] >= 0 && !strcmp(p->g->nodes[p->node_of[i]].op_type, "Conv");
+        for (int k = 0; k < calq_tp_count(L, "top"); k++) {
+            const char *t = nth_string(L, "top", k);
+            if (!t) continue;
+            blob[n] = t;
+            writer[n++] = conv ? i : -1;
+        }
+    }
+    /* a layer is folded whole or not at all (Scale with a bias is a Mul and an Add) */
+    for (int j = 0; j < p->g->n_nodes; j++) {
+        const char *nm = p->g->nodes[j].name;
+        for (int i = 0; i < p->n_proto; i++) {
+            size_t len = strlen(names[i]);
+            if (p->folded_into[i] >= 0 && !strncmp(nm, names[i], len) && nm[len] == '/')
+                return calq__fail(err, CALQ_ERR_UNSUPPORTED, names[i],
+                                  "save: layer \"%s\" was only partly folded into its Convolution (§8.3); add the "
+                                  "Convolution to skip_fusion_layers in the config",
+                                  names[i]);
+        }
+    }
+    return CALQ_OK;
+}
+
+/* ---- quantized layers --------------------------------------------------------------------------- */
+
+/* Output channels of quantized layer node n (its deq_scale / bias length). */
+static int64_t out_channels(const calq_graph *g, const calq_node *n)
+{
+    if (!strcmp(n->op_type, "AveragePool")) return 1;
+    const calq_tensor *w = g->values[n->inputs[1]].constant;
+    if (!strcmp(n->op_type, "ConvTranspose")) return w->dims[1] * calq__attr_int(n, "group", 1);
+    if (!strcmp(n->op_type, "Gemm")) return calq__attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
+    return w->dims[0];
+}
+
+static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const calq_record_layer *rl,
+                             const calq_layer_config *lc, calq_error *err)
+{
+    int ni = p->node_of[i];
+    const calq_node *n = &p->g->nodes[ni];
+    if (!calq__node_quantizable(p->g, ni))
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, name,
+                          "save: layer \"%s\" has factors in the record but cannot be quantized in the model after "
+                          "fusion (its weight is not constant, or fusion changed it); skip it in the config",
+                          name);
+    if (calq_tp_count(p->proto[i], "bottom") != 1 || !nth_string(p->proto[i], "bottom", 0) ||
+        !nth_string(p->proto[i], "top", 0))
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
+                          "save: layer \"%s\" has %d bottoms; calq quantizes layers with one bottom and one top", name,
+                          calq_tp_count(p->proto[i], "bottom"));
+    bool weights = strcmp(n->op_type, "AveragePool") != 0;
+    int64_t C = out_channels(p->g, n);
+    bool conv_like = !strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose");
+    if (weights && rl->n_scale_w != 1 && !(conv_like && rl->n_scale_w == C))
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, name,
+                          "save: layer \"%s\" has %d scale_w in the record; it takes 1%s (§8.2, §8.4)", name,
+                          rl->n_scale_w, conv_like ? " or one per output channel" : "");
+    calq__xc_layer *l = &p->layers[p->n_layers];
+    memset(l, 0, sizeof *l);
+    l->index = i;
+    l->node = ni;
+    l->name = name;
+    l->rl = rl;
+    /* one Quant per (tensor, scale_d, offset_d): AMCT's quant fusion (§8.3) */
+    int v = n->inputs[0];
+    l->quant = -1;
+    for (int q = 0; q < p->n_quants && l->quant < 0; q++)
+        if (p->quants[q].value == v && p->quants[q].scale_d == rl->scale_d && p->quants[q].offset_d == rl->offset_d)
+            l->quant = q;
+    if (l->quant < 0) {
+        calq__xc_quant *q = &p->quants[p->n_quants];
+        q->value = v;
+        q->bottom = nth_string(p->proto[i], "bottom", 0);
+        q->scale_d = rl->scale_d;
+        q->offset_d = rl->offset_d;
+        q->with_offset = lc->act.asymmetric;
+        q->object_layer = name;
+        q->before = i;
+        if (!(q->name = fresh_name(p, name, "_quant_layer"))) return oom(err);
+        l->quant = p->n_quants++;
+    }
+    /* deq_scale[c] = scale_d * scale_w[c] (§6.2; AvgPool: scale_w = 1), shift_bit (§6.4) */
+    static const float one = 1.0f;
+    l->n_deq = weights && rl->n_scale_w > 1 ? C : 1;
+    l->deq = calq__xa_alloc(&p->a, sizeof(float) * (size_t)l->n_deq);
+    l->shift = calq__xa_alloc(&p->a, sizeof(unsigned) * (size_t)l->n_deq);
+    if (!l->deq || !l->shift || !(l->dequant = fresh_name(p, name, "_dequant_layer"))) return oom(err);
+    calq_deq_scale(rl->scale_d, weights ? rl->scale_w : &one, weights ? rl->n_scale_w : 1, l->n_deq, l->deq);
+    for (int64_t c = 0; c < l->n_deq; c++)
+        l->shift[c] = rl->n_shift_bit ? (unsigned)rl->shift_bit[rl->n_shift_bit > 1 ? c : 0] : 0;
+    p->quantized[i] = p->n_layers++;
+    return CALQ_OK;
+}
+
+static calq_status build_plan(calq__xc_plan *p, calq_error *err)
+{
+    const calq_config *cfg = p->cfg;
+    const calq_tp_node *root = p->m->prototxt;
+    if (calq_tp_count(root, "layers"))
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                          "save: %s uses Caffe's legacy 'layers' (V1) format, which has no Quant layer type; upgrade "
+                          "it with Caffe's upgrade_net_proto_text, then calibrate and save the upgraded net",
+                          p->m->path ? p->m->path : "the prototxt");
+    int n = p->n_proto = calq_tp_count(root, "layer");
+    size_t sz = (size_t)n + 1;
+    p->proto = calq__xa_alloc(&p->a, sizeof *p->proto * sz);
+    p->node_of = calq__xa_alloc(&p->a, sizeof(int) * sz);
+    p->folded_into = calq__xa_alloc(&p->a, sizeof(int) * sz);
+    p->top_after = calq__xa_alloc(&p->a, sizeof(char *) * sz);
+    p->changed = calq__xa_alloc(&p->a, sizeof(bool) * sz);
+    p->quantized = calq__xa_alloc(&p->a, sizeof(int) * sz);
+    p->layers = calq__xa_alloc(&p->a, sizeof *p->layers * sz);
+    p->quants = calq__xa_alloc(&p->a, sizeof *p->quants * sz);
+    const char **names = calq__xa_alloc(&p->a, sizeof(char *) * sz);
+    bool *in_ir = calq__xa_alloc(&p->a, sizeof(bool) * sz);
+    if (p->a.oom) return oom(err);
+    for (int i = 0; i < n; i++) {
+        p->proto[i] = calq_tp_nth(root, "layer", i);
+        p->node_of[i] = p->folded_into[i] = p->quantized[i] = -1;
+        if (!(names[i] = entry_name(p, i))) return oom(err);
+    }
+    CALQ_TRY(calq__graph_clone(p->m->g, &p->g, err));
+    int n_fold = 0;
+    if (cfg->do_fusion)
+        CALQ_TRY(calq__pass_fold_conv_affine(p->g, (const char *const *)cfg->skip_fusion_layers,
+                                             cfg->n_skip_fusion_layers, &n_fold, err));
+    /* each entry's own node: the one named after the layer (a layer's helpers are "<layer>/...") */
+    for (int j = 0; j < p->m->g->n_nodes; j++) {
+        int s = p->m->g->nodes[j].src_index;
+        if (s >= 0 && s < n && !strcmp(p->m->g->nodes[j].name, names[s])) in_ir[s] = true;
+    }
+    for (int j = 0; j < p->g->n_nodes; j++) {
+        int s = p->g->nodes[j].src_index;
+        if (s >= 0 && s < n && !strcmp(p->g->nodes[j].name, names[s])) p->node_of[s] = j;
+    }
+    CALQ_TRY(map_folds(p, in_ir, names, err));
+    for (int i = 0; i < n; i++) {
+        if (p->node_of[i] < 0) continue;
+        const calq_layer_config *lc = calq__config_find(cfg, names[i]);
+        const calq_record_layer *rl = calq__record_find(p->rec, names[i]);
+        if (lc && lc->quant_enable && rl) CALQ_TRY(add_layer(p, i, names[i], rl, lc, err));
+    }
+    if (n_fold)
+        calq__log(CALQ_LOG_DEBUG, "calq: save: %d BatchNorm/Scale layer%s folded into their Convolution (§8.3)", n_fold,
+                  n_fold == 1 ? "" : "s");
+    return CALQ_OK;
+}
+
+/* ---- the entry point ---------------------------------------------------------------------------- */
+
+calq_status calq__export_caffe(const calq_model *m, const calq_record *rec, const calq_config *cfg, bool deploy,
+                               const char *prefix, calq_staged_files *out, calq_error *err)
+{
+    if (!m || m->format != CALQ_FORMAT_CAFFE || !m->prototxt)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "save: the Caffe outputs need a Caffe model");
+    calq__xc_plan p = {.m = m, .rec = rec, .cfg = cfg, .deploy = deploy};
+    calq_tp_node *net = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    const char *kind = deploy ? "deploy" : "fake_quant";
+    char *model_path = NULL, *weights_path = NULL;
+    calq_status st = build_plan(&p, err);
+    if (st == CALQ_OK) st = calq__xc_prototxt(&p, &net, err);
+    if (st == CALQ_OK) st = calq__xc_caffemodel(&p, &buf, &len, err);
+    if (st == CALQ_OK) {
+        /* AMCT's file names (§1.3) */
+        model_path = calq__xa_printf(&p.a, "%s_%s_model.prototxt", prefix, kind);
+        weights_path = calq__xa_printf(&p.a, "%s_%s_weights.caffemodel", prefix, kind);
+        if (!model_path || !weights_path) st = oom(err);
+    }
+    FILE *fp = NULL;
+    if (st == CALQ_OK) st = calq__staged_open(out, model_path, &fp, err);
+    if (st == CALQ_OK) {
+        st = calq_tp_write(net, fp, err);
+        if (st != CALQ_OK) st = calq__fail(err, CALQ_ERR_IO, NULL, "save: cannot write %s (disk full?)", model_path);
+    }
+    if (st == CALQ_OK) st = calq__staged_write(out, weights_path, buf, len, err);
+    if (st == CALQ_OK)
+        calq__log(CALQ_LOG_DEBUG, "calq: %s model: %d quantized layer%s, %d Quant layer%s: %s, %s", kind, p.n_layers,
+                  p.n_layers == 1 ? "" : "s", p.n_quants, p.n_quants == 1 ? "" : "s", model_path, weights_path);
+    calq_tp_free(net);
+    calq__xa_free(&p.a);
+    calq__graph_free(p.g);
+    return st;
+}

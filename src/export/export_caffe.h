@@ -1,0 +1,93 @@
+/* AMCT's Caffe outputs (amct-reference.md §1.3, §9.1, §9.2): the original prototxt tree and
+ * NetParameter patched into
+ *
+ *   fake-quant  <prefix>_fake_quant_model.prototxt + <prefix>_fake_quant_weights.caffemodel
+ *   deploy      <prefix>_deploy_model.prototxt     + <prefix>_deploy_weights.caffemodel
+ *
+ * Each quantized layer (Convolution, Deconvolution, InnerProduct, AVE Pooling) gets a Quant
+ * layer before it (one per (input tensor, scale_d, offset_d): layers reading one tensor share
+ * it) and a DeQuant layer after it, in place on its top. Conv+BatchNorm(+Scale) are folded as
+ * calibration folds them (§8.3) and the folded layers removed; everything else in both files is
+ * kept as it was. Private to src/export; the files are staged, never committed here.
+ *
+ * Files: export_caffe.c (the plan: folding, which layers, the Quant groups; the entry point),
+ * export_caffe_net.c (the prototxt), export_caffe_blobs.c (the caffemodel). */
+#ifndef CALQ_EXPORT_CAFFE_H
+#define CALQ_EXPORT_CAFFE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/file.h"
+#include "calib/config.h"
+#include "calib/record.h"
+#include "calq.h"
+#include "export/export_common.h"
+#include "frontend/model.h"
+#include "textproto/textproto.h"
+
+/* Writes the fake-quant (deploy false) or deploy model of Caffe model m with the record's
+ * factors into two new staged outputs of `out` (the caller commits them with the rest of the
+ * save). The caller has checked the record against m and cfg (calq__save_check); cfg gives the
+ * enabled layers, with_offset, and the fusion switches. */
+calq_status calq__export_caffe(const calq_model *m, const calq_record *rec, const calq_config *cfg, bool deploy,
+                               const char *prefix, calq_staged_files *out, calq_error *err);
+
+/* ---- shared by export_caffe*.c ------------------------------------------------------------- */
+
+/* One Quant layer: a tensor quantized with one (scale_d, offset_d). */
+typedef struct calq__xc_quant {
+    int value;          /* the tensor (value of the folded graph) */
+    const char *bottom; /* its Caffe blob name */
+    float scale_d;
+    int64_t offset_d;
+    bool with_offset;
+    const char *object_layer; /* the first layer reading it */
+    int before;               /* prototxt layer index of that layer: the Quant goes right before it */
+    char *name;               /* layer name, also its top blob (arena) */
+} calq__xc_quant;
+
+/* One quantized layer. */
+typedef struct calq__xc_layer {
+    int index;        /* position in the prototxt's layer list (the node's src_index) */
+    int node;         /* its node in the folded graph */
+    const char *name; /* layer name = record key */
+    const calq_record_layer *rl;
+    int quant;       /* its Quant (index into plan.quants) */
+    char *dequant;   /* its DeQuant layer's name (arena) */
+    int64_t n_deq;   /* deq_scale entries: output channels when channel-wise, else 1 */
+    float *deq;      /* scale_d * scale_w[c] in float32 (§6.2), n_deq entries (arena) */
+    unsigned *shift; /* shift_bit per entry, 0 without (§6.4) (arena) */
+} calq__xc_layer;
+
+typedef struct calq__xc_plan {
+    const calq_model *m;
+    const calq_record *rec;
+    const calq_config *cfg;
+    bool deploy;
+    calq_graph *g;              /* m->g with Conv+BN(+Scale) folded as calibration folds it (owned) */
+    calq__xa a;                 /* names, blobs and message copies of this export */
+    int n_proto;                /* `layer` entries of the prototxt */
+    const calq_tp_node **proto; /* each entry of the model's prototxt (borrowed) */
+    int *node_of;               /* per entry: its own node in g, -1 when none (or folded away) */
+    int *folded_into;           /* per entry: the Conv entry that absorbed it (§8.3), else -1 */
+    const char **top_after;     /* per entry: a Conv's top once its BN/Scale are folded in, else NULL */
+    bool *changed;              /* per entry: the weights in g differ from the caffemodel's (folded) */
+    int *quantized;             /* per entry: index into layers, or -1 */
+    calq__xc_layer *layers;
+    int n_layers;
+    calq__xc_quant *quants;
+    int n_quants;
+} calq__xc_plan;
+
+/* String field `field` of a prototxt message (the last one given), or NULL. */
+const char *calq__xc_string(const calq_tp_node *msg, const char *field);
+
+/* The output prototxt: a copy of the model's with the plan applied (owner: caller, calq_tp_free). */
+calq_status calq__xc_prototxt(const calq__xc_plan *p, calq_tp_node **out, calq_error *err);
+
+/* The output caffemodel, packed: *buf (p's arena) holds *len bytes. Fails naming the layer when
+ * a bias overflows int32 (§8.4). */
+calq_status calq__xc_caffemodel(calq__xc_plan *p, uint8_t **buf, size_t *len, calq_error *err);
+
+#endif

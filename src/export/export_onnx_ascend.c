@@ -1,0 +1,218 @@
+/* AMCT's two ONNX models (issue 6; amct-reference.md §9, file names §1.3).
+ *
+ * Fake-quant (§9.2), standard ONNX operators only, so any ONNX runtime measures the accuracy:
+ *   x -> Mul(1/scale_d) -> Round -> Add(offset_d) -> Clip(-128, 127) -> Sub(offset_d)   ("int9")
+ *     -> layer with weight w_q - offset_w (= w_q, offset_w is 0) and bias bias_q, as floats
+ *     -> Mul(deq_scale)  [deq_scale = scale_d * scale_w[c], float32, §6.2]
+ * Deploy (§9.1), the input of Ascend's ATC:
+ *   x -> AscendQuant{scale = 1/scale_d, offset = offset_d, dst_type "INT8"} (int8)
+ *     -> layer with an int8 weight and an int32 bias (int32 out)
+ *     -> AscendDequant(x, <layer>.dequant.param: uint64 [C], §6.3){dtype 0} -> float
+ * Node and tensor names follow AMCT's (<layer>.quant, <layer>.dequant, <layer>.dequant.param).
+ * Layers reading the same tensor with the same factors share one quantize chain: AMCT's
+ * quant fusion (§8.3). AveragePool has no weight: its deq_scale is scale_d (scale_w = 1).
+ * A bias that is not one value per output channel (a Gemm C that broadcasts) stays float and
+ * is added after the dequantization. The Ascend operators are in the default domain, where
+ * AMCT writes them and ATC looks for them. */
+#include <string.h>
+
+#include "base/error.h"
+#include "export/export_onnx.h"
+
+static calq_status oom(calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+}
+
+static bool emit_init(calq__xctx *c, const char *name, int dt, const int64_t *dims, int ndim, const void *d, size_t nb)
+{
+    return calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, name, dt, dims, ndim, d, nb));
+}
+
+/* A scalar float initializer named after `fmt`; returns its name. */
+static const char *scalar(calq__xctx *c, float v, const char *layer, const char *what)
+{
+    char *nm = calq__xname(c, "%s.%s", layer, what);
+    if (!nm || !emit_init(c, nm, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &v, sizeof v)) return NULL;
+    return nm;
+}
+
+/* One node with one output; NULL on OOM. */
+static Onnx__NodeProto *node1(calq__xctx *c, const char *op, const char *name, const char *a, const char *b,
+                              const char *out)
+{
+    const char *in[2] = {a, b};
+    Onnx__NodeProto *n = calq__xg_new_node(&c->x, op, name, in, b ? 2 : 1, &out, 1);
+    return n && calq__xg_node(&c->x, n) ? n : NULL;
+}
+
+/* The quantized form of activation `tensor` for layer `layer` (first user names the chain):
+ * the int8 AscendQuant output (deploy) or the float "int9" value (fake-quant). */
+static const char *act_quant(calq__xctx *c, const char *layer, const char *tensor, float scale_d, int64_t offset_d)
+{
+    for (int i = 0; i < c->n_acts; i++)
+        if (!strcmp(c->acts[i].tensor, tensor) && c->acts[i].scale == scale_d && c->acts[i].offset == offset_d)
+            return c->acts[i].q;
+    if (c->n_acts == c->cap_acts) return NULL; /* sized to the layer count: cannot happen (reported as OOM) */
+    calq__xact *a = &c->acts[c->n_acts];
+    memset(a, 0, sizeof *a);
+    a->tensor = tensor;
+    a->scale = scale_d;
+    a->offset = offset_d;
+    /* 1/scale_d in float32, as AMCT computes the attribute (§9.1) */
+    float inv = 1.0f / scale_d;
+    if (c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
+        char *q = calq__xname(c, "%s.quant.output0", layer), *nn = calq__xname(c, "%s.quant", layer);
+        Onnx__NodeProto *n = q && nn ? node1(c, "AscendQuant", nn, tensor, NULL, q) : NULL;
+        /* every attribute of §9.1 spelled out, so ATC never depends on its defaults */
+        if (!n || !calq__xg_attr_float(&c->x, n, "scale", inv) ||
+            !calq__xg_attr_float(&c->x, n, "offset", (float)offset_d) || !calq__xg_attr_int(&c->x, n, "sqrt_mode", 0) ||
+            !calq__xg_attr_str(&c->x, n, "round_mode", "Round") || !calq__xg_attr_str(&c->x, n, "dst_type", "INT8"))
+            return NULL;
+        a->q = q;
+    } else {
+        const char *s = scalar(c, inv, layer, "quant.scale"), *o = scalar(c, (float)offset_d, layer, "quant.offset");
+        const char *lo = scalar(c, -128.0f, layer, "quant.min"), *hi = scalar(c, 127.0f, layer, "quant.max");
+        char *t1 = calq__xname(c, "%s.quant.mul", layer), *t2 = calq__xname(c, "%s.quant.round", layer);
+        char *t3 = calq__xname(c, "%s.quant.add", layer), *t4 = calq__xname(c, "%s.quant.clip", layer);
+        char *t5 = calq__xname(c, "%s.quant.output0", layer);
+        if (!s || !o || !lo || !hi || !t1 || !t2 || !t3 || !t4 || !t5) return NULL;
+        const char *in3[3] = {t3, lo, hi};
+        Onnx__NodeProto *clip = calq__xg_new_node(&c->x, "Clip", t4, in3, 3, (const char **)&t4, 1);
+        if (!node1(c, "Mul", t1, tensor, s, t1) || !node1(c, "Round", t2, t1, NULL, t2) ||
+            !node1(c, "Add", t3, t2, o, t3) || !clip || !calq__xg_node(&c->x, clip) || !node1(c, "Sub", t5, t4, o, t5))
+            return NULL;
+        a->q = t5;
+    }
+    c->n_acts++;
+    return a->q;
+}
+
+calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+                               calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    bool deploy = c->fmt == CALQ_SAVE_ASCEND_DEPLOY;
+    bool pool = strcmp(n->op_type, "AveragePool") == 0;
+    if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
+        return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
+    const char *xq = act_quant(c, n->name, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d);
+    Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
+    char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
+    if (!xq || !nd || !in) return oom(err);
+    nd->input = in;
+    nd->n_input = (size_t)n->n_inputs;
+    in[0] = (char *)xq;
+
+    /* deq_scale per output channel (or one), §6.2; AvgPool: scale_d (§6.3) */
+    int64_t n_deq = 1;
+    float *deq = NULL;
+    const char *float_bias = NULL; /* a bias added after the dequantization */
+    if (!pool) {
+        int8_t *wq;
+        int32_t *bq;
+        int64_t nb;
+        CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
+        const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+        int64_t numel = calq_tensor_numel(w);
+        if (rl->n_scale_w > 1) n_deq = rl->n_scale_w;
+        deq = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)n_deq);
+        if (!deq) return oom(err);
+        calq_deq_scale(rl->scale_d, rl->scale_w, rl->n_scale_w, n_deq, deq);
+        char *wn = calq__xname(c, "%s.weight_quant", n->name);
+        if (!wn) return oom(err);
+        if (deploy) {
+            if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, w->ndim, wq, (size_t)numel))
+                return oom(err);
+        } else { /* w_q - offset_w as float (offset_w = 0, §6.1) */
+            float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
+            if (!wf) return oom(err);
+            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i];
+            if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
+                return oom(err);
+        }
+        in[1] = wn;
+        if (bq) {
+            char *bn = calq__xname(c, "%s.bias_quant", n->name);
+            if (!bn) return oom(err);
+            if (deploy) {
+                if (!emit_init(c, bn, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &nb, 1, bq, sizeof(int32_t) * nb))
+                    return oom(err);
+            } else {
+                float *bf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)nb);
+                if (!bf) return oom(err);
+                for (int64_t i = 0; i < nb; i++) bf[i] = (float)bq[i];
+                if (!emit_init(c, bn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &nb, 1, bf, sizeof(float) * nb))
+                    return oom(err);
+            }
+            in[2] = bn;
+        } else if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+            /* a float bias of another shape: added after the dequantization, and the layer
+             * itself runs without it */
+            if (!(float_bias = calq__xvalue(c, n->inputs[2], err))) return err->status;
+            nd->n_input = 2;
+        }
+    } else {
+        deq = calq__xa_alloc(&c->x.a, sizeof(float));
+        if (!deq) return oom(err);
+        deq[0] = rl->scale_d;
+    }
+    for (int k = 1; k < (int)nd->n_input; k++)
+        if (!in[k] && !(in[k] = n->inputs[k] < 0 ? "" : (char *)calq__xvalue(c, n->inputs[k], err))) return err->status;
+
+    /* the layer computes into <layer>.dequant.input0; the dequantization (and a float bias)
+     * produce the original output name, so every consumer is unchanged */
+    const char *y = c->g->values[n->outputs[0]].name;
+    char *raw = calq__xname(c, "%s.dequant.input0", n->name);
+    char *deq_out = float_bias ? calq__xname(c, "%s.dequant.output0", n->name) : (char *)y;
+    char *dn = calq__xname(c, "%s.dequant", n->name);
+    if (!raw || !deq_out || !dn) return oom(err);
+    nd->output[0] = raw;
+    if (!calq__xg_node(&c->x, nd)) return oom(err);
+    /* per-channel factors broadcast along axis 1 of the output: shape [C, 1, ...] for the
+     * fake-quant Mul (the AscendDequant param is 1-D, §9.1) */
+    int out_rank = c->g->values[n->outputs[0]].ndim;
+    if (!pool && n_deq > 1) out_rank = c->g->values[n->inputs[1]].constant->ndim; /* Conv: rank of w */
+    int64_t dims[CALQ_MAX_DIMS] = {n_deq};
+    int nd_deq = n_deq > 1 ? (out_rank > 1 ? out_rank - 1 : 1) : 0;
+    for (int k = 1; k < nd_deq; k++) dims[k] = 1;
+    if (deploy) {
+        uint64_t *packed = calq__xa_alloc(&c->x.a, sizeof(uint64_t) * (size_t)n_deq);
+        char *pn = calq__xname(c, "%s.dequant.param", n->name);
+        if (!packed || !pn) return oom(err);
+        for (int64_t i = 0; i < n_deq; i++) packed[i] = calq_deq_scale_pack(deq[i], 0, 0);
+        int64_t len = n_deq;
+        if (!emit_init(c, pn, ONNX__TENSOR_PROTO__DATA_TYPE__UINT64, &len, 1, packed, sizeof(uint64_t) * n_deq))
+            return oom(err);
+        Onnx__NodeProto *d = node1(c, "AscendDequant", dn, raw, pn, deq_out);
+        if (!d || !calq__xg_attr_int(&c->x, d, "dtype", 0) || !calq__xg_attr_int(&c->x, d, "sqrt_mode", 0) ||
+            !calq__xg_attr_int(&c->x, d, "relu_flag", 0))
+            return oom(err);
+    } else {
+        char *sn = calq__xname(c, "%s.dequant.scale", n->name);
+        if (!sn || !emit_init(c, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims, nd_deq, deq, sizeof(float) * n_deq))
+            return oom(err);
+        if (!node1(c, "Mul", dn, raw, sn, deq_out)) return oom(err);
+    }
+    if (float_bias) {
+        char *an = calq__xname(c, "%s.bias_add", n->name);
+        if (!an) return oom(err);
+        const char *b = float_bias;
+        if (strcmp(n->op_type, "Conv") == 0 || strcmp(n->op_type, "ConvTranspose") == 0) {
+            /* a Conv's bias (a computed one: a constant would be quantized) is per channel,
+             * axis 1: reshape it to [C, 1, ...] so the Add broadcasts along channels */
+            int rank = c->g->values[n->inputs[1]].constant->ndim;
+            int64_t shape[CALQ_MAX_DIMS] = {-1};
+            for (int k = 1; k < rank - 1; k++) shape[k] = 1;
+            int64_t ns = rank - 1;
+            char *sn = calq__xname(c, "%s.bias_shape", n->name), *rn = calq__xname(c, "%s.bias_reshaped", n->name);
+            if (!sn || !rn ||
+                !emit_init(c, sn, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &ns, 1, shape, sizeof(int64_t) * ns) ||
+                !node1(c, "Reshape", rn, float_bias, sn, rn))
+                return oom(err);
+            b = rn;
+        }
+        if (!node1(c, "Add", an, deq_out, b, y)) return oom(err);
+    }
+    return CALQ_OK;
+}

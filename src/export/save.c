@@ -1,0 +1,93 @@
+/* calq_save_model and friends (include/calq.h, issue 6): read and check the record once
+ * (amct-reference.md §4.4, §8.4), write every requested format to temporary files, and rename
+ * them all only when all are complete, so a failed save leaves no partial file behind and
+ * never damages an earlier output (§1.3: re-running overwrites everything). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "export/export_caffe.h"
+#include "export/export_onnx.h"
+
+/* The ONNX file name of each format: AMCT's names for AMCT's models (§1.3). */
+static const char *onnx_suffix(calq_save_format f)
+{
+    switch (f) {
+    case CALQ_SAVE_QDQ: return "_qdq.onnx";
+    case CALQ_SAVE_QOPERATOR: return "_qoperator.onnx";
+    case CALQ_SAVE_ASCEND_FAKE_QUANT: return "_fake_quant_model.onnx";
+    case CALQ_SAVE_ASCEND_DEPLOY: return "_deploy_model.onnx";
+    }
+    return NULL;
+}
+
+static calq_status save_one(const calq_model *m, const calq_record *rec, const calq_config *cfg, calq_save_format f,
+                            const char *prefix, calq_staged_files *out, calq_error *err)
+{
+    if (m->format == CALQ_FORMAT_CAFFE)
+        return calq__export_caffe(m, rec, cfg, f == CALQ_SAVE_ASCEND_DEPLOY, prefix, out, err);
+    const char *sfx = onnx_suffix(f);
+    char *path = malloc(strlen(prefix) + strlen(sfx) + 1);
+    if (!path) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+    strcat(strcpy(path, prefix), sfx);
+    calq_status st = calq__export_onnx(m, rec, cfg, f, path, out, err);
+    free(path);
+    return st;
+}
+
+calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
+                             int n_fmts, const char *prefix, calq_error *err)
+{
+    if (!m || !record || !prefix || !fmts || n_fmts < 1)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_save_model: model, record, prefix and at least one format are required");
+    for (int i = 0; i < n_fmts; i++) {
+        if (!onnx_suffix(fmts[i]))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: unknown format %d", (int)fmts[i]);
+        if (m->format == CALQ_FORMAT_CAFFE && fmts[i] != CALQ_SAVE_ASCEND_FAKE_QUANT &&
+            fmts[i] != CALQ_SAVE_ASCEND_DEPLOY)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "calq_save_model: a Caffe model is saved as AMCT's Caffe models (fake-quant and "
+                              "deploy, --format ascend); QDQ and QOperator are ONNX formats");
+        if (m->format == CALQ_FORMAT_ONNX && !m->onnx)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: the model has no ONNX proto");
+    }
+    calq_record *rec = NULL;
+    calq_config *cfg = NULL;
+    calq_staged_files out = {0};
+    calq_status st = calq__record_read_file(record, &rec, err);
+    if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
+    if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
+    for (int i = 0; i < n_fmts && st == CALQ_OK; i++) st = save_one(m, rec, cfg, fmts[i], prefix, &out, err);
+    /* the names, for the log line, before commit releases them */
+    char *names = NULL;
+    size_t len = 0;
+    for (int i = 0; i < out.n; i++) len += strlen(out.f[i].path) + 2;
+    if (st == CALQ_OK && (names = malloc(len + 1)) != NULL) {
+        names[0] = 0;
+        for (int i = 0; i < out.n; i++) strcat(strcat(names, i ? ", " : ""), out.f[i].path);
+    }
+    if (st == CALQ_OK)
+        st = calq__staged_commit(&out, err);
+    else
+        calq__staged_abort(&out);
+    if (st == CALQ_OK && names) calq__log(CALQ_LOG_INFO, "calq: wrote %s", names);
+    free(names);
+    calq_config_free(cfg);
+    calq__record_free(rec);
+    return st;
+}
+
+calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,
+                                   const char *prefix, calq_error *err)
+{
+    return calq_save_models(m, record, config, &fmt, 1, prefix, err);
+}
+
+calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
+                            calq_error *err)
+{
+    return calq_save_models(m, record, NULL, &fmt, 1, prefix, err);
+}

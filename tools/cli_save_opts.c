@@ -1,0 +1,86 @@
+/* --format and --save_type of `calq save` and `calq calibration` (docs/cli.md "calq save"):
+ * which quantized models one save writes. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+static bool has(const calq_save_format *f, int n, calq_save_format x)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i] == x) return true;
+    return false;
+}
+
+static void add(calq_save_format *f, int *n, calq_save_format x)
+{
+    if (!has(f, *n, x)) f[(*n)++] = x;
+}
+
+int cli_save_formats(const char *format, const char *save_type, bool caffe, calq_save_format *fmts, int *n)
+{
+    bool fake = true, deploy = true;
+    *n = 0;
+    if (save_type) {
+        /* AMCT's names (amct-reference.md §1.1), any case */
+        if (!strcasecmp(save_type, "Both"))
+            ;
+        else if (!strcasecmp(save_type, "Fakequant"))
+            deploy = false;
+        else if (!strcasecmp(save_type, "Deploy"))
+            fake = false;
+        else if (!strcasecmp(save_type, "None"))
+            fake = deploy = false;
+        else {
+            cli_failf("--save_type must be Both, Fakequant, Deploy or None, not '%s'", save_type);
+            return CLI_USAGE;
+        }
+    }
+    if (!format) format = caffe ? "ascend" : "all";
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", format) >= (int)sizeof buf) {
+        cli_failf("--format '%.40s...' is too long", format);
+        return CLI_USAGE;
+    }
+    calq_save_format all[4];
+    int na = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        bool a = !strcasecmp(t, "all"), b = !strcasecmp(t, "both");
+        bool asc = !strcasecmp(t, "ascend"), qdq = !strcasecmp(t, "qdq"), qop = !strcasecmp(t, "qoperator");
+        if (!a && !b && !asc && !qdq && !qop) {
+            cli_failf("--format takes ascend, qdq, qoperator (a comma list), both (qdq,qoperator) or all, not '%s'", t);
+            return CLI_USAGE;
+        }
+        if (a || asc) {
+            add(all, &na, CALQ_SAVE_ASCEND_FAKE_QUANT);
+            add(all, &na, CALQ_SAVE_ASCEND_DEPLOY);
+        }
+        if (a || b || qdq) add(all, &na, CALQ_SAVE_QDQ);
+        if (a || b || qop) add(all, &na, CALQ_SAVE_QOPERATOR);
+    }
+    if (caffe)
+        for (int i = 0; i < na; i++)
+            if (all[i] == CALQ_SAVE_QDQ || all[i] == CALQ_SAVE_QOPERATOR) {
+                cli_failf("--format %s: a Caffe model is saved as AMCT's Caffe models (--format ascend); QDQ and "
+                          "QOperator are ONNX formats",
+                          format);
+                return CLI_USAGE;
+            }
+    if (!na) {
+        cli_failf("--format '%s' names no format (ascend, qdq, qoperator, both, all)", format);
+        return CLI_USAGE;
+    }
+    for (int i = 0; i < na; i++) {
+        bool is_fake = all[i] == CALQ_SAVE_ASCEND_FAKE_QUANT || all[i] == CALQ_SAVE_QDQ;
+        if (is_fake ? fake : deploy) add(fmts, n, all[i]);
+    }
+    if (!*n && (fake || deploy)) { /* e.g. --save_type Fakequant --format qoperator */
+        cli_failf("--save_type %s keeps none of --format %s: qdq and the ascend fake-quant model are the "
+                  "Fakequant kind, qoperator and the ascend deploy model the Deploy kind",
+                  save_type, format);
+        return CLI_USAGE;
+    }
+    return 0;
+}

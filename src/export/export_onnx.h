@@ -5,13 +5,14 @@
 
 #include "export/export_common.h"
 
-/* An activation quantized once per (tensor, scale, offset): layers reading the same tensor
- * share one QuantizeLinear / DequantizeLinear pair. */
+/* An activation quantized once per (tensor, scale, offset, owner): layers reading the same
+ * tensor share one QuantizeLinear / DequantizeLinear pair unless each has its own (owner). */
 typedef struct calq__xact {
     const char *tensor; /* the float tensor (a value name of the folded graph) */
     float scale;
     int64_t offset;
-    char *q; /* the int8 tensor (QuantizeLinear output) */
+    const char *owner; /* the layer of a dedicated pair, or NULL for a shared one */
+    char *q;           /* the int8 tensor (QuantizeLinear output) */
     char *scale_name, *zp_name;
     char *dq;    /* its dequantized float tensor */
     bool has_dq; /* the DequantizeLinear has been emitted (QOperator needs only q) */
@@ -41,8 +42,10 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
                               const char *path, calq_staged_files *out, calq_error *err);
 
 /* The int8 tensor and dequantized tensor of activation `tensor` with the given factors,
- * emitting QuantizeLinear (and DequantizeLinear when want_dq) on first use. NULL on OOM. */
-calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, bool want_dq);
+ * emitting QuantizeLinear (and DequantizeLinear when want_dq) on first use; owner: a layer
+ * name for a pair of its own, NULL for the pair shared by every reader. NULL on OOM. */
+calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, const char *owner,
+                           bool want_dq);
 
 /* int8 weight and int32 bias of layer node `ni` (folded graph) with the record's factors.
  * *wq (int8, w's layout) and *bq (int32, n_bias entries, or NULL without a quantizable bias)

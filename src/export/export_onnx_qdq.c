@@ -59,23 +59,33 @@ char *calq__xname(calq__xctx *c, const char *fmt, ...)
     }
 }
 
-calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, bool want_dq)
+calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, const char *owner,
+                           bool want_dq)
 {
     calq__xact *a = NULL;
-    for (int i = 0; i < c->n_acts && !a; i++)
-        if (!strcmp(c->acts[i].tensor, tensor) && c->acts[i].scale == scale && c->acts[i].offset == offset)
+    bool seen = false; /* the tensor already has a pair (for another owner or other factors) */
+    for (int i = 0; i < c->n_acts && !a; i++) {
+        if (strcmp(c->acts[i].tensor, tensor) != 0) continue;
+        seen = true;
+        if (c->acts[i].scale == scale && c->acts[i].offset == offset &&
+            (owner ? c->acts[i].owner && !strcmp(c->acts[i].owner, owner) : !c->acts[i].owner))
             a = &c->acts[i];
+    }
     if (!a) {
         if (c->n_acts == c->cap_acts) return NULL; /* sized to the layer count: cannot happen */
         a = &c->acts[c->n_acts++];
         a->tensor = tensor;
         a->scale = scale;
         a->offset = offset;
-        /* a second factor set for one tensor (a foreign record) gets suffixed names */
-        a->q = calq__xname(c, "%s_quantized", tensor);
-        a->dq = calq__xname(c, "%s_dequantized", tensor);
-        a->scale_name = calq__xname(c, "%s_scale", tensor);
-        a->zp_name = calq__xname(c, "%s_zero_point", tensor);
+        a->owner = owner;
+        /* a second pair for one tensor (another reader's dedicated pair, or a foreign record's
+         * other factors) is named after its layer */
+        const char *sfx = seen && owner ? owner : "";
+        const char *sep = seen && owner ? "_" : "";
+        a->q = calq__xname(c, "%s_quantized%s%s", tensor, sep, sfx);
+        a->dq = calq__xname(c, "%s_dequantized%s%s", tensor, sep, sfx);
+        a->scale_name = calq__xname(c, "%s_scale%s%s", tensor, sep, sfx);
+        a->zp_name = calq__xname(c, "%s_zero_point%s%s", tensor, sep, sfx);
         char *nn = calq__xa_printf(&c->x.a, "%s_QuantizeLinear", a->q);
         if (!a->q || !a->dq || !a->scale_name || !a->zp_name || !nn) return NULL;
         int8_t zp = (int8_t)offset;
@@ -217,7 +227,13 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
     const calq_node *n = &c->g->nodes[ni];
     if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
         return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
-    calq__xact *act = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, true);
+    /* QDQ: a dedicated QuantizeLinear / DequantizeLinear pair per layer, also where layers share
+     * an input. onnxruntime (x86) fuses DQ -> Conv -> Q into an integer QLinearConv only when
+     * the int8 tensor has a single reader, and runs the other layers in float; with dedicated
+     * pairs every layer runs in integers there, and calq (which fuses the same way) gives the
+     * same int8 tensors. The QOperator writer shares one pair (its layers read int8 directly). */
+    const char *owner = c->fmt == CALQ_SAVE_QDQ ? n->name : NULL;
+    calq__xact *act = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, owner, true);
     Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
     char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
     if (!act || !nd || !in) return oom(err);

@@ -101,7 +101,7 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
     int32_t *bq;
     int64_t nb;
     CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
-    calq__xact *in = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, false);
+    calq__xact *in = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, NULL, false);
     int yv = relu >= 0 ? c->g->nodes[relu].outputs[0] : y;
     calq__xact *o = in ? register_output(c, c->g->values[yv].name, out) : NULL;
     calq__xa *a = &c->x.a;

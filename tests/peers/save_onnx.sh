@@ -118,6 +118,18 @@ for model in version-slim-320 version-slim-320_simplified; do
         spec=0.99
         [ $model = version-slim-320_simplified ] && spec=0.99,boxes=0.97
         $CMP cosine "$e/float" "$e/qdq" "$model fake-quant vs float, $b" $spec || fail "$model $b: cosine too low"
+        # (c) on every photo: the int8 tensors of calq and onnxruntime within one step, both files
+        mkdir -p "$e/ort_qdq" "$e/calq_qdq" "$e/ort_qop" "$e/calq_qop"
+        node "$ORT_OPT" run "$T/$model/probe_qdq.onnx" "$e/ort_qdq" "input=$e/in/input.npy" &&
+            "$CALQ" run "${P}_qdq.onnx" --input "input=$e/in/input.npy" --output-dir "$e/calq_qdq" \
+                --dump "$($CMP qnames "${P}_qdq.onnx")" >/dev/null 2>&1 &&
+            node "$HERE/ort_run.js" "$T/$model/probe_qoperator.onnx" "$e/ort_qop" "input=$e/in/input.npy" &&
+            "$CALQ" run "$T/$model/probe_qoperator.onnx" --input "input=$e/in/input.npy" --output-dir "$e/calq_qop" \
+                >/dev/null 2>&1 || fail "$model $b: running the int8 files"
+        printf '  %s %s qdq: ' "$model" "$b"
+        $CMP ortsteps "$T/$model/probe_qdq.json" "$e/ort_qdq" "$e/calq_qdq" 1 || fail "$model $b: qdq beyond one step"
+        printf '  %s %s qoperator: ' "$model" "$b"
+        $CMP steps "$e/ort_qop" "$e/calq_qop" 1 || fail "$model $b: qoperator beyond one step"
     done
 done
 

@@ -431,6 +431,13 @@ static void test_mm_int(void)
         CHECK(op_case_run(&c, in, 3, &y, 1, 0, &err) == CALQ_OK);
         CHECK(expect_exact(&y, CALQ_DTYPE_INT32, (double[]){8, 8}, 2, "gemm int hand"));
         calq_tensor_free_data(&y);
+        /* C[1] near INT32_MAX: 18 + INT32_MAX - 10 leaves int32 at output 1 -> an error naming it */
+        ((int32_t *)in[2].data)[1] = INT32_MAX - 10;
+        memset(&err, 0, sizeof err);
+        CHECK(op_case_run(&c, in, 3, &y, 1, 0, &err) == CALQ_ERR_DATA);
+        calq_tensor_free_data(&y); /* outputs may be allocated before run fails */
+        CHECK(strstr(err.message, "exact sum 2147483655 at output 1") && strstr(err.message, "int32 accumulator"));
+        ((int32_t *)in[2].data)[1] = -10;
         op_case_free(&c);
         /* alpha != 1 has no integer meaning here */
         c = op_case_new("Gemm", 13, 3, 1);

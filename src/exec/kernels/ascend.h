@@ -5,6 +5,14 @@
 
 #include "exec/op.h"
 
+/* An int8 input 0 makes Conv, ConvTranspose, Gemm, MatMul or AveragePool the integer layer of
+ * an Ascend deploy model (§9.1: int8 from an AscendQuant in, int32 out); otherwise the float
+ * path runs. */
+static inline bool calq__ascend_int_input(const calq_op_ctx *c)
+{
+    return c->n_in > 0 && c->in[0] && c->in[0]->dtype == CALQ_DTYPE_INT8;
+}
+
 /* The input offset o of an integer layer (Conv, ConvTranspose, Gemm, MatMul, AveragePool whose
  * input 0 is int8): the `offset` attribute of the AscendQuant that produced input 0, found by
  * walking the graph (c->graph) from input 0 through value-preserving layout ops (Flatten,

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec/kernels/ascend.h"
 #include "exec/kernels/conv_dnnl.h"
 #include "exec/op.h"
 
@@ -227,16 +228,9 @@ static calq_status set_out(calq_op_ctx *c, const calq_conv_geom *g)
     return CALQ_OK;
 }
 
-/* An int8 input makes a Conv / ConvTranspose the integer layer of an Ascend deploy model
- * (conv_int.c); everything below is the float32 path. */
-static bool ascend_int(const calq_op_ctx *c)
-{
-    return c->in[0] && c->in[0]->dtype == CALQ_DTYPE_INT8;
-}
-
 static calq_status conv_infer(calq_op_ctx *c)
 {
-    if (ascend_int(c)) return calq__conv_ascend_infer(c, false);
+    if (calq__ascend_int_input(c)) return calq__conv_ascend_infer(c, false);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, false, &g));
     return set_out(c, &g);
@@ -244,7 +238,7 @@ static calq_status conv_infer(calq_op_ctx *c)
 
 static calq_status convtranspose_infer(calq_op_ctx *c)
 {
-    if (ascend_int(c)) return calq__conv_ascend_infer(c, true);
+    if (calq__ascend_int_input(c)) return calq__conv_ascend_infer(c, true);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, true, &g));
     return set_out(c, &g);
@@ -397,7 +391,7 @@ static void convtranspose_ref_f32(const calq_conv_geom *g, const float *x, const
 
 static calq_status conv_run(calq_op_ctx *c)
 {
-    if (ascend_int(c)) return calq__conv_ascend_run(c, false);
+    if (calq__ascend_int_input(c)) return calq__conv_ascend_run(c, false);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, false, &g));
     conv_ref_f32(&g, c->in[0]->data, c->in[1]->data, g.has_bias ? c->in[2]->data : NULL, c->out[0]->data);
@@ -406,7 +400,7 @@ static calq_status conv_run(calq_op_ctx *c)
 
 static calq_status convtranspose_run(calq_op_ctx *c)
 {
-    if (ascend_int(c)) return calq__conv_ascend_run(c, true);
+    if (calq__ascend_int_input(c)) return calq__conv_ascend_run(c, true);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, true, &g));
     convtranspose_ref_f32(&g, c->in[0]->data, c->in[1]->data, g.has_bias ? c->in[2]->data : NULL, c->out[0]->data);
@@ -416,12 +410,12 @@ static calq_status convtranspose_run(calq_op_ctx *c)
 /* The integer layers have no fast path: prepare declines (state NULL), the reference runs. */
 static calq_status conv_prepare(calq_op_ctx *c)
 {
-    return ascend_int(c) ? CALQ_OK : calq__conv_dnnl_prepare(c);
+    return calq__ascend_int_input(c) ? CALQ_OK : calq__conv_dnnl_prepare(c);
 }
 
 static calq_status convtranspose_prepare(calq_op_ctx *c)
 {
-    return ascend_int(c) ? CALQ_OK : calq__convtranspose_dnnl_prepare(c);
+    return calq__ascend_int_input(c) ? CALQ_OK : calq__convtranspose_dnnl_prepare(c);
 }
 
 /* ---- BatchNormalization ---------------------------------------------------------------- */

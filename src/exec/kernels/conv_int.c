@@ -156,7 +156,7 @@ calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const in
     const int64_t isz = t.in[0] * t.in[1] * t.in[2], osz = t.out[0] * t.out[1] * t.out[2];
     const int64_t ksz = t.k[0] * t.k[1] * t.k[2];
     const int64_t N = g->n, M = g->c_out, C = g->c_in;
-    int64_t bad = -1, bad_sum = 0; /* the first output (in memory order) whose sum leaves int32 */
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE; /* the first output (memory order) leaving int32 */
     int oom = 0;
 #pragma omp parallel
     {
@@ -177,28 +177,18 @@ calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const in
                 else
                     conv_plane(&t, cg, xg, isz, w + m * cg * ksz, ksz, acc);
                 int32_t *yp = y + (n * M + m) * osz;
-                for (int64_t o = 0; o < osz; o++) {
-                    const int64_t v = acc[o];
-                    if (!calq__int_fits_i32(v)) {
-#pragma omp critical(calq_conv_int_overflow)
-                        if (bad < 0 || (n * M + m) * osz + o < bad) {
-                            bad = (n * M + m) * osz + o;
-                            bad_sum = v;
-                        }
-                    }
-                    yp[o] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
-                }
+                for (int64_t o = 0; o < osz; o++) yp[o] = calq__int_store_i32(acc[o], (n * M + m) * osz + o, &ov);
             }
         }
         free(acc);
     }
     if (oom) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for an output plane of sums");
-    if (bad >= 0)
+    if (ov.at >= 0)
         return calq__op_fail(c, CALQ_ERR_DATA,
                              "the exact sum %lld at output channel %lld (batch %lld, position %lld) does not fit the "
                              "int32 accumulator",
-                             (long long)bad_sum, (long long)((bad / osz) % M), (long long)(bad / osz / M),
-                             (long long)(bad % osz));
+                             (long long)ov.sum, (long long)((ov.at / osz) % M), (long long)(ov.at / osz / M),
+                             (long long)(ov.at % osz));
     return CALQ_OK;
 }
 

@@ -49,13 +49,6 @@ static calq_status check_dtypes(calq_op_ctx *c, int n)
     return CALQ_OK;
 }
 
-/* An int8 A makes Gemm / MatMul the integer layer of an Ascend deploy model (amct-reference.md
- * §9.1): int8 A from an AscendQuant, int8 B, int32 C, int32 output (mm_run_ascend below). */
-static bool ascend_int(const calq_op_ctx *c)
-{
-    return c->in[0]->dtype == CALQ_DTYPE_INT8;
-}
-
 static calq_status check_ascend_dtypes(calq_op_ctx *c, bool gemm)
 {
     const calq_tensor *B = c->in[1], *C = gemm && c->n_in > 2 ? c->in[2] : NULL;
@@ -153,7 +146,7 @@ static calq_status gemm_geom(calq_op_ctx *c, mm_geom *g)
 static calq_status geom(calq_op_ctx *c, mm_geom *g)
 {
     bool gemm = strcmp(c->node->op_type, "Gemm") == 0;
-    CALQ_TRY(ascend_int(c) ? check_ascend_dtypes(c, gemm) : check_dtypes(c, gemm ? 3 : 2));
+    CALQ_TRY(calq__ascend_int_input(c) ? check_ascend_dtypes(c, gemm) : check_dtypes(c, gemm ? 3 : 2));
     return gemm ? gemm_geom(c, g) : matmul_geom(c, g);
 }
 
@@ -162,8 +155,9 @@ static calq_status mm_infer(calq_op_ctx *c)
     mm_geom g;
     CALQ_TRY(geom(c, &g));
     int32_t offset;
-    if (ascend_int(c)) CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
-    calq__set_shape(c->out[0], ascend_int(c) ? CALQ_DTYPE_INT32 : c->in[0]->dtype, g.out, g.out_nd);
+    if (calq__ascend_int_input(c))
+        CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
+    calq__set_shape(c->out[0], calq__ascend_int_input(c) ? CALQ_DTYPE_INT32 : c->in[0]->dtype, g.out, g.out_nd);
     return CALQ_OK;
 }
 
@@ -257,7 +251,7 @@ static calq_status mm_run_ascend(calq_op_ctx *c, const mm_geom *g)
     int16_t *a = calq__int_centered(c->in[0], o, NULL, 1), *b = calq__int_centered(c->in[1], 0, NULL, 1);
     const int64_t M = g->M, N = g->N, K = g->K, rows = g->batch * M;
     int32_t *y = c->out[0]->data;
-    int64_t bad = -1, bad_sum = 0; /* the first output whose sum leaves int32 */
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE; /* the first output whose sum leaves int32 */
     int oom = !a || !b;
     bool par = rows > 1 && (double)rows * (double)N * (double)(K + 1) > MM_PAR_WORK;
 #pragma omp parallel if (par && !oom)
@@ -275,26 +269,17 @@ static calq_status mm_run_ascend(calq_op_ctx *c, const mm_geom *g)
             calq__int_dot_row(a + aoff + (g->trans_a ? m : m * K), g->trans_a ? M : 1, b + boff, g->trans_b ? 1 : N,
                               g->trans_b ? K : 1, K, N, acc);
             const int32_t *cr = C ? (const int32_t *)C->data + m * g->c_rs : NULL;
-            for (int64_t n = 0; n < N; n++) {
-                const int64_t v = acc[n] + (cr ? cr[n * g->c_cs] : 0);
-                if (!calq__int_fits_i32(v)) {
-#pragma omp critical(calq_mm_int_overflow)
-                    if (bad < 0 || r * N + n < bad) {
-                        bad = r * N + n;
-                        bad_sum = v;
-                    }
-                }
-                y[r * N + n] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
-            }
+            for (int64_t n = 0; n < N; n++)
+                y[r * N + n] = calq__int_store_i32(acc[n] + (cr ? cr[n * g->c_cs] : 0), r * N + n, &ov);
         }
         free(acc);
     }
     free(a);
     free(b);
     if (oom) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
-    if (bad >= 0)
+    if (ov.at >= 0)
         return calq__op_fail(c, CALQ_ERR_DATA, "the exact sum %lld at output %lld does not fit the int32 accumulator",
-                             (long long)bad_sum, (long long)bad);
+                             (long long)ov.sum, (long long)ov.at);
     return CALQ_OK;
 }
 
@@ -302,7 +287,7 @@ static calq_status mm_run(calq_op_ctx *c)
 {
     mm_geom g;
     CALQ_TRY(geom(c, &g));
-    if (ascend_int(c)) return g.batch * g.M == 0 || g.N == 0 ? CALQ_OK : mm_run_ascend(c, &g);
+    if (calq__ascend_int_input(c)) return g.batch * g.M == 0 || g.N == 0 ? CALQ_OK : mm_run_ascend(c, &g);
     const calq_tensor *A = c->in[0], *B = c->in[1], *C = g.has_c ? c->in[2] : NULL;
     calq_tensor *Y = c->out[0];
     int64_t rows = g.batch * g.M;

@@ -56,3 +56,12 @@ int64_t calq__int_div_round_even(int64_t s, int64_t d)
     if (2 * r > d || (2 * r == d && (q & 1))) q++;
     return q;
 }
+
+void calq__int_overflow_note(calq__i32_overflow *ov, int64_t idx, int64_t v)
+{
+#pragma omp critical(calq_int_overflow)
+    if (ov->at < 0 || idx < ov->at) {
+        ov->at = idx;
+        ov->sum = v;
+    }
+}

@@ -34,4 +34,25 @@ static inline bool calq__int_fits_i32(int64_t v)
     return v >= INT32_MIN && v <= INT32_MAX;
 }
 
+/* The first int32 overflow (lowest output index) of a parallel loop, so the error can name it
+ * whatever the thread count; at < 0: none. Initialise with CALQ_I32_OVERFLOW_NONE. */
+typedef struct calq__i32_overflow {
+    int64_t at, sum;
+} calq__i32_overflow;
+#define CALQ_I32_OVERFLOW_NONE                                                                                         \
+    {                                                                                                                  \
+        -1, 0                                                                                                          \
+    }
+
+/* Records an overflow of sum v at output idx if it is the first so far (thread-safe). */
+void calq__int_overflow_note(calq__i32_overflow *ov, int64_t idx, int64_t v);
+
+/* An exact sum stored as int32: saturated, and an overflow recorded in ov. */
+static inline int32_t calq__int_store_i32(int64_t v, int64_t idx, calq__i32_overflow *ov)
+{
+    if (calq__int_fits_i32(v)) return (int32_t)v;
+    calq__int_overflow_note(ov, idx, v);
+    return v < 0 ? INT32_MIN : INT32_MAX;
+}
+
 #endif

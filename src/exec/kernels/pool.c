@@ -148,25 +148,19 @@ static calq_status maxpool_infer(calq_op_ctx *c)
     return pool_set_outputs(c, &g);
 }
 
-/* An int8 input makes AveragePool the integer layer of an Ascend deploy model (amct-reference.md
- * §9.1): int8 from an AscendQuant in, int32 out (pool_avg_ascend). */
-static bool ascend_int(const calq_op_ctx *c)
-{
-    return c->in[0]->dtype == CALQ_DTYPE_INT8;
-}
-
 static calq_status avgpool_infer(calq_op_ctx *c)
 {
-    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 && !ascend_int(c))
+    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 && !calq__ascend_int_input(c))
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
                              "input dtype %s is not supported (float32, or int8 from an AscendQuant)",
                              calq_dtype_name(c->in[0]->dtype));
     int32_t offset;
-    if (ascend_int(c)) CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
+    if (calq__ascend_int_input(c))
+        CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
     CALQ_TRY(pool_set_outputs(c, &g));
-    if (ascend_int(c)) c->out[0]->dtype = CALQ_DTYPE_INT32;
+    if (calq__ascend_int_input(c)) c->out[0]->dtype = CALQ_DTYPE_INT32;
     return CALQ_OK;
 }
 
@@ -347,7 +341,7 @@ static calq_status pool_run(calq_op_ctx *c, calq_pool_kind kind)
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, kind, &g));
     int32_t offset = 0;
-    const bool ascend = kind == CALQ_POOL_AVG && ascend_int(c);
+    const bool ascend = kind == CALQ_POOL_AVG && calq__ascend_int_input(c);
     if (ascend) CALQ_TRY(calq__ascend_input_offset(c, &offset));
     pool_plan p;
     CALQ_TRY(pool_plan_make(c, &g, &p));
@@ -385,7 +379,7 @@ static calq_status maxpool_prepare(calq_op_ctx *c)
 
 static calq_status avgpool_prepare(calq_op_ctx *c)
 {
-    if (ascend_int(c)) return CALQ_OK; /* no fast path for the integer layer: the reference runs */
+    if (calq__ascend_int_input(c)) return CALQ_OK; /* no fast path for the integer layer: the reference runs */
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
     return calq__pool_dnnl_prepare(c, &g, true);

@@ -63,6 +63,13 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
 calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
                                calq_error *err);
 
+/* For a MaxPool node ni whose input also feeds quantized layers, in an Ascend format: the
+ * name of that input quantized and restored as AMCT writes it (§9.3: AscendQuant ->
+ * AscendAntiQuant in the deploy model, the fake-quant chain -> Mul(scale_d) in the fake-quant
+ * one), so the pool sees the values the quantized layers see; NULL otherwise (err->status
+ * set on failure). */
+const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err);
+
 /* A node kept from the model, converted when the opset is raised to 13 (export_upgrade.c):
  * *out is src itself or an arena copy. Fails naming an operator that cannot be raised. */
 calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out,

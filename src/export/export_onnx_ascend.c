@@ -216,3 +216,43 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     }
     return CALQ_OK;
 }
+
+const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    if (strcmp(n->op_type, "MaxPool") != 0 || n->n_inputs < 1 || n->inputs[0] < 0) return NULL;
+    int v = n->inputs[0];
+    const calq_record_layer *rl = NULL;
+    const char *layer = NULL;
+    for (int i = 0; i < c->g->n_nodes && !rl; i++)
+        if (c->quantized[i] && c->g->nodes[i].inputs[0] == v) {
+            layer = c->g->nodes[i].name;
+            rl = calq__record_find(c->rec, layer);
+        }
+    if (!rl) return NULL; /* no quantized reader: the pool reads the float tensor */
+    const char *xq = act_quant(c, layer, c->g->values[v].name, rl->scale_d, rl->offset_d);
+    char *out = xq ? calq__xname(c, "%s.antiquant.output0", n->name) : NULL;
+    char *nn = out ? calq__xname(c, "%s.antiquant", n->name) : NULL;
+    if (!nn) {
+        oom(err);
+        return NULL;
+    }
+    if (c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
+        /* y = (x + offset) * scale (the CANN formula, docs/operators.md) with offset = -offset_d:
+         * (q - offset_d) * scale_d. AMCT's own sign here is an open question (§13.4). */
+        Onnx__NodeProto *a = node1(c, "AscendAntiQuant", nn, xq, NULL, out);
+        if (!a || !calq__xg_attr_float(&c->x, a, "scale", rl->scale_d) ||
+            !calq__xg_attr_float(&c->x, a, "offset", (float)-rl->offset_d) ||
+            !calq__xg_attr_int(&c->x, a, "sqrt_mode", 0) || !calq__xg_attr_int(&c->x, a, "dtype", 0)) {
+            oom(err);
+            return NULL;
+        }
+    } else { /* the fake-quant chain gives q - offset_d; AMCT's fake AntiQuant is Mul(scale_d) */
+        const char *s = scalar(c, rl->scale_d, n->name, "antiquant.scale");
+        if (!s || !node1(c, "Mul", nn, xq, s, out)) {
+            oom(err);
+            return NULL;
+        }
+    }
+    return out;
+}

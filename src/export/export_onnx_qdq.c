@@ -320,6 +320,15 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
         }
+        /* AMCT's MaxPool beside quantized readers of its input (§9.3) */
+        const char *pin = NULL;
+        if ((c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY) &&
+            !(pin = calq__ascend_pool_input(c, ni, err)) && err->status)
+            return err->status;
+        if (pin) {
+            if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
+            nd->input[0] = (char *)pin;
+        }
     }
     return calq__xg_node(&c->x, (Onnx__NodeProto *)nd) ? CALQ_OK : oom(err);
 }

@@ -7,7 +7,8 @@
 #   (c) calq runs the deploy file (AscendQuant, int8 Conv with int32 accumulation, AscendDequant)
 #       and every quantized activation (int8) equals the fake-quant model's within one
 #       quantization step on every shared photo (ascend_compare.py); final outputs as cosine;
-#   (d) --save_type Fakequant / Deploy write only their kind; --save_type None only the record.
+#   (d) --save_type Fakequant / Deploy write only their kind; --save_type None only the record;
+#   (e) a MaxPool sharing a quantized tensor gets AMCT's Quant -> AntiQuant pair (§9.3).
 # Usage: save_ascend.sh CALQ SHARED_DIR
 set -u
 CALQ=$1
@@ -91,6 +92,26 @@ for img in "$FACES"/*.jpg; do
     $CMP cosine "$e/float" "$T/skip/$b" "  simplified, Conv_2 in float, $b: fake-quant vs float" 0.99 ||
         fail "simplified with Conv_2 in float, $b: fake-quant vs float below 0.99"
 done
+
+# (e) a MaxPool sharing a quantized tensor (§9.3): AscendQuant -> AscendAntiQuant before it in
+# the deploy model, Mul(scale_d) in the fake-quant one; deploy == fake-quant, onnxruntime runs it
+V=$T/maxpool
+mkdir -p "$V/float" "$V/fake" "$V/deploy" "$V/ort"
+$PY "$HERE/ascend_compare.py" maxpool-model "$V/m.onnx" "$V/data" || fail "maxpool: building the model"
+"$CALQ" calibration --model "$V/m.onnx" --npy "$V/data" --batch_num 2 --save_path "$V/m" --format ascend \
+    >"$V/log" 2>&1 || { fail "maxpool: calibration"; tail -3 "$V/log"; }
+$PY "$HERE/ascend_compare.py" maxpool-structure "$V/m_deploy_model.onnx" "$V/m_fake_quant_model.onnx" ||
+    fail "maxpool: structure"
+$CMP check "$V/m_fake_quant_model.onnx" || fail "maxpool: fake-quant file fails onnx.checker"
+$PY "$HERE/ascend_compare.py" check-deploy "$V/m_deploy_model.onnx" || fail "maxpool: deploy file fails onnx.checker"
+"$CALQ" run "$V/m.onnx" --input "x=$V/data/b0.npy" --output-dir "$V/float" >/dev/null 2>&1 &&
+    "$CALQ" run "$V/m_fake_quant_model.onnx" --input "x=$V/data/b0.npy" --output-dir "$V/fake" --no-fusion \
+        >/dev/null 2>&1 &&
+    "$CALQ" run "$V/m_deploy_model.onnx" --input "x=$V/data/b0.npy" --output-dir "$V/deploy" >/dev/null 2>&1 &&
+    node "$HERE/ort_run.js" "$V/m_fake_quant_model.onnx" "$V/ort" "x=$V/data/b0.npy" || fail "maxpool: runs"
+$CMP cosine "$V/fake" "$V/deploy" "  maxpool deploy vs fake-quant" 0.999999 || fail "maxpool: deploy vs fake-quant"
+$CMP cosine "$V/fake" "$V/ort" "  maxpool fake-quant calq vs onnxruntime" 0.999999 || fail "maxpool: calq vs onnxruntime"
+$CMP cosine "$V/float" "$V/fake" "  maxpool fake-quant vs float" 0.99 || fail "maxpool: fake-quant vs float"
 
 # (d) --save_type
 M=$SHARED/models/ultraface/version-slim-320.onnx

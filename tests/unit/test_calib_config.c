@@ -14,23 +14,6 @@
 
 #include "expect.h"
 
-#define EXPECT_STATUS(got, want, err, needle) expect_status_at(__FILE__, __LINE__, (got), (want), (err), (needle))
-
-static void expect_status_at(const char *file, int line, calq_status got, calq_status want, const calq_error *err,
-                             const char *needle)
-{
-    if (got != want) {
-        fprintf(stderr, "%s:%d: status %s, expected %s (message: %s)\n", file, line, calq_status_name(got),
-                calq_status_name(want), got != CALQ_OK ? err->message : "");
-        failures++;
-        return;
-    }
-    if (needle && !strstr(err->message, needle)) {
-        fprintf(stderr, "%s:%d: message lacks \"%s\": %s\n", file, line, needle, err->message);
-        failures++;
-    }
-}
-
 static char tmpdir[256];
 
 static const char *tmp_path(const char *name)

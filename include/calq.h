@@ -179,6 +179,9 @@ typedef struct calq_session_opts {
                                               amct-reference.md §8.3); read by calq_session_create
                                               only, not kept */
     int n_skip_fusion_layers;
+    size_t max_arena_bytes; /* 0 (default): no limit; else planning fails with CALQ_ERR_OUT_OF_MEMORY, naming the
+                               size, instead of allocating an activation arena above it (a service bounding
+                               what an untrusted model may claim) */
 } calq_session_opts;
 
 /* Called once for every tensor the executor produces (graph inputs first, then each node's

@@ -24,7 +24,7 @@ for fz in "$build"/fuzz/fuzz_*; do
   if ! (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$fz" -max_total_time="$seconds" -rss_limit_mb=4096 \
         -max_len=262144 -print_final_stats=0 "$corpus" >"$work/log" 2>&1); then
     echo "fuzz: $name FAILED"; tail -n 60 "$work/log"; status=1
-    mkdir -p "$build/fuzz-crashes" && cp "$work"/crash-* "$work"/leak-* "$build/fuzz-crashes/" 2>/dev/null || true
+    mkdir -p "$build/fuzz-crashes" && cp "$work"/crash-* "$work"/leak-* "$work"/oom-* "$work"/timeout-* "$build/fuzz-crashes/" 2>/dev/null || true
   else
     grep -E '^#[0-9]+.*(DONE|pulse)' "$work/log" | tail -n 1 || true
   fi

@@ -80,7 +80,7 @@ bool calq__plan_matches(const calq_plan *p, const calq_tensor *inputs, int n_inp
 
 /* Greedy offset assignment, biggest tensors first, each at the lowest offset where it does
  * not overlap a placed tensor whose lifetime overlaps its own. */
-static calq_status assign_offsets(calq_plan *p, calq_error *err)
+static calq_status assign_offsets(calq_plan *p, size_t max_bytes, calq_error *err)
 {
     const calq_graph *g = p->g;
     int n = 0;
@@ -130,6 +130,10 @@ static calq_status assign_offsets(calq_plan *p, calq_error *err)
     free(order);
     free(placed);
     p->arena_bytes = total;
+    if (max_bytes && total > max_bytes)
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
+                          "the activations need %zu bytes, above the session's limit of %zu bytes (max_arena_bytes)",
+                          total, max_bytes);
     p->arena = total ? aligned_alloc(ARENA_ALIGN, total) : NULL;
     if (total && !p->arena)
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory: the activations need %zu bytes", total);
@@ -139,7 +143,7 @@ static calq_status assign_offsets(calq_plan *p, calq_error *err)
 }
 
 calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int n_inputs, bool use_fast,
-                             calq_plan **out, calq_error *err)
+                             size_t max_arena_bytes, calq_plan **out, calq_error *err)
 {
     *out = NULL;
     if (n_inputs != g->n_inputs || n_inputs > 64)
@@ -265,7 +269,7 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
     for (int v = 0; v < g->n_values; v++)
         if (p->vals[v].kind == CALQ_PV_ARENA && p->vals[v].last < p->vals[v].first)
             p->vals[v].last = p->vals[v].first; /* produced but unused: still needs a place to be written */
-    if ((st = assign_offsets(p, err)) != CALQ_OK) {
+    if ((st = assign_offsets(p, max_arena_bytes, err)) != CALQ_OK) {
         calq__plan_free(p);
         return st;
     }

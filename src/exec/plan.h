@@ -47,9 +47,10 @@ typedef struct calq_plan {
 } calq_plan;
 
 /* Builds a plan for inputs of the given shapes (inputs[i] is graph input i; only dtype and
- * shape are read). use_fast: prepare oneDNN kernels where available. */
+ * shape are read). use_fast: prepare oneDNN kernels where available. max_arena_bytes: fail
+ * with CALQ_ERR_OUT_OF_MEMORY before allocating an activation arena above it (0: no limit). */
 calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int n_inputs, bool use_fast,
-                             calq_plan **out, calq_error *err);
+                             size_t max_arena_bytes, calq_plan **out, calq_error *err);
 void calq__plan_free(calq_plan *p);
 /* True when the plan was built for exactly these input shapes. */
 bool calq__plan_matches(const calq_plan *p, const calq_tensor *inputs, int n_inputs);

@@ -150,7 +150,7 @@ static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n
     if (s->plan && calq__plan_matches(s->plan, inputs, n)) return CALQ_OK;
     calq__plan_free(s->plan);
     s->plan = NULL;
-    return calq__plan_build(s->g, inputs, n, s->opts.use_fast != 0, &s->plan, err);
+    return calq__plan_build(s->g, inputs, n, s->opts.use_fast != 0, s->opts.max_arena_bytes, &s->plan, err);
 }
 
 static calq_status observe(calq_session *s, int v, calq_error *err)
@@ -244,7 +244,8 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
             }
             calq__set_shape(&ins[i], iv->dtype, iv->dims, iv->ndim);
         }
-        calq_status st = calq__plan_build(g, ins, g->n_inputs, s->opts.use_fast != 0, &s->plan, err);
+        calq_status st =
+            calq__plan_build(g, ins, g->n_inputs, s->opts.use_fast != 0, s->opts.max_arena_bytes, &s->plan, err);
         free(ins);
         CALQ_TRY(st);
     }

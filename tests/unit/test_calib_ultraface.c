@@ -123,6 +123,24 @@ int main(void)
     }
     calq_session_free(s);
 
+    /* a memory bound the model's activations (4.9 MB at 320x240) exceed: planning fails with
+     * the size, before anything is allocated; the bound above it runs */
+    {
+        calq_session_opts lim = {.n_threads = 1, .use_fast = 1, .max_arena_bytes = 1 << 20};
+        calq_tensor x;
+        EXPECT(calq_image_load(img_path[0], &io, &x, &err) == CALQ_OK);
+        EXPECT(calq_session_create(m, &lim, &s, &err) == CALQ_OK);
+        memset(&err, 0, sizeof err);
+        EXPECT(calq_session_run(s, &x, 1, &err) == CALQ_ERR_OUT_OF_MEMORY);
+        EXPECT(strstr(err.message, "above the session's limit of 1048576 bytes") != NULL);
+        calq_session_free(s);
+        lim.max_arena_bytes = 64u << 20;
+        EXPECT(calq_session_create(m, &lim, &s, &err) == CALQ_OK);
+        EXPECT(calq_session_run(s, &x, 1, &err) == CALQ_OK);
+        calq_session_free(s);
+        calq_tensor_free_data(&x);
+    }
+
     /* the folded weights, as AMCT folds before ARQ (§8.3) */
     calq_graph *g = NULL;
     int n_folded = 0;

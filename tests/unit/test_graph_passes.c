@@ -84,7 +84,7 @@ static calq_tensor run(const calq_graph *g, const calq_tensor *x)
     calq_plan *p = NULL;
     calq_error err = {0};
     calq_tensor out = {0};
-    if (calq__plan_build(g, x, 1, false, &p, &err) != CALQ_OK) {
+    if (calq__plan_build(g, x, 1, false, 0, &p, &err) != CALQ_OK) {
         fprintf(stderr, "plan: %s\n", err.message);
         test_failures++;
         return out;

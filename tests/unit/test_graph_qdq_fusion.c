@@ -190,7 +190,7 @@ static void run(const calq_graph *g, const calq_tensor *in, int n_in, const char
     calq_plan *p = NULL;
     calq_error err = {0};
     memset(got, 0, sizeof(calq_tensor) * (size_t)n);
-    if (calq__plan_build(g, in, n_in, false, &p, &err) != CALQ_OK) {
+    if (calq__plan_build(g, in, n_in, false, 0, &p, &err) != CALQ_OK) {
         fprintf(stderr, "plan: %s\n", err.message);
         test_failures++;
         return;

@@ -31,15 +31,12 @@ typedef struct calq_op_ctx {
     calq_tensor **out; /* out[i] == NULL for an omitted optional output */
     void *state;       /* owned by the op (prepare/release) */
     calq_error *err;
-    unsigned const_inputs;   /* bit i: input i is a constant (same data on every run, available
-                                in prepare), e.g. weights: prepare may reorder them once */
-    const calq_graph *graph; /* the graph `node` belongs to (read only), so an op can look at the
-                                producers of its inputs (Ascend integer layers read their input
-                                offset from the AscendQuant upstream); NULL outside a graph */
+    unsigned const_inputs; /* bit i: input i is a constant (same data on every run, available
+                              in prepare), e.g. weights: prepare may reorder them once */
 } calq_op_ctx;
 
 typedef struct calq_op_def {
-    const char *op_type; /* ONNX op type, default domain */
+    const char *op_type; /* ONNX op type, default domain (internal table: domain calq) */
     int min_inputs, max_inputs;
     int min_outputs, max_outputs;
     unsigned data_inputs; /* bit i: infer needs the data of input i (e.g. Reshape's shape) */
@@ -51,10 +48,14 @@ typedef struct calq_op_def {
     void (*release)(void *state);
 } calq_op_def;
 
-/* Registry (exec/ops.c). NULL when calq has no kernel for op_type in domain. */
+/* Registry (exec/ops.c). The operators a model file may contain: NULL when calq has no kernel
+ * for op_type in domain. calq's internal operators (domain CALQ_DOMAIN_INTERNAL, created by graph
+ * passes) are not among them. */
 const calq_op_def *calq__op_find(const char *domain, const char *op_type);
-/* The i-th implemented operator (0-based, registry order), or NULL past the end. */
+/* The i-th operator a model file may contain (0-based, registry order), or NULL past the end. */
 const calq_op_def *calq__op_at(int i);
+/* The kernel of node n, internal operators included (what the planner runs), or NULL. */
+const calq_op_def *calq__op_of(const calq_node *n);
 
 /* Error helpers for kernels: the node name becomes the error's layer and prefixes the message
  * as "<op_type> node '<name>': ...". */
@@ -82,5 +83,6 @@ extern const calq_op_def calq__ops_reduce[];
 extern const calq_op_def calq__ops_resize[];
 extern const calq_op_def calq__ops_quant[];
 extern const calq_op_def calq__ops_ascend[];
+extern const calq_op_def calq__ops_ascend_int[]; /* internal: calq.Ascend<op> (kernels/ascend.h) */
 
 #endif

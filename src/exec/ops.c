@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "graph/passes.h"
 
 static const calq_op_def *const tables[] = {
     calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,  calq__ops_gemm,   calq__ops_pool,
@@ -15,6 +16,18 @@ const calq_op_def *calq__op_find(const char *domain, const char *op_type)
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
         for (const calq_op_def *d = tables[t]; d->op_type; d++)
             if (strcmp(d->op_type, op_type) == 0) return d;
+    return NULL;
+}
+
+/* Operators of domain CALQ_DOMAIN_INTERNAL. */
+static const calq_op_def *const internal_tables[] = {calq__ops_ascend_int};
+
+const calq_op_def *calq__op_of(const calq_node *n)
+{
+    if (!n->domain || strcmp(n->domain, CALQ_DOMAIN_INTERNAL) != 0) return calq__op_find(n->domain, n->op_type);
+    for (size_t t = 0; t < sizeof internal_tables / sizeof internal_tables[0]; t++)
+        for (const calq_op_def *d = internal_tables[t]; d->op_type; d++)
+            if (strcmp(d->op_type, n->op_type) == 0) return d;
     return NULL;
 }
 

@@ -30,7 +30,6 @@ static void ctx_init(calq_op_ctx *c, const calq_graph *g, const calq_plan_step *
     c->state = st->state;
     c->err = err;
     c->const_inputs = st->const_inputs;
-    c->graph = g;
 }
 
 static calq_status check_arity(const calq_node *n, const calq_op_def *d, calq_error *err)
@@ -186,7 +185,7 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
     size_t at = 0;
     for (int ni = 0; ni < g->n_nodes && st == CALQ_OK; ni++) {
         const calq_node *n = &g->nodes[ni];
-        const calq_op_def *d = calq__op_find(n->domain, n->op_type);
+        const calq_op_def *d = calq__op_of(n);
         if (!d) {
             st = calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name, "no kernel for %s (node '%s')", n->op_type, n->name);
             break;

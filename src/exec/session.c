@@ -33,26 +33,29 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
     s->opts.n_threads = 0;
     s->opts.use_fast = 1;
     if (opts) s->opts = *opts;
-    s->g = m->g;
-    if (!s->opts.no_fusion) {
-        int n_folded = 0, n_qdq = 0, n_act = 0;
-        calq_status st = calq__graph_clone(m->g, &s->g, err);
-        if (st == CALQ_OK) {
-            s->owns_graph = true;
-            st = calq__pass_fold_conv_affine(s->g, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded,
-                                             err);
-        }
-        /* a QDQ model runs as onnxruntime runs it: integer layers where it fuses them */
-        if (st == CALQ_OK) st = calq__pass_fuse_qdq(s->g, &n_qdq, &n_act, err);
-        if (st != CALQ_OK) {
-            calq_session_free(s);
-            return st;
-        }
-        if (!n_folded && !n_qdq && !n_act) { /* nothing to fold: run the model's own graph */
-            calq__graph_free(s->g);
-            s->g = m->g;
-            s->owns_graph = false;
-        }
+    /* The graph that runs is a rewritten copy (sharing the model's constants): the integer layers
+     * of an Ascend deploy model lowered to calq's integer operators, always, since a deploy model
+     * means nothing without them (a literal graph would run an int8 Conv as a float one); then,
+     * unless no_fusion asks for the literal graph, Conv+BN folding and the QDQ fusion (a QDQ model
+     * runs as onnxruntime runs it: integer layers where it fuses them). */
+    int n_lowered = 0, n_folded = 0, n_qdq = 0, n_act = 0;
+    calq_status st = calq__graph_clone(m->g, &s->g, err);
+    if (st == CALQ_OK) {
+        s->owns_graph = true;
+        st = calq__pass_lower_ascend(s->g, &n_lowered, err);
+    }
+    if (st == CALQ_OK && !s->opts.no_fusion)
+        st =
+            calq__pass_fold_conv_affine(s->g, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded, err);
+    if (st == CALQ_OK && !s->opts.no_fusion) st = calq__pass_fuse_qdq(s->g, &n_qdq, &n_act, err);
+    if (st != CALQ_OK) {
+        calq_session_free(s);
+        return st;
+    }
+    if (!n_lowered && !n_folded && !n_qdq && !n_act) { /* nothing rewritten: run the model's own graph */
+        calq__graph_free(s->g);
+        s->g = m->g;
+        s->owns_graph = false;
     }
     s->opts.skip_fusion_layers = NULL; /* borrowed for the fold above only */
     s->opts.n_skip_fusion_layers = 0;

@@ -28,4 +28,17 @@ calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, 
  * fused layers, *n_removed removed Relu / Clip nodes. */
 calq_status calq__pass_fuse_qdq(calq_graph *g, int *n_fused, int *n_removed, calq_error *err);
 
+/* The domain of calq's internal operators: ones passes create and the executor runs, which no
+ * model file may name (the registry's public lookup, calq__op_find, does not see them). */
+#define CALQ_DOMAIN_INTERNAL "calq"
+
+/* Lowers the integer layers of Ascend deploy models (amct-reference.md §9.1): a Conv,
+ * ConvTranspose, Gemm, MatMul or AveragePool whose input 0 is produced by an AscendQuant (directly
+ * or through Flatten / Reshape / Squeeze / Unsqueeze / Identity) becomes, in place, the internal
+ * operator calq.Ascend<op> with the AscendQuant's offset as its INT attribute `input_offset`; node
+ * name, inputs, output and attributes stay, no node is added, removed or reordered. A session
+ * always runs it: without it a deploy model has no meaning (its int8 layers are not float ones).
+ * *n_lowered counts rewritten layers. */
+calq_status calq__pass_lower_ascend(calq_graph *g, int *n_lowered, calq_error *err);
+
 #endif

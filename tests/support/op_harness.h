@@ -19,16 +19,21 @@ void op_attr_str(op_case *c, const char *name, const char *v);
 void op_attr_ints(op_case *c, const char *name, const int64_t *v, int n);
 void op_attr_floats(op_case *c, const char *name, const float *v, int n);
 
+/* Graph building for pass tests: a user-fed graph input `name` (dtype, shape) and a graph
+ * output v, appended to g's input / output lists. Returns the input's value index. */
+int op_graph_input(calq_graph *g, const char *name, calq_dtype dt, int ndim, const int64_t *dims);
+void op_graph_output(calq_graph *g, int v);
+
 /* Makes input k of the node the output of a new AscendQuant node (scale 1, the given offset,
- * reading a new float value), as in an Ascend deploy model, so that the node's integer path
- * finds its input offset there (amct-reference.md §9.1). The test still feeds input k's int8
- * data itself. Returns the AscendQuant's node index. */
+ * reading a new float value), as in an Ascend deploy model, so that the lowering pass op_case_run
+ * applies makes the node an integer layer with that input offset (amct-reference.md §9.1). The
+ * test still feeds input k's int8 data itself. Returns the AscendQuant's node index. */
 int op_case_from_ascend_quant(op_case *c, int k, float offset);
 
-/* Runs the node: infer, allocate outputs (out[i].data owned by the caller afterwards: free
- * with calq_tensor_free_data), then the reference kernel (fast = 0) or prepare + run_fast
- * (fast = 1; falls back to the reference kernel when prepare declines). in[i].data may be
- * NULL for an omitted optional input. */
+/* Runs the node as a session would, after the graph passes every session applies
+ * (calq__pass_lower_ascend, which keeps node indices): infer, allocate outputs (out[i].data owned by the caller
+ * afterwards: free with calq_tensor_free_data), then the reference kernel (fast = 0) or prepare + run_fast (fast = 1;
+ * falls back to the reference kernel when prepare declines). in[i].data may be NULL for an omitted optional input. */
 calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
                         calq_error *err);
 

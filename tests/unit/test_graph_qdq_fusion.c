@@ -88,21 +88,7 @@ static void attr_ints(calq_graph *g, const char *node_name, const char *name, co
 
 static int input(calq_graph *g, const char *name, int ndim, const int64_t *dims)
 {
-    int v = calq__graph_value(g, name);
-    g->values[v].is_input = true;
-    g->values[v].dtype = CALQ_DTYPE_FLOAT32;
-    g->values[v].ndim = ndim;
-    memcpy(g->values[v].dims, dims, sizeof(int64_t) * (size_t)ndim);
-    g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    g->inputs[g->n_inputs++] = v;
-    return v;
-}
-
-static void output(calq_graph *g, int v)
-{
-    g->values[v].is_output = true;
-    g->outputs = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
-    g->outputs[g->n_outputs++] = v;
+    return op_graph_input(g, name, CALQ_DTYPE_FLOAT32, ndim, dims);
 }
 
 /* x -> QuantizeLinear(s, zp) -> `name`_q -> DequantizeLinear -> returned value */
@@ -341,7 +327,7 @@ static calq_graph *chain(int act, float sy, int zy, float bias_factor)
     int w2 = weight(g, "conv2", 4, w2d, &sw2, 1, 0, 23, &w2_q);
     int c2in[2] = {ydq, w2};
     int c2 = node(g, "conv2", "Conv", c2in, 2, "c2");
-    output(g, qdq(g, c2, "y2", S2, Z2, CALQ_DTYPE_INT8));
+    op_graph_output(g, qdq(g, c2, "y2", S2, Z2, CALQ_DTYPE_INT8));
     finish(g);
     return g;
 }
@@ -444,7 +430,7 @@ static void test_shared(calq_dtype zt, const calq_tensor *x)
     for (int k = 0; k < 2; k++) {
         int in[2] = {xdq, weight(g, nm[k], 4, wd, &sw, 1, 0, 31u + (unsigned)k, NULL)};
         int c = node(g, nm[k], "Conv", in, 2, out[k]);
-        output(g, qdq(g, c, qn[k], SY, zy, zt));
+        op_graph_output(g, qdq(g, c, qn[k], SY, zy, zt));
     }
     finish(g);
     int nf, nr;
@@ -479,7 +465,7 @@ static void test_weights(void)
         int xdq = qdq(g, xv, "x", SX, ZX, CALQ_DTYPE_INT8);
         int in[2] = {xdq, quantized ? qdq(g, wv, "w", 0.01f, 0, CALQ_DTYPE_INT8) : wv};
         int c = node(g, "conv", "Conv", in, 2, "c");
-        output(g, qdq(g, c, "y", SY, ZY, CALQ_DTYPE_INT8));
+        op_graph_output(g, qdq(g, c, "y", SY, ZY, CALQ_DTYPE_INT8));
         finish(g);
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
@@ -498,7 +484,7 @@ static void test_float_model(void)
     int xv = input(g, "x", 4, xd);
     int in[2] = {xv, cst(g, "w", t_rand_f32(3, 4, wd, -1, 1))};
     int c = node(g, "conv", "Conv", in, 2, "c");
-    output(g, node(g, "relu", "Relu", &c, 1, "r"));
+    op_graph_output(g, node(g, "relu", "Relu", &c, 1, "r"));
     finish(g);
     int nf = -1, nr = -1;
     calq_error err = {0};
@@ -532,7 +518,7 @@ static void test_matrix_layers(void)
             y = node(g, "mm", "MatMul", in, 2, "y");
         }
         if (requantized) y = qdq(g, y, "yq", 0.1f, -5, CALQ_DTYPE_INT8);
-        output(g, y);
+        op_graph_output(g, y);
         finish(g);
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
@@ -594,7 +580,7 @@ static void test_gemm_alpha(void)
         int8_t *wq = NULL;
         int in[3] = {adq, weight(g, "fc", 2, wd, &sw, 1, 0, 5, &wq),
                      with_bias ? bias(g, "fc", bq, 4, sa, &sw, 1, 1.0f) : -1};
-        output(g, node(g, "fc", "Gemm", in, with_bias ? 3 : 2, "y"));
+        op_graph_output(g, node(g, "fc", "Gemm", in, with_bias ? 3 : 2, "y"));
         attr_i(g, "fc", "transB", 1);
         attr_f(g, "fc", "alpha", 2.0f);
         finish(g);
@@ -658,7 +644,7 @@ static void test_step1(void)
             attr_f(g, "act", "max", hi[k]);
             g->nodes[g->n_nodes - 1].opset = 10;
         }
-        output(g, qdq(g, a, "y", sy[k], 0, CALQ_DTYPE_UINT8));
+        op_graph_output(g, qdq(g, a, "y", sy[k], 0, CALQ_DTYPE_UINT8));
         finish(g);
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
@@ -686,7 +672,7 @@ static void test_matmul_per_column(void)
         int8_t *wq = NULL;
         int in[2] = {adq, weight(g, "mm", 2, wd, sw, 4, 1, 7, &wq)};
         int y = node(g, "mm", "MatMul", in, 2, "y");
-        output(g, requantized ? qdq(g, y, "yq", 0.1f, -5, CALQ_DTYPE_INT8) : y);
+        op_graph_output(g, requantized ? qdq(g, y, "yq", 0.1f, -5, CALQ_DTYPE_INT8) : y);
         finish(g);
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);

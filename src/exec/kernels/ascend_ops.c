@@ -11,9 +11,9 @@
  * Every output element depends on its input element only, so the OpenMP loops give the same
  * bits for any thread count.
  *
- * The integer layers between AscendQuant and AscendDequant (int8 Conv, Gemm, ... -> int32) run
- * in their families' files; calq__ascend_input_offset below is how they find their input
- * offset. */
+ * The integer layers between AscendQuant and AscendDequant (int8 Conv, Gemm, ... -> int32) are
+ * the internal operators of calq__ops_ascend_int below (ascend.h), which the lowering pass
+ * creates; their kernels are in their families' files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,9 @@
 
 #include "base/tensor.h"
 #include "exec/kernels/ascend.h"
+#include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/pool_dnnl.h"
+#include "exec/kernels/quant_gemm.h"
 #include "exec/op.h"
 
 /* Below this many elements the OpenMP fork costs more than the work. */
@@ -344,54 +347,46 @@ static calq_status antiquant_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
-/* ---- the integer layers' input offset ----------------------------------------------------- */
+/* ---- the integer layers ----------------------------------------------------------------- */
 
-static bool default_domain(const calq_node *n)
+calq_status calq__ascend_unlowered(calq_op_ctx *c)
 {
-    return !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
-}
-
-/* Ops that move int8 values without changing them, through which the offset still holds. */
-static bool value_preserving(const calq_node *n)
-{
-    static const char *const ops[] = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"};
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strcmp(n->op_type, ops[i]) == 0) return true;
-    return false;
+    return calq__op_fail(
+        c, CALQ_ERR_UNSUPPORTED,
+        "input 0 is int8 but does not come from an AscendQuant node (directly or through Flatten, "
+        "Reshape, Squeeze, Unsqueeze, Identity): calq runs an int8 %s only as the integer layer of an "
+        "Ascend deploy model (AscendQuant -> %s -> AscendDequant, amct-reference.md §9.1), whose input "
+        "offset is the AscendQuant's",
+        c->node->op_type, c->node->op_type);
 }
 
 calq_status calq__ascend_input_offset(calq_op_ctx *c, int32_t *offset)
 {
-    const calq_graph *g = c->graph;
-    int v = c->node->n_inputs > 0 ? c->node->inputs[0] : -1;
-    const char *name = g && v >= 0 ? g->values[v].name : "0";
+    const calq_attr *a = calq__attr(c->node, "input_offset");
     *offset = 0;
-    /* The walk is bounded: a chain of layout ops longer than this is not a deploy model. */
-    for (int hop = 0; g && v >= 0 && hop < 16; hop++) {
-        const int p = g->values[v].producer;
-        if (p < 0 || !default_domain(&g->nodes[p])) break;
-        const calq_node *q = &g->nodes[p];
-        if (strcmp(q->op_type, "AscendQuant") == 0) {
-            quant_params qp;
-            char why[160];
-            calq_status st = quant_params_of(q, &qp, why, sizeof why);
-            if (st != CALQ_OK) return calq__op_fail(c, st, "its input's AscendQuant node '%s': %s", q->name, why);
-            *offset = (int32_t)qp.offset;
-            return CALQ_OK;
-        }
-        if (!value_preserving(q) || q->n_inputs < 1) break;
-        v = q->inputs[0];
-    }
-    return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
-                         "input '%s' is int8 but does not come from an AscendQuant node: calq runs an int8 %s only as "
-                         "the integer layer of an Ascend deploy model (AscendQuant -> %s -> AscendDequant, "
-                         "amct-reference.md §9.1), whose input offset is the AscendQuant's",
-                         name, c->node->op_type, c->node->op_type);
+    if (!a || a->type != CALQ_ATTR_INT || a->i < -128 || a->i > 127)
+        return calq__op_fail(
+            c, CALQ_ERR_BAD_FORMAT,
+            "needs an integer attribute input_offset in [-128, 127] (the offset_d of its AscendQuant)");
+    *offset = (int32_t)a->i;
+    return CALQ_OK;
 }
 
 const calq_op_def calq__ops_ascend[] = {
     {"AscendQuant", 1, 1, 1, 1, 0, false, quant_infer, quant_run, NULL, NULL, NULL},
     {"AscendDequant", 2, 2, 1, 1, 0, false, dequant_infer, dequant_run, NULL, NULL, NULL},
     {"AscendAntiQuant", 1, 1, 1, 1, 0, false, antiquant_infer, antiquant_run, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
+};
+
+/* Domain calq (CALQ_DOMAIN_INTERNAL): created by calq__pass_lower_ascend, never read from a file.
+ * Input and attribute lists are those of the ONNX layer they replace, plus input_offset. */
+const calq_op_def calq__ops_ascend_int[] = {
+    {"AscendConv", 2, 3, 1, 1, 0, false, calq__ascend_conv_infer, calq__ascend_conv_run, NULL, NULL, NULL},
+    {"AscendConvTranspose", 2, 3, 1, 1, 0, false, calq__ascend_convtranspose_infer, calq__ascend_convtranspose_run,
+     NULL, NULL, NULL},
+    {"AscendGemm", 2, 3, 1, 1, 0, false, calq__ascend_gemm_infer, calq__ascend_gemm_run, NULL, NULL, NULL},
+    {"AscendMatMul", 2, 2, 1, 1, 0, false, calq__ascend_matmul_infer, calq__ascend_matmul_run, NULL, NULL, NULL},
+    {"AscendAveragePool", 1, 1, 1, 1, 0, false, calq__ascend_avgpool_infer, calq__ascend_avgpool_run, NULL, NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
 };

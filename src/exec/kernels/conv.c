@@ -68,6 +68,7 @@ calq_status calq__conv_geom(calq_op_ctx *c, bool transpose, calq_conv_geom *g)
     const calq_tensor *x = c->in[0], *w = c->n_in > 1 ? c->in[1] : NULL, *b = c->n_in > 2 ? c->in[2] : NULL;
     char sx[96], sw[96];
     if (!x || !w) return calq__op_fail(c, CALQ_ERR_SHAPE, "needs inputs X and W");
+    if (calq__ascend_int_input(c)) return calq__ascend_unlowered(c);
     if (x->dtype != CALQ_DTYPE_FLOAT32 || w->dtype != CALQ_DTYPE_FLOAT32 || (b && b->dtype != CALQ_DTYPE_FLOAT32))
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "only float32 is implemented (X is %s, W is %s)",
                              calq_dtype_name(x->dtype), calq_dtype_name(w->dtype));
@@ -230,7 +231,6 @@ static calq_status set_out(calq_op_ctx *c, const calq_conv_geom *g)
 
 static calq_status conv_infer(calq_op_ctx *c)
 {
-    if (calq__ascend_int_input(c)) return calq__conv_ascend_infer(c, false);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, false, &g));
     return set_out(c, &g);
@@ -238,7 +238,6 @@ static calq_status conv_infer(calq_op_ctx *c)
 
 static calq_status convtranspose_infer(calq_op_ctx *c)
 {
-    if (calq__ascend_int_input(c)) return calq__conv_ascend_infer(c, true);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, true, &g));
     return set_out(c, &g);
@@ -391,7 +390,6 @@ static void convtranspose_ref_f32(const calq_conv_geom *g, const float *x, const
 
 static calq_status conv_run(calq_op_ctx *c)
 {
-    if (calq__ascend_int_input(c)) return calq__conv_ascend_run(c, false);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, false, &g));
     conv_ref_f32(&g, c->in[0]->data, c->in[1]->data, g.has_bias ? c->in[2]->data : NULL, c->out[0]->data);
@@ -400,22 +398,10 @@ static calq_status conv_run(calq_op_ctx *c)
 
 static calq_status convtranspose_run(calq_op_ctx *c)
 {
-    if (calq__ascend_int_input(c)) return calq__conv_ascend_run(c, true);
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, true, &g));
     convtranspose_ref_f32(&g, c->in[0]->data, c->in[1]->data, g.has_bias ? c->in[2]->data : NULL, c->out[0]->data);
     return CALQ_OK;
-}
-
-/* The integer layers have no fast path: prepare declines (state NULL), the reference runs. */
-static calq_status conv_prepare(calq_op_ctx *c)
-{
-    return calq__ascend_int_input(c) ? CALQ_OK : calq__conv_dnnl_prepare(c);
-}
-
-static calq_status convtranspose_prepare(calq_op_ctx *c)
-{
-    return calq__ascend_int_input(c) ? CALQ_OK : calq__convtranspose_dnnl_prepare(c);
 }
 
 /* ---- BatchNormalization ---------------------------------------------------------------- */
@@ -505,8 +491,9 @@ static calq_status bn_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_conv[] = {
-    {"Conv", 2, 3, 1, 1, 0, false, conv_infer, conv_run, conv_prepare, calq__conv_dnnl_run, calq__conv_dnnl_release},
-    {"ConvTranspose", 2, 3, 1, 1, 0, false, convtranspose_infer, convtranspose_run, convtranspose_prepare,
+    {"Conv", 2, 3, 1, 1, 0, false, conv_infer, conv_run, calq__conv_dnnl_prepare, calq__conv_dnnl_run,
+     calq__conv_dnnl_release},
+    {"ConvTranspose", 2, 3, 1, 1, 0, false, convtranspose_infer, convtranspose_run, calq__convtranspose_dnnl_prepare,
      calq__conv_dnnl_run, calq__conv_dnnl_release},
     {"BatchNormalization", 5, 5, 1, 5, 0, false, bn_infer, bn_run, NULL, NULL, NULL},
     {0},

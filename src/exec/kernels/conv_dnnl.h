@@ -43,10 +43,12 @@ calq_status calq__conv_geom_int(calq_op_ctx *c, const calq_tensor *x, const calq
                                 bool transpose, calq_conv_geom *g);
 calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const int16_t *x, const int16_t *w,
                                const int32_t *b, int32_t *y);
-/* Conv / ConvTranspose whose input 0 is int8: the integer layer of an Ascend deploy model
- * (amct-reference.md §9.1), int32 output. Reference kernel only (no oneDNN path). */
-calq_status calq__conv_ascend_infer(calq_op_ctx *c, bool transpose);
-calq_status calq__conv_ascend_run(calq_op_ctx *c, bool transpose);
+/* calq.AscendConv / calq.AscendConvTranspose (ascend.h): the integer Conv / ConvTranspose of an
+ * Ascend deploy model (amct-reference.md §9.1), int32 output. */
+calq_status calq__ascend_conv_infer(calq_op_ctx *c);
+calq_status calq__ascend_conv_run(calq_op_ctx *c);
+calq_status calq__ascend_convtranspose_infer(calq_op_ctx *c);
+calq_status calq__ascend_convtranspose_run(calq_op_ctx *c);
 
 /* oneDNN paths. prepare leaves c->state NULL (declines) when oneDNN cannot run the node, so
  * the reference kernel runs instead. */

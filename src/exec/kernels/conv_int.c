@@ -1,8 +1,9 @@
 /* Integer convolution: y = bias + sum (x - x_zp)(w - w_zp), every sum exact (int64, then checked
  * into int32). One reference kernel serves ONNX's QLinearConv (quant_ops.c, which then
- * requantizes) and the integer Conv / ConvTranspose of Ascend deploy models, which conv.c sends
- * here when input 0 is int8: int8 input from an AscendQuant with offset o, int8 weight, int32
- * bias, int32 output y = sum((q_x - o) * q_w) + bias_q (amct-reference.md §9.1).
+ * requantizes) and calq.AscendConv / calq.AscendConvTranspose, the integer Conv / ConvTranspose
+ * of Ascend deploy models (ascend.h): int8 input from an AscendQuant with offset o (the node's
+ * input_offset), int8 weight, int32 bias, int32 output y = sum((q_x - o) * q_w) + bias_q
+ * (amct-reference.md §9.1).
  *
  * A tap in the padding adds nothing: padding is zero in the centered domain, i.e. the device
  * pads with the input offset. For ConvTranspose, pads crop the output, as in the float kernel.
@@ -205,7 +206,7 @@ static calq_status ascend_geom(calq_op_ctx *c, bool transpose, calq_conv_geom *g
     return calq__conv_geom_int(c, c->in[0], w, b, transpose, g);
 }
 
-calq_status calq__conv_ascend_infer(calq_op_ctx *c, bool transpose)
+static calq_status ascend_infer(calq_op_ctx *c, bool transpose)
 {
     int32_t o;
     CALQ_TRY(calq__ascend_input_offset(c, &o));
@@ -218,7 +219,7 @@ calq_status calq__conv_ascend_infer(calq_op_ctx *c, bool transpose)
     return CALQ_OK;
 }
 
-calq_status calq__conv_ascend_run(calq_op_ctx *c, bool transpose)
+static calq_status ascend_run(calq_op_ctx *c, bool transpose)
 {
     int32_t o;
     CALQ_TRY(calq__ascend_input_offset(c, &o));
@@ -231,4 +232,21 @@ calq_status calq__conv_ascend_run(calq_op_ctx *c, bool transpose)
     free(x);
     free(w);
     return st;
+}
+
+calq_status calq__ascend_conv_infer(calq_op_ctx *c)
+{
+    return ascend_infer(c, false);
+}
+calq_status calq__ascend_conv_run(calq_op_ctx *c)
+{
+    return ascend_run(c, false);
+}
+calq_status calq__ascend_convtranspose_infer(calq_op_ctx *c)
+{
+    return ascend_infer(c, true);
+}
+calq_status calq__ascend_convtranspose_run(calq_op_ctx *c)
+{
+    return ascend_run(c, true);
 }

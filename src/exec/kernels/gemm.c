@@ -10,7 +10,6 @@
 
 #include "exec/kernels/ascend.h"
 #include "exec/kernels/gemm_dnnl.h"
-#include "exec/kernels/int_accum.h"
 
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define MM_PAR_WORK 32768
@@ -46,21 +45,6 @@ static calq_status check_dtypes(calq_op_ctx *c, int n)
         if (c->in[i] && c->in[i]->dtype != t)
             return calq__op_fail(c, CALQ_ERR_SHAPE, "input %d is %s but input 0 is %s", i,
                                  calq_dtype_name(c->in[i]->dtype), calq_dtype_name(t));
-    return CALQ_OK;
-}
-
-static calq_status check_ascend_dtypes(calq_op_ctx *c, bool gemm)
-{
-    const calq_tensor *B = c->in[1], *C = gemm && c->n_in > 2 ? c->in[2] : NULL;
-    if (B->dtype != CALQ_DTYPE_INT8 || (C && C->dtype != CALQ_DTYPE_INT32))
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
-                             "A is int8, so this is an Ascend deploy layer (amct-reference.md §9.1), which needs an "
-                             "int8 B%s (B is %s%s%s)",
-                             gemm ? " and an int32 C" : "", calq_dtype_name(B->dtype), C ? ", C is " : "",
-                             C ? calq_dtype_name(C->dtype) : "");
-    if (gemm &&
-        (calq__attr_float(c->node, "alpha", 1.0f) != 1.0f || (C && calq__attr_float(c->node, "beta", 1.0f) != 1.0f)))
-        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "an integer Gemm needs alpha = beta = 1");
     return CALQ_OK;
 }
 
@@ -146,7 +130,8 @@ static calq_status gemm_geom(calq_op_ctx *c, mm_geom *g)
 static calq_status geom(calq_op_ctx *c, mm_geom *g)
 {
     bool gemm = strcmp(c->node->op_type, "Gemm") == 0;
-    CALQ_TRY(calq__ascend_int_input(c) ? check_ascend_dtypes(c, gemm) : check_dtypes(c, gemm ? 3 : 2));
+    if (calq__ascend_int_input(c)) return calq__ascend_unlowered(c);
+    CALQ_TRY(check_dtypes(c, gemm ? 3 : 2));
     return gemm ? gemm_geom(c, g) : matmul_geom(c, g);
 }
 
@@ -154,10 +139,7 @@ static calq_status mm_infer(calq_op_ctx *c)
 {
     mm_geom g;
     CALQ_TRY(geom(c, &g));
-    int32_t offset;
-    if (calq__ascend_int_input(c))
-        CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
-    calq__set_shape(c->out[0], calq__ascend_int_input(c) ? CALQ_DTYPE_INT32 : c->in[0]->dtype, g.out, g.out_nd);
+    calq__set_shape(c->out[0], c->in[0]->dtype, g.out, g.out_nd);
     return CALQ_OK;
 }
 
@@ -240,54 +222,10 @@ static void mm_row_int(const mm_geom *g, const calq_tensor *A, const calq_tensor
     }
 }
 
-/* The Ascend integer layer: y = sum((q_a - o) * q_b) + C, summed exactly (int_accum.h) and
- * checked into int32; o is the input offset of the AscendQuant upstream (ascend.h). */
-static calq_status mm_run_ascend(calq_op_ctx *c, const mm_geom *g)
-{
-    int32_t o;
-    CALQ_TRY(calq__ascend_input_offset(c, &o));
-    const calq_tensor *C = g->has_c ? c->in[2] : NULL;
-    /* owners: this function */
-    int16_t *a = calq__int_centered(c->in[0], o, NULL, 1), *b = calq__int_centered(c->in[1], 0, NULL, 1);
-    const int64_t M = g->M, N = g->N, K = g->K, rows = g->batch * M;
-    int32_t *y = c->out[0]->data;
-    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE; /* the first output whose sum leaves int32 */
-    int oom = !a || !b;
-    bool par = rows > 1 && (double)rows * (double)N * (double)(K + 1) > MM_PAR_WORK;
-#pragma omp parallel if (par && !oom)
-    {
-        int64_t *acc = oom ? NULL : malloc(sizeof(int64_t) * (size_t)(N + 1)); /* owner: this thread */
-        if (!acc) {
-#pragma omp atomic write
-            oom = 1;
-        }
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            if (!acc) continue;
-            int64_t m = r % M, aoff, boff;
-            batch_offsets(g, r / M, &aoff, &boff);
-            calq__int_dot_row(a + aoff + (g->trans_a ? m : m * K), g->trans_a ? M : 1, b + boff, g->trans_b ? 1 : N,
-                              g->trans_b ? K : 1, K, N, acc);
-            const int32_t *cr = C ? (const int32_t *)C->data + m * g->c_rs : NULL;
-            for (int64_t n = 0; n < N; n++)
-                y[r * N + n] = calq__int_store_i32(acc[n] + (cr ? cr[n * g->c_cs] : 0), r * N + n, &ov);
-        }
-        free(acc);
-    }
-    free(a);
-    free(b);
-    if (oom) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
-    if (ov.at >= 0)
-        return calq__op_fail(c, CALQ_ERR_DATA, "the exact sum %lld at output %lld does not fit the int32 accumulator",
-                             (long long)ov.sum, (long long)ov.at);
-    return CALQ_OK;
-}
-
 static calq_status mm_run(calq_op_ctx *c)
 {
     mm_geom g;
     CALQ_TRY(geom(c, &g));
-    if (calq__ascend_int_input(c)) return g.batch * g.M == 0 || g.N == 0 ? CALQ_OK : mm_run_ascend(c, &g);
     const calq_tensor *A = c->in[0], *B = c->in[1], *C = g.has_c ? c->in[2] : NULL;
     calq_tensor *Y = c->out[0];
     int64_t rows = g.batch * g.M;

@@ -150,17 +150,28 @@ static calq_status maxpool_infer(calq_op_ctx *c)
 
 static calq_status avgpool_infer(calq_op_ctx *c)
 {
-    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 && !calq__ascend_int_input(c))
+    if (calq__ascend_int_input(c)) return calq__ascend_unlowered(c);
+    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32)
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
                              "input dtype %s is not supported (float32, or int8 from an AscendQuant)",
                              calq_dtype_name(c->in[0]->dtype));
+    calq_pool_geom g;
+    CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
+    return pool_set_outputs(c, &g);
+}
+
+/* calq.AscendAveragePool (ascend.h): int8 in, int32 out. */
+calq_status calq__ascend_avgpool_infer(calq_op_ctx *c)
+{
     int32_t offset;
-    if (calq__ascend_int_input(c))
-        CALQ_TRY(calq__ascend_input_offset(c, &offset)); /* fails unless from an AscendQuant */
+    CALQ_TRY(calq__ascend_input_offset(c, &offset));
+    if (c->in[0]->dtype != CALQ_DTYPE_INT8)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input dtype %s is not int8 (an AscendQuant's output)",
+                             calq_dtype_name(c->in[0]->dtype));
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
     CALQ_TRY(pool_set_outputs(c, &g));
-    if (calq__ascend_int_input(c)) c->out[0]->dtype = CALQ_DTYPE_INT32;
+    c->out[0]->dtype = CALQ_DTYPE_INT32;
     return CALQ_OK;
 }
 
@@ -336,13 +347,11 @@ static void pool_avg_ascend(const pool_plan *p, bool include_pad, const int8_t *
     }
 }
 
-static calq_status pool_run(calq_op_ctx *c, calq_pool_kind kind)
+/* kind CALQ_POOL_AVG with ascend: calq.AscendAveragePool, whose input offset is offset. */
+static calq_status pool_run(calq_op_ctx *c, calq_pool_kind kind, bool ascend, int32_t offset)
 {
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, kind, &g));
-    int32_t offset = 0;
-    const bool ascend = kind == CALQ_POOL_AVG && calq__ascend_int_input(c);
-    if (ascend) CALQ_TRY(calq__ascend_input_offset(c, &offset));
     pool_plan p;
     CALQ_TRY(pool_plan_make(c, &g, &p));
     const void *x = c->in[0]->data;
@@ -361,11 +370,17 @@ static calq_status pool_run(calq_op_ctx *c, calq_pool_kind kind)
 
 static calq_status maxpool_run(calq_op_ctx *c)
 {
-    return pool_run(c, CALQ_POOL_MAX);
+    return pool_run(c, CALQ_POOL_MAX, false, 0);
 }
 static calq_status avgpool_run(calq_op_ctx *c)
 {
-    return pool_run(c, CALQ_POOL_AVG);
+    return pool_run(c, CALQ_POOL_AVG, false, 0);
+}
+calq_status calq__ascend_avgpool_run(calq_op_ctx *c)
+{
+    int32_t offset;
+    CALQ_TRY(calq__ascend_input_offset(c, &offset));
+    return pool_run(c, CALQ_POOL_AVG, true, offset);
 }
 
 static calq_status maxpool_prepare(calq_op_ctx *c)
@@ -379,7 +394,6 @@ static calq_status maxpool_prepare(calq_op_ctx *c)
 
 static calq_status avgpool_prepare(calq_op_ctx *c)
 {
-    if (calq__ascend_int_input(c)) return CALQ_OK; /* no fast path for the integer layer: the reference runs */
     calq_pool_geom g;
     CALQ_TRY(calq__pool_geom(c, CALQ_POOL_AVG, &g));
     return calq__pool_dnnl_prepare(c, &g, true);

@@ -30,6 +30,11 @@ typedef struct calq_pool_geom {
  * CALQ_ERR_SHAPE / CALQ_ERR_UNSUPPORTED on invalid attributes. */
 calq_status calq__pool_geom(calq_op_ctx *c, calq_pool_kind kind, calq_pool_geom *g);
 
+/* calq.AscendAveragePool (ascend.h): the integer AveragePool of an Ascend deploy model
+ * (amct-reference.md §9.1), int8 in, int32 out (pool.c; reference kernel only). */
+calq_status calq__ascend_avgpool_infer(calq_op_ctx *c);
+calq_status calq__ascend_avgpool_run(calq_op_ctx *c);
+
 /* Builds the oneDNN pooling primitive for `g` into c->state, or leaves c->state NULL when
  * oneDNN cannot reproduce the reference result exactly (the reference kernel then runs).
  * With jit_only, oneDNN's non-JIT implementations are declined as well (they are slower

@@ -12,16 +12,24 @@
  *   MatMulIntegerToFloat(a, b, a_scale, b_scale, [a_zp], [b_zp], [bias])    (com.microsoft)
  *     numpy matmul; y = (float)acc * (a_scale * b_scale[n]) (+ bias[n], added after the product).
  *
- * b's scale and zero point are per tensor or per column n. The integer sums are those of the other
- * integer layers (amct-reference.md §9.1's form, int_accum.h): exact, in a fixed order, checked
- * against int32 (onnxruntime's accumulator). Rows are independent, so results do not depend on
- * the thread count. */
+ * b's scale and zero point are per tensor or per column n. And the integer Gemm / MatMul of Ascend
+ * deploy models (ascend.h), which are these products without any scale:
+ *
+ *   calq.AscendGemm(a int8, b int8, [c int32]), calq.AscendMatMul(a int8, b int8)
+ *     acc = c + sum_k (a - input_offset)(b), exact, stored as int32 (amct-reference.md §9.1);
+ *     Gemm's transA / transB as in ONNX, alpha = beta = 1; MatMul numpy-style.
+ *
+ * The integer sums are those of the other integer layers (amct-reference.md §9.1's form,
+ * int_accum.h): exact, in a fixed order, checked against int32 (onnxruntime's accumulator; the
+ * first output in memory order that leaves it is named). Rows are independent, so results do not
+ * depend on the thread count. */
 #include "exec/kernels/quant_gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/ascend.h"
 #include "exec/kernels/int_accum.h"
 
 static const calq_tensor *opt_in(const calq_op_ctx *c, int k)
@@ -131,9 +139,10 @@ typedef struct qgemm_geom {
     int64_t c_m, c_n;               /* c's extents (1 = broadcast) */
 } qgemm_geom;
 
-static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
+/* The shapes of a (transposed) a [M, K] times b [K, N] plus c broadcast to [M, N]. */
+static calq_status qgemm_shape(calq_op_ctx *c, const calq_tensor *a, const calq_tensor *b, const calq_tensor *bias,
+                               qgemm_geom *g)
 {
-    const calq_tensor *a = c->in[0], *b = c->in[3], *bias = opt_in(c, 6);
     memset(g, 0, sizeof *g);
     if (a->ndim != 2 || b->ndim != 2) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b must be 2-D");
     const bool ta = calq__attr_int(c->node, "transA", 0) != 0, tb = calq__attr_int(c->node, "transB", 0) != 0;
@@ -143,7 +152,6 @@ static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
     if ((tb ? b->dims[1] : b->dims[0]) != g->K)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
                              (long long)(tb ? b->dims[1] : b->dims[0]));
-    CALQ_TRY(check_operands(c, a, c->in[1], c->in[2], b, c->in[4], c->in[5], opt_in(c, 7), opt_in(c, 8), g->N));
     g->a_rs = ta ? 1 : g->K;
     g->a_cs = ta ? g->M : 1;
     g->b_rs = tb ? 1 : g->N;
@@ -159,6 +167,33 @@ static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
                                  (long long)g->N);
     }
     return CALQ_OK;
+}
+
+static calq_status qgemm_geom_of(calq_op_ctx *c, qgemm_geom *g)
+{
+    const calq_tensor *a = c->in[0], *b = c->in[3];
+    CALQ_TRY(qgemm_shape(c, a, b, opt_in(c, 6), g));
+    return check_operands(c, a, c->in[1], c->in[2], b, c->in[4], c->in[5], opt_in(c, 7), opt_in(c, 8), g->N);
+}
+
+/* acc[m * N + n] = c[m, n] + sum_k a[m, k] * b[k, n] of centered a and b, exact. */
+static void qgemm_acc(const qgemm_geom *g, const int16_t *a, const int16_t *b, const calq_tensor *bias, int64_t *acc)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < g->M; m++) {
+        int64_t *row = acc + m * g->N;
+        calq__int_dot_row(a + m * g->a_rs, g->a_cs, b, g->b_rs, g->b_cs, g->K, g->N, row);
+        if (bias)
+            for (int64_t n = 0; n < g->N; n++)
+                row[n] += ((const int32_t *)bias->data)[(g->c_m > 1 ? m * g->c_n : 0) + (g->c_n > 1 ? n : 0)];
+    }
+}
+
+/* The error for the first sum (lowest output index) that leaves int32. */
+static calq_status overflow_fail(calq_op_ctx *c, const calq__i32_overflow *ov)
+{
+    return calq__op_fail(c, CALQ_ERR_DATA, "the exact sum %lld at output %lld overflows the int32 accumulator",
+                         (long long)ov->sum, (long long)ov->at);
 }
 
 calq_status calq__qgemm_infer(calq_op_ctx *c)
@@ -188,19 +223,16 @@ calq_status calq__qgemm_run(calq_op_ctx *c)
     int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.M * g.N + 1));
     calq_status st = CALQ_OK;
     if (!scale || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
-    bool overflow = false;
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
     if (st == CALQ_OK) {
-#pragma omp parallel for schedule(static) reduction(|| : overflow)
-        for (int64_t m = 0; m < g.M; m++) {
-            int64_t *row = acc + m * g.N;
-            calq__int_dot_row(a + m * g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, g.K, g.N, row);
-            for (int64_t n = 0; n < g.N; n++) {
-                if (bias) row[n] += ((const int32_t *)bias->data)[(g.c_m > 1 ? m * g.c_n : 0) + (g.c_n > 1 ? n : 0)];
-                overflow = overflow || !calq__int_fits_i32(row[n]);
-                store(y, m * g.N + n, (float)row[n] * scale[n], y_zp);
-            }
+        qgemm_acc(&g, a, b, bias, acc);
+        const int64_t n_y = g.M * g.N;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n_y; i++) {
+            if (!calq__int_fits_i32(acc[i])) calq__int_overflow_note(&ov, i, acc[i]);
+            store(y, i, (float)acc[i] * scale[i % g.N], y_zp);
         }
-        if (overflow) st = calq__op_fail(c, CALQ_ERR_DATA, "the int32 accumulator overflowed");
+        if (ov.at >= 0) st = overflow_fail(c, &ov);
     }
     free(scale);
     free(a);
@@ -236,9 +268,9 @@ typedef struct mm_geom {
     int ndim;
 } mm_geom;
 
-static calq_status mm_geom_of(calq_op_ctx *c, const qmm_args *q, mm_geom *g)
+/* The shapes of a numpy matmul of a [..., M, K] and b [..., K, N]. */
+static calq_status mm_shape(calq_op_ctx *c, const calq_tensor *a, const calq_tensor *b, mm_geom *g)
 {
-    const calq_tensor *a = q->a, *b = q->b;
     if (a->ndim < 1 || b->ndim < 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "a and b need at least one dim");
     memset(g, 0, sizeof *g);
     g->M = a->ndim > 1 ? a->dims[a->ndim - 2] : 1;
@@ -248,9 +280,6 @@ static calq_status mm_geom_of(calq_op_ctx *c, const qmm_args *q, mm_geom *g)
     if (kb != g->K)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "inner dimensions differ (%lld and %lld)", (long long)g->K,
                              (long long)kb);
-    CALQ_TRY(check_operands(c, a, q->a_s, q->a_zp, b, q->b_s, q->b_zp, q->y_s, q->y_zp, g->N));
-    if (q->bias && (q->bias->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(q->bias) != g->N))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "bias must be float32 with N (%lld) values", (long long)g->N);
     int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
     if (!calq__broadcast_shape(a->dims, na, b->dims, nbb, g->batch, &g->nb))
         return calq__op_fail(c, CALQ_ERR_SHAPE, "batch dimensions do not broadcast");
@@ -263,7 +292,35 @@ static calq_status mm_geom_of(calq_op_ctx *c, const qmm_args *q, mm_geom *g)
     }
     if (a->ndim > 1) g->dims[g->ndim++] = g->M;
     if (b->ndim > 1) g->dims[g->ndim++] = g->N;
+    if (calq__shape_numel(g->dims, g->ndim) < 0) return calq__op_fail(c, CALQ_ERR_SHAPE, "the output is too large");
     return CALQ_OK;
+}
+
+static calq_status mm_geom_of(calq_op_ctx *c, const qmm_args *q, mm_geom *g)
+{
+    CALQ_TRY(mm_shape(c, q->a, q->b, g));
+    CALQ_TRY(check_operands(c, q->a, q->a_s, q->a_zp, q->b, q->b_s, q->b_zp, q->y_s, q->y_zp, g->N));
+    if (q->bias && (q->bias->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(q->bias) != g->N))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "bias must be float32 with N (%lld) values", (long long)g->N);
+    return CALQ_OK;
+}
+
+/* acc[r * N + n] for output row r (matrix t = r / M, row m = r % M) of centered a and b, exact. */
+static void qmm_acc(const mm_geom *g, const int16_t *a, const int16_t *b, int64_t *acc)
+{
+    const int64_t rows = g->n_mat * g->M;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t t = r / g->M, m = r % g->M;
+        int64_t ia = 0, ib = 0, rem = t; /* matrix index of a and b for output matrix t */
+        for (int i = g->nb - 1; i >= 0; i--) {
+            const int64_t k = rem % g->batch[i];
+            rem /= g->batch[i];
+            ia += k * g->sa[i];
+            ib += k * g->sb[i];
+        }
+        calq__int_dot_row(a + (ia * g->M + m) * g->K, 1, b + ib * g->K * g->N, g->N, 1, g->K, g->N, acc + r * g->N);
+    }
 }
 
 static calq_status qmm_infer(calq_op_ctx *c, const qmm_args *q)
@@ -288,27 +345,18 @@ static calq_status qmm_run(calq_op_ctx *c, const qmm_args *q)
     int64_t *acc = malloc(sizeof(int64_t) * (size_t)(rows * g.N + 1));
     calq_status st = CALQ_OK;
     if (!mult || !a || !b || !acc) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the operands");
-    bool overflow = false;
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
     if (st == CALQ_OK) {
-#pragma omp parallel for schedule(static) reduction(|| : overflow)
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t t = r / g.M, m = r % g.M;
-            int64_t ia = 0, ib = 0, rem = t; /* matrix index of a and b for output matrix t */
-            for (int i = g.nb - 1; i >= 0; i--) {
-                const int64_t k = rem % g.batch[i];
-                rem /= g.batch[i];
-                ia += k * g.sa[i];
-                ib += k * g.sb[i];
-            }
-            int64_t *row = acc + r * g.N;
-            calq__int_dot_row(a + (ia * g.M + m) * g.K, 1, b + ib * g.K * g.N, g.N, 1, g.K, g.N, row);
-            for (int64_t n = 0; n < g.N; n++) {
-                overflow = overflow || !calq__int_fits_i32(row[n]);
-                const float v = (float)row[n] * mult[n];
-                store(y, r * g.N + n, q->bias ? v + ((const float *)q->bias->data)[n] : v, y_zp);
-            }
+        qmm_acc(&g, a, b, acc);
+        const int64_t n_y = rows * g.N;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n_y; i++) {
+            if (!calq__int_fits_i32(acc[i])) calq__int_overflow_note(&ov, i, acc[i]);
+            const int64_t n = i % g.N;
+            const float v = (float)acc[i] * mult[n];
+            store(y, i, q->bias ? v + ((const float *)q->bias->data)[n] : v, y_zp);
         }
-        if (overflow) st = calq__op_fail(c, CALQ_ERR_DATA, "the int32 accumulator overflowed");
+        if (ov.at >= 0) st = overflow_fail(c, &ov);
     }
     free(mult);
     free(a);
@@ -339,4 +387,106 @@ calq_status calq__matmul_int_to_float_run(calq_op_ctx *c)
 {
     const qmm_args q = matmul_int_to_float_args(c);
     return qmm_run(c, &q);
+}
+
+/* ---- the Ascend deploy layers ------------------------------------------------------------ */
+
+/* The operand types of an Ascend integer layer: int8 a (an AscendQuant's output), int8 b, int32 c. */
+static calq_status ascend_check(calq_op_ctx *c, const calq_tensor *a, const calq_tensor *b, const calq_tensor *bias)
+{
+    if (a->dtype != CALQ_DTYPE_INT8 || b->dtype != CALQ_DTYPE_INT8 || (bias && bias->dtype != CALQ_DTYPE_INT32))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "A is int8, so this is an Ascend deploy layer (amct-reference.md §9.1), which needs an "
+                             "int8 B%s (A is %s, B is %s%s%s)",
+                             bias ? " and an int32 C" : "", calq_dtype_name(a->dtype), calq_dtype_name(b->dtype),
+                             bias ? ", C is " : "", bias ? calq_dtype_name(bias->dtype) : "");
+    return CALQ_OK;
+}
+
+static calq_status ascend_gemm_geom(calq_op_ctx *c, qgemm_geom *g)
+{
+    const calq_tensor *bias = opt_in(c, 2);
+    CALQ_TRY(ascend_check(c, c->in[0], c->in[1], bias));
+    if (calq__attr_float(c->node, "alpha", 1.0f) != 1.0f || (bias && calq__attr_float(c->node, "beta", 1.0f) != 1.0f))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "an integer Gemm needs alpha = beta = 1");
+    CALQ_TRY(qgemm_shape(c, c->in[0], c->in[1], bias, g));
+    if (calq__shape_numel((int64_t[]){g->M, g->N}, 2) < 0)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "the output is too large");
+    return CALQ_OK;
+}
+
+/* Stores the exact sums acc[0..n) as int32 y, failing on the first that leaves int32. */
+static calq_status store_i32(calq_op_ctx *c, const int64_t *acc, int64_t n, int32_t *y)
+{
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; i++) y[i] = calq__int_store_i32(acc[i], i, &ov);
+    return ov.at >= 0 ? overflow_fail(c, &ov) : CALQ_OK;
+}
+
+calq_status calq__ascend_gemm_infer(calq_op_ctx *c)
+{
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    qgemm_geom g;
+    CALQ_TRY(ascend_gemm_geom(c, &g));
+    calq__set_shape(c->out[0], CALQ_DTYPE_INT32, (int64_t[]){g.M, g.N}, 2);
+    return CALQ_OK;
+}
+
+calq_status calq__ascend_gemm_run(calq_op_ctx *c)
+{
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    qgemm_geom g;
+    CALQ_TRY(ascend_gemm_geom(c, &g));
+    if (g.M == 0 || g.N == 0) return CALQ_OK; /* an empty output */
+    /* owners: this function */
+    int16_t *a = calq__int_centered(c->in[0], o, NULL, 1), *b = calq__int_centered(c->in[1], 0, NULL, 1);
+    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(g.M * g.N + 1));
+    calq_status st =
+        a && b && acc ? CALQ_OK : calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
+    if (st == CALQ_OK) {
+        qgemm_acc(&g, a, b, opt_in(c, 2), acc);
+        st = store_i32(c, acc, g.M * g.N, c->out[0]->data);
+    }
+    free(a);
+    free(b);
+    free(acc);
+    return st;
+}
+
+calq_status calq__ascend_matmul_infer(calq_op_ctx *c)
+{
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    CALQ_TRY(ascend_check(c, c->in[0], c->in[1], NULL));
+    mm_geom g;
+    CALQ_TRY(mm_shape(c, c->in[0], c->in[1], &g));
+    calq__set_shape(c->out[0], CALQ_DTYPE_INT32, g.dims, g.ndim);
+    return CALQ_OK;
+}
+
+calq_status calq__ascend_matmul_run(calq_op_ctx *c)
+{
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    CALQ_TRY(ascend_check(c, c->in[0], c->in[1], NULL));
+    mm_geom g;
+    CALQ_TRY(mm_shape(c, c->in[0], c->in[1], &g));
+    const int64_t n_y = g.n_mat * g.M * g.N;
+    if (n_y == 0) return CALQ_OK; /* an empty output */
+    /* owners: this function */
+    int16_t *a = calq__int_centered(c->in[0], o, NULL, 1), *b = calq__int_centered(c->in[1], 0, NULL, 1);
+    int64_t *acc = malloc(sizeof(int64_t) * (size_t)(n_y + 1));
+    calq_status st =
+        a && b && acc ? CALQ_OK : calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the integer operands");
+    if (st == CALQ_OK) {
+        qmm_acc(&g, a, b, acc);
+        st = store_i32(c, acc, n_y, c->out[0]->data);
+    }
+    free(a);
+    free(b);
+    free(acc);
+    return st;
 }

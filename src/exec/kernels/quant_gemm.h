@@ -1,6 +1,7 @@
 /* Integer matrix products (quant_gemm.c): ONNX's QLinearMatMul and onnxruntime's QGemm and
  * MatMulIntegerToFloat, listed in quant_ops.c's table (calq's QDQ fusion pass,
- * src/graph/fuse_qdq.c, creates the last two); and the checks and the requantizing store that
+ * src/graph/fuse_qdq.c, creates the last two), the integer Gemm / MatMul of Ascend deploy models;
+ * and the checks and the requantizing store that
  * every quantized operator of quant_ops.c shares with them. */
 #ifndef CALQ_EXEC_KERNELS_QUANT_GEMM_H
 #define CALQ_EXEC_KERNELS_QUANT_GEMM_H
@@ -13,6 +14,12 @@ calq_status calq__qlinear_matmul_infer(calq_op_ctx *c);
 calq_status calq__qlinear_matmul_run(calq_op_ctx *c);
 calq_status calq__matmul_int_to_float_infer(calq_op_ctx *c);
 calq_status calq__matmul_int_to_float_run(calq_op_ctx *c);
+/* calq.AscendGemm / calq.AscendMatMul (ascend.h): the integer Gemm / MatMul of an Ascend deploy
+ * model (amct-reference.md §9.1), int32 output. */
+calq_status calq__ascend_gemm_infer(calq_op_ctx *c);
+calq_status calq__ascend_gemm_run(calq_op_ctx *c);
+calq_status calq__ascend_matmul_infer(calq_op_ctx *c);
+calq_status calq__ascend_matmul_run(calq_op_ctx *c);
 
 /* Scale tensor s (named `what` in the message) must be float32, and each value finite and non-zero:
  * a zero or infinite scale makes x / scale or a requantization multiplier infinite or NaN. Values

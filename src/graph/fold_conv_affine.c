@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/tensor.h"
 #include "graph/passes.h"
+#include "graph/quantizable.h"
 
 static bool is_op(const calq_node *n, const char *op)
 {
@@ -169,7 +170,7 @@ calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, 
 {
     *n_folded = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!is_op(&g->nodes[i], "Conv") || g->nodes[i].n_outputs != 1 || g->nodes[i].n_inputs < 2) continue;
+        if (!calq__node_folds_bn(&g->nodes[i]) || g->nodes[i].n_outputs != 1 || g->nodes[i].n_inputs < 2) continue;
         bool skipped = false;
         for (int s = 0; s < n_skip; s++)
             if (strcmp(skip[s], g->nodes[i].name) == 0) skipped = true;

@@ -10,7 +10,8 @@ calq_status calq__graph_clone(const calq_graph *src, calq_graph **out, calq_erro
 
 /* Folds per-output-channel affine layers that directly follow a Conv into the Conv's weight
  * and bias (amct-reference.md §8.3): BatchNormalization (inference), and Mul / Add by a
- * constant that broadcasts per channel (how Caffe's Scale layer arrives). A Conv is folded
+ * constant that broadcasts per channel (how Caffe's Scale layer arrives). The layers folded into
+ * are the kinds with folds_bn (graph/qkind.h; Conv, FUSE_ONNX_TYPES). A Conv is folded
  * only when its output feeds that one layer and nothing else (not a graph output), its weight
  * is constant, and the Conv is not named in `skip` (AMCT's skip_fusion_layers). The folded
  * layer disappears; its output tensor name is kept, the Conv's own output name is not.

@@ -1,3 +1,4 @@
+/* The quantizable-kind rows (qkind.c) applied to graph nodes (quantizable.h). */
 #include "graph/quantizable.h"
 
 #include <string.h>
@@ -10,47 +11,103 @@ static bool is_const(const calq_graph *g, const calq_node *n, int k)
            g->values[n->inputs[k]].constant->dtype == CALQ_DTYPE_FLOAT32;
 }
 
-/* The activation is float, or not known yet (an int8 input is already quantized). */
-static bool float_input(const calq_graph *g, const calq_node *n)
+/* An activation input: present, float or of unknown type (an int8 input is already quantized). */
+static bool float_input(const calq_graph *g, const calq_node *n, int k)
 {
-    if (n->n_inputs < 1 || n->inputs[0] < 0) return false;
-    calq_dtype t = g->values[n->inputs[0]].dtype;
+    if (k >= n->n_inputs || n->inputs[k] < 0) return false;
+    calq_dtype t = g->values[n->inputs[k]].dtype;
     return t == CALQ_DTYPE_UNDEFINED || t == CALQ_DTYPE_FLOAT32 || t == CALQ_DTYPE_FLOAT16;
 }
 
-static bool all_ones(const calq_node *n, const char *attr)
+static bool rank_ok(unsigned mask, int rank)
 {
-    const int64_t *v;
-    int c = calq__attr_ints(n, attr, &v);
-    for (int i = 0; i < c; i++)
-        if (v[i] != 1) return false;
+    return mask == 0 || (rank >= 0 && rank < 32 && (mask >> rank) & 1u);
+}
+
+static bool weight_ok(const calq_qkind *k, const calq_graph *g, const calq_node *n, int input)
+{
+    if (input < 0) return true;
+    return is_const(g, n, input) && rank_ok(k->weight_ranks, g->values[n->inputs[input]].constant->ndim);
+}
+
+static bool attr_ok(const calq_qkind_attr *a, const calq_node *n)
+{
+    switch (a->rule) {
+    case CALQ_QKIND_ATTR_END: return true;
+    case CALQ_QKIND_ATTR_INT_IS: return calq__attr_int(n, a->name, (int64_t)a->dflt) == (int64_t)a->value;
+    case CALQ_QKIND_ATTR_FLOAT_IS: return calq__attr_float(n, a->name, (float)a->dflt) == (float)a->value;
+    case CALQ_QKIND_ATTR_INTS_ALL: {
+        const int64_t *v;
+        int c = calq__attr_ints(n, a->name, &v);
+        for (int i = 0; i < c; i++)
+            if (v[i] != (int64_t)a->value) return false;
+        return true;
+    }
+    }
+    return false;
+}
+
+bool calq__qkind_match(const calq_qkind *k, const calq_graph *g, int i)
+{
+    const calq_node *n = &g->nodes[i];
+    if (n->domain[0] || strcmp(n->op_type, k->onnx) != 0) return false;
+    /* activations (§8.1): input 0 always; other ones must not be constants (those are weights) */
+    if (!float_input(g, n, 0)) return false;
+    for (int in = 1; in < n->n_inputs && in < 32; in++)
+        if (((k->act_inputs >> in) & 1u) && (!float_input(g, n, in) || g->values[n->inputs[in]].constant)) return false;
+    if (k->weights == CALQ_QKIND_WEIGHTS_CONST &&
+        (k->weight_input < 0 || !weight_ok(k, g, n, k->weight_input) || !weight_ok(k, g, n, k->weight2_input)))
+        return false;
+    if (k->input_ranks) {
+        const calq_value *x = &g->values[n->inputs[0]];
+        if (x->ndim >= 0 && !rank_ok(k->input_ranks, x->ndim)) return false;
+    }
+    for (int a = 0; a < CALQ_QKIND_MAX_ATTRS && k->attrs[a].rule != CALQ_QKIND_ATTR_END; a++)
+        if (!attr_ok(&k->attrs[a], n)) return false;
     return true;
+}
+
+const calq_qkind *calq__qkind_of_node(const calq_graph *g, int i)
+{
+    for (int r = 0; r < calq__qkind_count(); r++)
+        if (calq__qkind_match(calq__qkind_at(r), g, i)) return calq__qkind_at(r);
+    return NULL;
 }
 
 bool calq__node_quantizable(const calq_graph *g, int i)
 {
-    const calq_node *n = &g->nodes[i];
-    if (n->domain[0] || !float_input(g, n)) return false;
-    const char *op = n->op_type;
-    if (strcmp(op, "Conv") == 0) {
-        /* 4-D/5-D with a constant weight (§8.1) */
-        if (!is_const(g, n, 1)) return false;
-        int r = g->values[n->inputs[1]].constant->ndim;
-        return r == 4 || r == 5;
+    return calq__qkind_of_node(g, i) != NULL;
+}
+
+int calq__qkind_group(const calq_qkind *k, const calq_node *n)
+{
+    return k->grouped ? (int)calq__attr_int(n, "group", 1) : 1;
+}
+
+int calq__qkind_weight_axis(const calq_qkind *k, const calq_node *n, int ndim)
+{
+    int axis = k->weight_channel_axis < 0 ? ndim + k->weight_channel_axis : k->weight_channel_axis;
+    if (axis < 0 || axis >= ndim) return -1;
+    if (k->transpose_attr && ndim >= 2 && calq__attr_int(n, k->transpose_attr, 0)) {
+        if (axis == ndim - 1)
+            axis = ndim - 2;
+        else if (axis == ndim - 2)
+            axis = ndim - 1;
     }
-    if (strcmp(op, "ConvTranspose") == 0)
-        return is_const(g, n, 1) && g->values[n->inputs[1]].constant->ndim == 4 && all_ones(n, "dilations");
-    if (strcmp(op, "Gemm") == 0)
-        return is_const(g, n, 1) && calq__attr_int(n, "transA", 0) == 0 && calq__attr_float(n, "alpha", 1.0f) == 1.0f &&
-               calq__attr_float(n, "beta", 1.0f) == 1.0f;
-    if (strcmp(op, "MatMul") == 0) {
-        if (!is_const(g, n, 1)) return false;
-        int r = g->values[n->inputs[1]].constant->ndim;
-        return r == 2 || r == 3;
-    }
-    if (strcmp(op, "AveragePool") == 0) {
-        const calq_value *x = n->n_inputs > 0 && n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
-        return x && (x->ndim == 4 || x->ndim < 0);
-    }
-    return false;
+    return axis;
+}
+
+int64_t calq__qkind_out_channels(const calq_qkind *k, const calq_node *n, int ndim, const int64_t *dims)
+{
+    int axis = calq__qkind_weight_axis(k, n, ndim);
+    if (axis < 0) return 0;
+    int64_t c = dims[axis];
+    if (k->layout == CALQ_WEIGHTS_CONV_TRANSPOSE) c *= calq__qkind_group(k, n);
+    return c;
+}
+
+bool calq__node_folds_bn(const calq_node *n)
+{
+    const calq_qkind *k = n->domain[0] ? NULL : calq__qkind_by_onnx(n->op_type);
+    return k && k->folds_bn;
 }

@@ -1,14 +1,34 @@
-/* Which layers calq quantizes (amct-reference.md §8.1, the ONNX column): a pure rule on the
- * IR, shared by `inspect`, create-config and calibration. */
+/* Which layers calq quantizes (amct-reference.md §8.1): the rows of the quantizable-kind table
+ * (graph/qkind.h) applied to the nodes of a graph. A pure rule on the IR, shared by `inspect`,
+ * create-config, calibration, the record checks and save. */
 #ifndef CALQ_GRAPH_QUANTIZABLE_H
 #define CALQ_GRAPH_QUANTIZABLE_H
 
 #include <stdbool.h>
 
 #include "graph/graph.h"
+#include "graph/qkind.h"
 
-/* True when node i is a layer calq quantizes with weights and activations (Conv, Gemm,
- * MatMul with a constant 2nd input, ConvTranspose, AveragePool). */
+/* True when row k holds for node i of g: the node's op type is the row's (default domain), its
+ * activation inputs are float (or of unknown type), its weights are constant float tensors of
+ * an allowed rank, input 0 has an allowed rank, and the attribute conditions hold. */
+bool calq__qkind_match(const calq_qkind *k, const calq_graph *g, int i);
+/* The kind of node i: the first row that holds for it, or NULL when calq does not quantize it. */
+const calq_qkind *calq__qkind_of_node(const calq_graph *g, int i);
+/* calq__qkind_of_node(g, i) != NULL. */
 bool calq__node_quantizable(const calq_graph *g, int i);
+
+/* The group count node n splits its weight in (its `group` attribute for grouped kinds, else 1). */
+int calq__qkind_group(const calq_qkind *k, const calq_node *n);
+/* The output channels of node n's weight of rank ndim and shape dims (§8.2): the size of the
+ * kind's weight channel axis (after transpose_attr), times the group count for the
+ * CONV_TRANSPOSE layout. 0 when the weight has too few axes. */
+int64_t calq__qkind_out_channels(const calq_qkind *k, const calq_node *n, int ndim, const int64_t *dims);
+/* The weight channel axis of node n's weight of rank ndim, in 0..ndim-1 (after transpose_attr);
+ * -1 when the weight has too few axes. */
+int calq__qkind_weight_axis(const calq_qkind *k, const calq_node *n, int ndim);
+/* True when node n is of an op type whose following BatchNorm / Scale folds into it (§8.3):
+ * what calq__pass_fold_conv_affine folds into, and what Caffe save follows through folded layers. */
+bool calq__node_folds_bn(const calq_node *n);
 
 #endif

@@ -1,0 +1,159 @@
+/* The table of quantizable kinds (qkind.h), from amct-reference.md §8.1 (which layers, with which
+ * constraints), §8.2 (granularity), §8.3 (fusion) and §7.1 (record fields). */
+#include "graph/qkind.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define RANK(r) (1u << (r))
+
+static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
+    /* Conv: 4-D / 5-D constant weight (§8.1); per channel, dim 0 of [Cout, Cin/group, k...]
+     * (§8.2); Conv + BN folds (§8.3 FUSE_ONNX_TYPES). */
+    {
+        .id = CALQ_QKIND_CONV,
+        .onnx = "Conv",
+        .caffe = "Convolution",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = -1,
+        .bias_input = 2,
+        .layout = CALQ_WEIGHTS_CONV,
+        .weight_channel_axis = 0,
+        .grouped = true,
+        .output_channel_axis = 1,
+        .channel_wise = true,
+        .folds_bn = true,
+        .shift_bit = true,
+        .weight_ranks = RANK(4) | RANK(5),
+    },
+    /* ConvTranspose: 4-D weight, dilation 1 (§8.1); per channel, [Cin, Cout/group, k...] with
+     * the output channels on dim 1 of each group (§8.2). */
+    {
+        .id = CALQ_QKIND_CONV_TRANSPOSE,
+        .onnx = "ConvTranspose",
+        .caffe = "Deconvolution",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = -1,
+        .bias_input = 2,
+        .layout = CALQ_WEIGHTS_CONV_TRANSPOSE,
+        .weight_channel_axis = 1,
+        .grouped = true,
+        .output_channel_axis = 1,
+        .channel_wise = true,
+        .shift_bit = true,
+        .weight_ranks = RANK(4),
+        .attrs = {{CALQ_QKIND_ATTR_INTS_ALL, "dilations", 1, 1}},
+    },
+    /* Gemm: transA false, alpha = beta = 1 (§8.1, AMCT's MatMulV2); Caffe InnerProduct maps onto
+     * it; per tensor only (§8.4); B is [K, N], or [N, K] with transB. */
+    {
+        .id = CALQ_QKIND_GEMM,
+        .onnx = "Gemm",
+        .caffe = "InnerProduct",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = -1,
+        .bias_input = 2,
+        .layout = CALQ_WEIGHTS_MATRIX,
+        .weight_channel_axis = -1,
+        .transpose_attr = "transB",
+        .output_channel_axis = -1,
+        .shift_bit = true,
+        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "transA", 0, 0},
+                  {CALQ_QKIND_ATTR_FLOAT_IS, "alpha", 1, 1},
+                  {CALQ_QKIND_ATTR_FLOAT_IS, "beta", 1, 1}},
+    },
+    /* MatMul with a 2-D / 3-D constant second input (§8.1); per tensor only (§8.4). */
+    {
+        .id = CALQ_QKIND_MATMUL,
+        .onnx = "MatMul",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = -1,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_MATRIX,
+        .weight_channel_axis = -1,
+        .output_channel_axis = -1,
+        .shift_bit = true,
+        .weight_ranks = RANK(2) | RANK(3),
+    },
+    /* AveragePool: 4-D input (§8.1; Caffe Pooling AVE, non-global: full quantization, no shift
+     * N); no weight, scale_w 1 (§7.1). */
+    {
+        .id = CALQ_QKIND_AVERAGE_POOL,
+        .onnx = "AveragePool",
+        .caffe = "Pooling",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_UNIT,
+        .weight_input = -1,
+        .weight2_input = -1,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_MATRIX,
+        .weight_channel_axis = 0,
+        .output_channel_axis = 1,
+        .input_ranks = RANK(4),
+    },
+};
+
+int calq__qkind_count(void)
+{
+    return CALQ_QKIND_COUNT;
+}
+
+const calq_qkind *calq__qkind_at(int i)
+{
+    return i >= 0 && i < CALQ_QKIND_COUNT ? &KINDS[i] : NULL;
+}
+
+const calq_qkind *calq__qkind(calq_qkind_id id)
+{
+    return calq__qkind_at((int)id);
+}
+
+const calq_qkind *calq__qkind_by_onnx(const char *name)
+{
+    for (int i = 0; name && i < CALQ_QKIND_COUNT; i++)
+        if (strcmp(KINDS[i].onnx, name) == 0) return &KINDS[i];
+    return NULL;
+}
+
+const calq_qkind *calq__qkind_by_caffe(const char *name)
+{
+    for (int i = 0; name && i < CALQ_QKIND_COUNT; i++)
+        if (KINDS[i].caffe && strcmp(KINDS[i].caffe, name) == 0) return &KINDS[i];
+    return NULL;
+}
+
+static const char *name_of(const calq_qkind *k, calq_qkind_names_of which)
+{
+    switch (which) {
+    case CALQ_QKIND_NAMES_ONNX: return k->onnx;
+    case CALQ_QKIND_NAMES_CAFFE: return k->caffe;
+    case CALQ_QKIND_NAMES_CHANNEL_WISE: return k->channel_wise ? k->onnx : NULL;
+    }
+    return NULL;
+}
+
+const char *calq__qkind_names(calq_qkind_names_of which, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = 0; i < CALQ_QKIND_COUNT; i++) {
+        const char *nm = name_of(&KINDS[i], which);
+        bool seen = !nm;
+        for (int j = 0; j < i && !seen; j++) {
+            const char *prev = name_of(&KINDS[j], which);
+            seen = prev && strcmp(prev, nm) == 0;
+        }
+        if (seen || len >= cap) continue;
+        int w = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", nm);
+        len = w < 0 ? cap : len + (size_t)w;
+    }
+    return buf;
+}

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "calib/calibrate.h"
+#include "graph/quantizable.h"
 
 static int find_node(const calq_graph *g, const char *name)
 {
@@ -77,7 +78,8 @@ calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
 static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_error *err)
 {
     const calq_layer_config *lc = l->cfg;
-    if (!lc->has_weights) { /* AveragePool: AMCT writes scale_w 1.0, offset_w 0 itself (§7.1) */
+    const calq_qkind *k = lc->kind;
+    if (k->weights == CALQ_QKIND_WEIGHTS_UNIT) { /* AveragePool: AMCT writes scale_w 1.0, offset_w 0 itself (§7.1) */
         l->n_w = 1;
         l->scale_w = malloc(sizeof(float));
         l->offset_w = malloc(sizeof(int));
@@ -86,8 +88,11 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
         l->offset_w[0] = 0;
         return CALQ_OK;
     }
+    if (k->weights != CALQ_QKIND_WEIGHTS_CONST) return CALQ_OK; /* no weight factors (§7.1) */
     const calq_node *n = &cal->g->nodes[find_node(cal->g, lc->name)];
-    const calq_tensor *w = n->n_inputs > 1 && n->inputs[1] >= 0 ? cal->g->values[n->inputs[1]].constant : NULL;
+    const calq_tensor *w = n->n_inputs > k->weight_input && n->inputs[k->weight_input] >= 0
+                               ? cal->g->values[n->inputs[k->weight_input]].constant
+                               : NULL;
     if (!w) {
         l->w_failed = true;
         calq__fail(&l->w_err, CALQ_ERR_UNSUPPORTED, lc->name,
@@ -95,15 +100,8 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
                    n->op_type);
         return CALQ_OK;
     }
-    calq_weight_layout layout = CALQ_WEIGHTS_MATRIX;
-    int group = 1;
-    if (strcmp(n->op_type, "Conv") == 0) {
-        layout = CALQ_WEIGHTS_CONV;
-        group = (int)calq__attr_int(n, "group", 1);
-    } else if (strcmp(n->op_type, "ConvTranspose") == 0) {
-        layout = CALQ_WEIGHTS_CONV_TRANSPOSE;
-        group = (int)calq__attr_int(n, "group", 1);
-    }
+    calq_weight_layout layout = k->layout;
+    int group = calq__qkind_group(k, n);
     /* Gemm / MatMul are per tensor (§8.4), so transB does not change the factors */
     calq_arq_opts ao;
     calq__config_arq_opts(lc, &ao);

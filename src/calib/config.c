@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "frontend/model.h"
+#include "graph/quantizable.h"
 #include "quant/quant.h"
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
@@ -74,17 +75,7 @@ oom:
     return NULL;
 }
 
-static bool is_conv_type(const char *op)
-{
-    return strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0;
-}
-
-static bool is_pool_type(const char *op)
-{
-    return strcmp(op, "AveragePool") == 0;
-}
-
-void calq__layer_config_defaults(calq_layer_config *l, const char *op_type, bool activation_offset)
+void calq__layer_config_defaults(calq_layer_config *l, const calq_qkind *k, bool activation_offset)
 {
     l->quant_enable = true;
     l->act.algo = CALQ_ACT_IFMR;
@@ -96,15 +87,20 @@ void calq__layer_config_defaults(calq_layer_config *l, const char *op_type, bool
     l->act.search_step = 0.01;
     l->act.asymmetric = activation_offset;
     l->act.num_of_bins = 4096;
-    /* ARQ is channel-wise for the conv types only (§8.1 CHANNEL_WISE_ONNX_TYPES, §11). */
-    l->has_weights = !is_pool_type(op_type);
+    /* ARQ is channel-wise where the kind allows it (§8.1 CHANNEL_WISE_ONNX_TYPES, §11). */
+    l->kind = k;
+    l->has_weights = k->weights == CALQ_QKIND_WEIGHTS_CONST;
     l->wts.num_bits = 8;
-    l->wts.channel_wise = is_conv_type(op_type);
+    l->wts.channel_wise = k->channel_wise;
 }
 
-calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const char *op_type, int node,
+calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const calq_qkind *k, int node,
                                           calq_error *err)
 {
+    if (!k) {
+        calq__fail(err, CALQ_ERR_INTERNAL, name, "config: layer '%s' is not of a quantizable kind", name);
+        return NULL;
+    }
     calq_layer_config *grown = realloc(c->layers, ((size_t)c->n_layers + 1) * sizeof *grown);
     if (!grown) {
         calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
@@ -114,7 +110,7 @@ calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, cons
     calq_layer_config *l = &c->layers[c->n_layers];
     memset(l, 0, sizeof *l);
     l->name = strdup(name);
-    l->op_type = strdup(op_type);
+    l->op_type = strdup(k->onnx);
     if (!l->name || !l->op_type) {
         free(l->name);
         free(l->op_type);
@@ -122,7 +118,7 @@ calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, cons
         return NULL;
     }
     l->node = node;
-    calq__layer_config_defaults(l, op_type, c->activation_offset);
+    calq__layer_config_defaults(l, k, c->activation_offset);
     c->n_layers++;
     return l;
 }
@@ -166,13 +162,20 @@ calq_status calq__config_check_layer(const calq_model *m, const char *name, cons
                           "%s: the model has no layer '%s' (layer names are listed by 'calq inspect')", where, name);
     calq_node_info ni;
     calq_model_node_info(m, i, &ni);
-    if (!ni.quantizable)
+    if (!ni.quantizable) {
+        char kinds[256];
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
-                          "%s: layer '%s' is not a quantizable layer of the model (it is a %s; quantizable are Conv, "
-                          "ConvTranspose, Gemm, MatMul with a constant weight, AveragePool, amct-reference.md §8.1)",
-                          where, name, ni.op_type);
+                          "%s: layer '%s' is not a quantizable layer of the model (it is a %s; quantizable are %s, "
+                          "with the conditions of amct-reference.md §8.1)",
+                          where, name, ni.op_type, calq__qkind_names(CALQ_QKIND_NAMES_ONNX, kinds, sizeof kinds));
+    }
     *node = i;
     return CALQ_OK;
+}
+
+const calq_qkind *calq__model_qkind(const calq_model *m, int i)
+{
+    return i >= 0 && i < m->g->n_nodes ? calq__qkind_of_node(m->g, i) : NULL;
 }
 
 bool calq__model_is_onnx(const calq_model *m)
@@ -236,11 +239,13 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
                               "%s: %s%s is %d; calq quantizes weights to 8 bits only (INT8)", where, wts,
                               json ? "num_bits" : "quant_bits", l->wts.num_bits);
-        if (l->wts.channel_wise && !is_conv_type(l->op_type))
+        char kinds[256];
+        if (l->wts.channel_wise && !l->kind->channel_wise)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
-                              "%s: %schannel_wise is true but layer '%s' is a %s: per-channel weights apply to "
-                              "Conv and ConvTranspose only (amct-reference.md §8.4); set it to false",
-                              where, wts, l->name, l->op_type);
+                              "%s: %schannel_wise is true but layer '%s' is a %s: per-channel weights apply to %s "
+                              "only (amct-reference.md §8.4); set it to false",
+                              where, wts, l->name, l->op_type,
+                              calq__qkind_names(CALQ_QKIND_NAMES_CHANNEL_WISE, kinds, sizeof kinds));
     }
     return CALQ_OK;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "calq.h"
+#include "graph/qkind.h"
 
 /* Activation algorithm of a layer ("act_algo", §7.2). */
 typedef enum calq_act_algo {
@@ -40,18 +41,19 @@ typedef struct calq_act_config {
 /* "weight_quant_params": ARQ is the only weight algorithm calq implements (§6.1). */
 typedef struct calq_wts_config {
     int num_bits;      /* 8 */
-    bool channel_wise; /* true for Conv/ConvTranspose; false (and only false) for Gemm/MatMul */
+    bool channel_wise; /* the kind's default (§8.1 CHANNEL_WISE_ONNX_TYPES); true only where the kind allows it */
 } calq_wts_config;
 
 /* One layer entry. Layers of the model that are absent from the config are not quantized
  * (§7.2: "Deleting a layer's entry or setting quant_enable: false skips the layer"). */
 typedef struct calq_layer_config {
-    char *name;    /* node name in the model */
-    char *op_type; /* calq's op type of that node: Conv, ConvTranspose, Gemm, MatMul, AveragePool */
-    int node;      /* index of the node (calq_model_node_info order) */
+    char *name;             /* node name in the model */
+    char *op_type;          /* calq's op type of that node (kind->onnx) */
+    const calq_qkind *kind; /* its quantizable kind (graph/qkind.h; static) */
+    int node;               /* index of the node (calq_model_node_info order) */
     bool quant_enable;
     calq_act_config act;
-    bool has_weights; /* false for AveragePool, which has no weights */
+    bool has_weights; /* the kind has constant weights (false for AveragePool) */
     calq_wts_config wts;
 } calq_layer_config;
 
@@ -76,14 +78,14 @@ calq_config *calq__config_new(void);
  * the caller's). NULL on out-of-memory. Free with calq_config_free. */
 calq_config *calq__config_clone(const calq_config *c);
 
-/* Default parameters of a layer of type op_type (§7.2, §11): IFMR 0.999999/0.999999,
- * [0.7, 1.3], step 0.01, asymmetric = activation_offset, 8 bits, 4096 bins for HFMG; ARQ
- * channel-wise for Conv/ConvTranspose only; no weights for AveragePool. */
-void calq__layer_config_defaults(calq_layer_config *l, const char *op_type, bool activation_offset);
+/* Default parameters of a layer of kind k (§7.2, §11): IFMR 0.999999/0.999999, [0.7, 1.3],
+ * step 0.01, asymmetric = activation_offset, 8 bits, 4096 bins for HFMG; ARQ channel-wise where
+ * the kind allows it (Conv, ConvTranspose); weights only for kinds with constant weights. */
+void calq__layer_config_defaults(calq_layer_config *l, const calq_qkind *k, bool activation_offset);
 
-/* Appends a layer entry (name and op_type copied) with the defaults above and quant_enable
- * true. Returns the entry, or NULL on out-of-memory (err filled). */
-calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const char *op_type, int node,
+/* Appends a layer entry (name copied) of kind k with the defaults above and quant_enable true.
+ * Returns the entry, or NULL on out-of-memory (err filled). */
+calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const calq_qkind *k, int node,
                                           calq_error *err);
 
 /* Sorts the entries into the model's node order (the writer's order). */
@@ -101,6 +103,8 @@ int calq__model_find_node(const calq_model *m, const char *name);
  * not a quantizable layer of the model (it is a Relu)". */
 calq_status calq__config_check_layer(const calq_model *m, const char *name, const char *where, int *node,
                                      calq_error *err);
+/* The quantizable kind of node i of m (calq__qkind_of_node on the model's graph), or NULL. */
+const calq_qkind *calq__model_qkind(const calq_model *m, int i);
 /* True when the model is an ONNX model (AMCT writes joint_quant for ONNX only, §7.2). */
 bool calq__model_is_onnx(const calq_model *m);
 

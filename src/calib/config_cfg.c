@@ -14,8 +14,9 @@
  *     oneof, so the one written last wins and the earlier one is dropped. channel_wise from
  *     common_config only reaches the layers that have per-channel weights (Conv,
  *     ConvTranspose); set for a Gemm/MatMul/AveragePool type or layer it is an error (§8.4).
- * Layer types may be written as calq's ONNX op types (Conv, ConvTranspose, Gemm, MatMul,
- * AveragePool) or as Caffe layer types (Convolution, Deconvolution, InnerProduct, Pooling). */
+ * Layer types may be written as the ONNX or the Caffe names of the quantizable kinds
+ * (graph/qkind.h: Conv, ConvTranspose, Gemm, MatMul, AveragePool; Convolution, Deconvolution,
+ * InnerProduct, Pooling). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,20 +284,13 @@ static void apply_level(calq_layer_config *l, const cfg_level *v)
 
 /* ---- layer types -------------------------------------------------------------------------- */
 
-static const char *const QUANT_TYPES[] = {"Conv", "ConvTranspose", "Gemm", "MatMul", "AveragePool"};
-static const struct {
-    const char *caffe, *op;
-} CAFFE_TYPES[] = {
-    {"Convolution", "Conv"}, {"Deconvolution", "ConvTranspose"}, {"InnerProduct", "Gemm"}, {"Pooling", "AveragePool"}};
-
-/* calq's op type for a layer_type as written, or NULL when it is not a quantizable type. */
+/* calq's op type for a layer_type as written (an ONNX or a Caffe name of a quantizable kind,
+ * §7.3, §8.1), or NULL when it is not a quantizable type. */
 static const char *normalise_type(const char *t)
 {
-    for (size_t i = 0; i < sizeof QUANT_TYPES / sizeof QUANT_TYPES[0]; i++)
-        if (strcmp(t, QUANT_TYPES[i]) == 0) return QUANT_TYPES[i];
-    for (size_t i = 0; i < sizeof CAFFE_TYPES / sizeof CAFFE_TYPES[0]; i++)
-        if (strcmp(t, CAFFE_TYPES[i].caffe) == 0) return CAFFE_TYPES[i].op;
-    return NULL;
+    const calq_qkind *k = calq__qkind_by_onnx(t);
+    if (!k) k = calq__qkind_by_caffe(t);
+    return k ? k->onnx : NULL;
 }
 
 static calq_status read_type(const cfg_ctx *x, const calq_tp_node *n, const char **out)
@@ -304,12 +298,12 @@ static calq_status read_type(const cfg_ctx *x, const calq_tp_node *n, const char
     const char *s;
     CALQ_TRY(calq_tp_string(n, x->file, &s, x->err));
     *out = normalise_type(s);
+    char onnx[256], caffe[256];
     if (!*out)
         return at(x, n, CALQ_ERR_BAD_PARAMETERS,
-                  "'%s' is not a quantizable layer type (quantizable: Conv, ConvTranspose, Gemm, MatMul, "
-                  "AveragePool; Caffe spellings Convolution, Deconvolution, InnerProduct, Pooling; "
-                  "amct-reference.md §8.1)",
-                  s);
+                  "'%s' is not a quantizable layer type (quantizable: %s; Caffe spellings %s; amct-reference.md §8.1)",
+                  s, calq__qkind_names(CALQ_QKIND_NAMES_ONNX, onnx, sizeof onnx),
+                  calq__qkind_names(CALQ_QKIND_NAMES_CAFFE, caffe, sizeof caffe));
     return CALQ_OK;
 }
 
@@ -485,13 +479,13 @@ static calq_status build(cfg_ctx *x, calq_config *c)
                               "the model has several layers named '%s'; AMCT's config keys layers by name, so "
                               "quantizable layers need unique names (amct-reference.md §7.2)",
                               ni.name);
-        calq_layer_config *l = calq__config_add_layer(c, ni.name, ni.op_type, i, x->err);
+        calq_layer_config *l = calq__config_add_layer(c, ni.name, calq__model_qkind(x->m, i), i, x->err);
         if (!l) return x->err ? x->err->status : CALQ_ERR_OUT_OF_MEMORY;
         apply_level(l, &x->common);
         /* common_config speaks for every layer, so its channel_wise applies where channel-wise
-         * weights exist (Conv, ConvTranspose, §8.1); asked of a Gemm by name or type, it is an
-         * error (§8.4). */
-        if (strcmp(ni.op_type, "Conv") != 0 && strcmp(ni.op_type, "ConvTranspose") != 0) l->wts.channel_wise = false;
+         * weights exist (the kinds that allow them, §8.1); asked of a Gemm by name or type, it is
+         * an error (§8.4). */
+        if (!l->kind->channel_wise) l->wts.channel_wise = false;
         for (int k = 0; k < x->n_types; k++)
             if (strcmp(x->types[k].key, ni.op_type) == 0) apply_level(l, &x->types[k].level);
         for (int k = 0; k < x->n_layers; k++)

@@ -45,7 +45,7 @@ calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o
         bool skipped = false;
         for (int k = 0; k < o->n_skip_layers && !skipped; k++) skipped = strcmp(o->skip_layers[k], ni.name) == 0;
         if (skipped) continue;
-        if (!calq__config_add_layer(c, ni.name, ni.op_type, i, err)) {
+        if (!calq__config_add_layer(c, ni.name, calq__model_qkind(m, i), i, err)) {
             calq_config_free(c);
             return err ? err->status : CALQ_ERR_OUT_OF_MEMORY;
         }

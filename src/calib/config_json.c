@@ -338,9 +338,7 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
     x->layer = name;
     CALQ_TRY(calq__config_check_layer(x->m, name, x->file, &node, x->err));
     CALQ_TRY(check_unique_keys(x, obj, where));
-    calq_node_info ni;
-    calq_model_node_info(x->m, node, &ni);
-    calq_layer_config *l = calq__config_add_layer(x->c, name, ni.op_type, node, x->err);
+    calq_layer_config *l = calq__config_add_layer(x->c, name, calq__model_qkind(x->m, node), node, x->err);
     if (!l) return x->err ? x->err->status : CALQ_ERR_OUT_OF_MEMORY;
     for (const cJSON *v = obj->child; v; v = v->next) {
         const char *k = v->string;

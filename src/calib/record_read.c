@@ -10,6 +10,7 @@
 #include "base/file.h"
 #include "calib/record.h"
 #include "frontend/model.h"
+#include "graph/quantizable.h"
 #include "textproto/textproto.h"
 
 static const char *label_or(const char *s, const char *dflt)
@@ -153,18 +154,18 @@ static int find_node(const calq_graph *g, const char *name)
     return -1;
 }
 
-/* Output channels a per-channel scale_w must have for node i (§8.2), or 0 when unknown. */
-static int64_t weight_channels(const calq_graph *g, int i)
+/* Output channels a per-channel scale_w must have for node i of kind k (§8.2): 1 for kinds
+ * quantized per tensor only (§8.4), 0 when unknown. */
+static int64_t weight_channels(const calq_graph *g, int i, const calq_qkind *k)
 {
     const calq_node *n = &g->nodes[i];
-    if (n->n_inputs < 2 || n->inputs[1] < 0) return 0;
-    const calq_value *w = &g->values[n->inputs[1]];
+    if (k->weight_input < 0 || n->n_inputs <= k->weight_input || n->inputs[k->weight_input] < 0) return 0;
+    const calq_value *w = &g->values[n->inputs[k->weight_input]];
     int ndim = w->constant ? w->constant->ndim : w->ndim;
     const int64_t *dims = w->constant ? w->constant->dims : w->dims;
     if (ndim < 2) return 0;
-    if (strcmp(n->op_type, "Conv") == 0) return dims[0];
-    if (strcmp(n->op_type, "ConvTranspose") == 0) return dims[1] * calq__attr_int(n, "group", 1);
-    return 1; /* Gemm / MatMul: per tensor only (§8.4) */
+    if (!k->channel_wise) return 1;
+    return calq__qkind_out_channels(k, n, ndim, dims);
 }
 
 static bool positive_finite(float x)
@@ -204,31 +205,32 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
         const calq_record_layer *l = &r->layers[i];
         int ni = find_node(g, l->name);
         const calq_node *n = &g->nodes[ni];
-        bool pooling = strcmp(n->op_type, "AveragePool") == 0;
+        const calq_qkind *k = calq__qkind_of_node(g, ni);
+        /* AveragePool has no weights but a scale_w of 1 (§7.1); tensor-only kinds none at all */
+        bool weights = k->weights == CALQ_QKIND_WEIGHTS_CONST, unit = k->weights == CALQ_QKIND_WEIGHTS_UNIT;
         if (!l->has_scale_d || !l->has_offset_d)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find %s of layer %s in record_file, please check data calibration process! (%s, "
                               "line %d)",
                               l->has_scale_d ? "offset_d" : "scale_d", l->name, rf, l->line);
-        if (!pooling && l->n_scale_w == 0)
+        if (weights && l->n_scale_w == 0)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find scale_w of layer %s in record_file (%s, line %d): the weights of this %s "
                               "were not calibrated",
                               l->name, rf, l->line, n->op_type);
-        if (!pooling && l->n_offset_w == 0)
+        if (weights && l->n_offset_w == 0)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find offset_w of layer %s in record_file (%s, line %d)", l->name, rf, l->line);
-        if (pooling && (l->n_scale_w > 1 || (l->n_scale_w == 1 && l->scale_w[0] != 1.0f)))
-            return calq__fail(
-                err, CALQ_ERR_RECORD_FILE, l->name,
-                "find undesirable scale_w of layer %s in record_file (%s, line %d): an AveragePool has no "
-                "weights; AMCT writes only scale_w: 1 for it (§7.1)",
-                l->name, rf, l->line);
-        if (pooling && l->n_shift_bit)
+        if (!weights && (l->n_scale_w > (unit ? 1 : 0) || (l->n_scale_w == 1 && l->scale_w[0] != 1.0f)))
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                              "find undesirable scale_w of layer %s in record_file (%s, line %d): %s layers have no "
+                              "weights; AMCT writes %s for them (§7.1)",
+                              l->name, rf, l->line, n->op_type, unit ? "only scale_w: 1" : "no scale_w");
+        if (!k->shift_bit && l->n_shift_bit)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "shift_bit is not support, please delete shift_bit of layer %s in record_file (%s, line "
-                              "%d): pooling layers have no shift_bit (§6.4)",
-                              l->name, rf, l->line);
+                              "%d): %s layers have no shift_bit (§6.4)",
+                              l->name, rf, l->line, n->op_type);
         if (l->n_offset_w != l->n_scale_w)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "layer %s in %s (line %d) has %d scale_w but %d offset_w values; they must be equally "
@@ -239,7 +241,7 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
                               "layer %s in %s (line %d) has %d shift_bit but %d scale_w values; they must be equally "
                               "many (§7.1)",
                               l->name, rf, l->line, l->n_shift_bit, l->n_scale_w);
-        int64_t channels = pooling ? 1 : weight_channels(g, ni);
+        int64_t channels = weights ? weight_channels(g, ni, k) : 1;
         if (channels > 0 && l->n_scale_w > 1 && l->n_scale_w != channels)
             return calq__fail(
                 err, CALQ_ERR_RECORD_FACTOR, l->name,

@@ -84,3 +84,6 @@ set_tests_properties(peer.save_caffe PROPERTIES LABELS peer TIMEOUT 900)
 add_test(NAME peer.ascend_deploy
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/ascend_deploy.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.ascend_deploy PROPERTIES LABELS peer TIMEOUT 300)
+# One table of quantizable kinds (issue 10): their names appear only in the allowed files.
+add_test(NAME lint.qkind_literals COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/qkind_literals.sh ${CMAKE_SOURCE_DIR}/src)
+set_tests_properties(lint.qkind_literals PROPERTIES TIMEOUT 60)

@@ -103,7 +103,7 @@ static calq_status map_folds(calq__xc_plan *p, const bool *in_ir, const char **n
             writer[n++] = owner;
             continue;
         }
-        bool conv = p->node_of[i] >= 0 && !strcmp(p->g->nodes[p->node_of[i]].op_type, "Conv");
+        bool conv = p->node_of[i] >= 0 && calq__node_folds_bn(&p->g->nodes[p->node_of[i]]);
         for (int k = 0; k < calq_tp_count(L, "top"); k++) {
             const char *t = nth_string(L, "top", k);
             if (!t) continue;
@@ -128,14 +128,12 @@ static calq_status map_folds(calq__xc_plan *p, const bool *in_ir, const char **n
 
 /* ---- quantized layers --------------------------------------------------------------------------- */
 
-/* Output channels of quantized layer node n (its deq_scale / bias length). */
-static int64_t out_channels(const calq_graph *g, const calq_node *n)
+/* Output channels of quantized layer node n of kind k (its deq_scale / bias length, §8.2). */
+static int64_t out_channels(const calq_graph *g, const calq_qkind *k, const calq_node *n)
 {
-    if (!strcmp(n->op_type, "AveragePool")) return 1;
-    const calq_tensor *w = g->values[n->inputs[1]].constant;
-    if (!strcmp(n->op_type, "ConvTranspose")) return w->dims[1] * calq__attr_int(n, "group", 1);
-    if (!strcmp(n->op_type, "Gemm")) return calq__attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
-    return w->dims[0];
+    if (k->weights != CALQ_QKIND_WEIGHTS_CONST) return 1;
+    const calq_tensor *w = g->values[n->inputs[k->weight_input]].constant;
+    return calq__qkind_out_channels(k, n, w->ndim, w->dims);
 }
 
 static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const calq_record_layer *rl,
@@ -143,7 +141,8 @@ static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const ca
 {
     int ni = p->node_of[i];
     const calq_node *n = &p->g->nodes[ni];
-    if (!calq__node_quantizable(p->g, ni))
+    const calq_qkind *kind = calq__qkind_of_node(p->g, ni);
+    if (!kind)
         return calq__fail(err, CALQ_ERR_RECORD_FILE, name,
                           "save: layer \"%s\" has factors in the record but cannot be quantized in the model after "
                           "fusion (its weight is not constant, or fusion changed it); skip it in the config",
@@ -153,17 +152,18 @@ static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const ca
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
                           "save: layer \"%s\" has %d bottoms; calq quantizes layers with one bottom and one top", name,
                           calq_tp_count(p->proto[i], "bottom"));
-    bool weights = strcmp(n->op_type, "AveragePool") != 0;
-    int64_t C = out_channels(p->g, n);
-    bool conv_like = !strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose");
-    if (weights && rl->n_scale_w != 1 && !(conv_like && rl->n_scale_w == C))
+    bool weights = kind->weights == CALQ_QKIND_WEIGHTS_CONST; /* else AVE pooling: scale_w 1 (§7.1) */
+    int64_t C = out_channels(p->g, kind, n);
+    bool channel_wise = kind->channel_wise;
+    if (weights && rl->n_scale_w != 1 && !(channel_wise && rl->n_scale_w == C))
         return calq__fail(err, CALQ_ERR_RECORD_FILE, name,
                           "save: layer \"%s\" has %d scale_w in the record; it takes 1%s (§8.2, §8.4)", name,
-                          rl->n_scale_w, conv_like ? " or one per output channel" : "");
+                          rl->n_scale_w, channel_wise ? " or one per output channel" : "");
     calq__xc_layer *l = &p->layers[p->n_layers];
     memset(l, 0, sizeof *l);
     l->index = i;
     l->node = ni;
+    l->kind = kind;
     l->name = name;
     l->rl = rl;
     /* one Quant per (tensor, scale_d, offset_d): AMCT's quant fusion (§8.3) */

@@ -49,9 +49,10 @@ typedef struct calq__xc_quant {
 
 /* One quantized layer. */
 typedef struct calq__xc_layer {
-    int index;        /* position in the prototxt's layer list (the node's src_index) */
-    int node;         /* its node in the folded graph */
-    const char *name; /* layer name = record key */
+    int index;              /* position in the prototxt's layer list (the node's src_index) */
+    int node;               /* its node in the folded graph */
+    const calq_qkind *kind; /* its quantizable kind (graph/qkind.h) */
+    const char *name;       /* layer name = record key */
     const calq_record_layer *rl;
     int quant;       /* its Quant (index into plan.quants) */
     char *dequant;   /* its DeQuant layer's name (arena) */

@@ -101,7 +101,7 @@ static calq_status layer_blobs(calq__xc_plan *p, int k, CalqCaffe__BlobProto *co
     float *wf = p->deploy ? NULL : alloc_floats(a, numel);
     if (!wq || (!p->deploy && !wf)) return oom(err);
     for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(n, w, i) : 0];
+        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(l->kind, n, w, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q;
         wq[i] = (int8_t)q;

@@ -221,21 +221,20 @@ const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const c
     return NULL;
 }
 
-int64_t calq__weight_channel(const calq_node *n, const calq_tensor *w, int64_t i)
+int64_t calq__weight_channel(const calq_qkind *k, const calq_node *n, const calq_tensor *w, int64_t i)
 {
     int64_t numel = calq_tensor_numel(w);
-    if (!strcmp(n->op_type, "ConvTranspose")) {
-        int64_t g = calq__attr_int(n, "group", 1), per = numel / (w->dims[0] * w->dims[1]);
+    if (k->layout == CALQ_WEIGHTS_CONV_TRANSPOSE) {
+        int64_t g = calq__qkind_group(k, n), per = numel / (w->dims[0] * w->dims[1]);
         int64_t j = (i / per) % w->dims[1], ci = i / (per * w->dims[1]);
         return (ci / (w->dims[0] / g)) * w->dims[1] + j;
     }
     return i / (numel / w->dims[0]);
 }
 
-int64_t calq__weight_channels(const calq_node *n, const calq_tensor *w)
+int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w)
 {
-    if (!strcmp(n->op_type, "ConvTranspose")) return w->dims[1] * calq__attr_int(n, "group", 1);
-    return w->dims[0];
+    return calq__qkind_out_channels(k, n, w->ndim, w->dims);
 }
 
 calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,

@@ -18,6 +18,7 @@
 #include "calib/record.h"
 #include "calq.h"
 #include "frontend/model.h"
+#include "graph/quantizable.h"
 #include "onnx/onnx.pb-c.h"
 
 /* A bump arena: every block is zeroed and freed by calq__xa_free. */
@@ -63,12 +64,14 @@ bool calq__xg_attr_str(calq__xgraph *x, Onnx__NodeProto *n, const char *name, co
 void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name);
 const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const char *name);
 
-/* Output channel of element i of layer n's weight w: the index of its per-channel scale_w
- * (§8.2). Conv / Gemm / MatMul: dim 0; ConvTranspose [Cin, Cout/group, k...]: the group's
- * offset plus dim 1, so a grouped deconvolution has group * dims[1] channels. */
-int64_t calq__weight_channel(const calq_node *n, const calq_tensor *w, int64_t i);
-/* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2). */
-int64_t calq__weight_channels(const calq_node *n, const calq_tensor *w);
+/* Output channel of element i of layer n's weight w, n of kind k: the index of its per-channel
+ * scale_w (§8.2). CONV layout: dim 0; CONV_TRANSPOSE [Cin, Cout/group, k...]: the group's offset
+ * plus dim 1, so a grouped deconvolution has group * dims[1] channels. Only for kinds that allow
+ * per-channel weights. */
+int64_t calq__weight_channel(const calq_qkind *k, const calq_node *n, const calq_tensor *w, int64_t i);
+/* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2;
+ * calq__qkind_out_channels). */
+int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w);
 
 /* The checks of issue 6 before anything is written (amct-reference.md §4.4): AMCT's record
  * checks (calq__record_check), then every layer the record must have (the enabled layers of

@@ -31,9 +31,10 @@ typedef struct calq__xctx {
     int opset_in; /* the model's default opset */
     calq__xact *acts;
     int n_acts, cap_acts;
-    bool *quantized; /* per node of g: a layer with record factors, enabled in cfg */
-    bool *skip;      /* per node of g: a Relu absorbed into a QLinearConv's output range */
-    int n_qop;       /* layers written as QLinearConv / QLinearMatMul */
+    const calq_qkind **kinds; /* per node of g: its quantizable kind (graph/qkind.h), or NULL */
+    bool *quantized;          /* per node of g: a layer with record factors, enabled in cfg */
+    bool *skip;               /* per node of g: a Relu absorbed into a QLinearConv's output range */
+    int n_qop;                /* layers written as QLinearConv / QLinearMatMul */
 } calq__xctx;
 
 /* Writes model m quantized with the record's factors in format fmt as staged output `path`

@@ -92,9 +92,10 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
                                calq_error *err)
 {
     const calq_node *n = &c->g->nodes[ni];
+    const calq_qkind *kind = c->kinds[ni];
     bool deploy = c->fmt == CALQ_SAVE_ASCEND_DEPLOY;
-    bool pool = strcmp(n->op_type, "AveragePool") == 0;
-    if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
+    bool weights = kind->weights == CALQ_QKIND_WEIGHTS_CONST; /* else AvgPool: deq_scale = scale_d (§6.3) */
+    if (rl->offset_d < -128 || rl->offset_d > 127)            /* calq__record_check rejects it first (§4.4) */
         return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
     const char *xq = act_quant(c, n->name, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d);
     Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
@@ -108,12 +109,13 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     int64_t n_deq = 1;
     float *deq = NULL;
     const char *float_bias = NULL; /* a bias added after the dequantization */
-    if (!pool) {
+    const int wi = kind->weight_input, bi = kind->bias_input;
+    if (weights) {
         int8_t *wq;
         int32_t *bq;
         int64_t nb;
         CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
-        const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+        const calq_tensor *w = c->g->values[n->inputs[wi]].constant;
         int64_t numel = calq_tensor_numel(w);
         if (rl->n_scale_w > 1) n_deq = rl->n_scale_w;
         deq = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)n_deq);
@@ -131,7 +133,7 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
             if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
                 return oom(err);
         }
-        in[1] = wn;
+        in[wi] = wn;
         if (bq) {
             char *bn = calq__xname(c, "%s.bias_quant", n->name);
             if (!bn) return oom(err);
@@ -145,12 +147,12 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
                 if (!emit_init(c, bn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &nb, 1, bf, sizeof(float) * nb))
                     return oom(err);
             }
-            in[2] = bn;
-        } else if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+            in[bi] = bn;
+        } else if (bi >= 0 && n->n_inputs > bi && n->inputs[bi] >= 0) {
             /* a float bias of another shape: added after the dequantization, and the layer
-             * itself runs without it */
-            if (!(float_bias = calq__xvalue(c, n->inputs[2], err))) return err->status;
-            nd->n_input = 2;
+             * itself runs without it (the bias is its last input) */
+            if (!(float_bias = calq__xvalue(c, n->inputs[bi], err))) return err->status;
+            nd->n_input = (size_t)bi;
         }
     } else {
         deq = calq__xa_alloc(&c->x.a, sizeof(float));
@@ -172,7 +174,7 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     /* per-channel factors broadcast along axis 1 of the output: shape [C, 1, ...] for the
      * fake-quant Mul (the AscendDequant param is 1-D, §9.1) */
     int out_rank = c->g->values[n->outputs[0]].ndim;
-    if (!pool && n_deq > 1) out_rank = c->g->values[n->inputs[1]].constant->ndim; /* Conv: rank of w */
+    if (weights && n_deq > 1) out_rank = c->g->values[n->inputs[wi]].constant->ndim; /* Conv: rank of w */
     int64_t dims[CALQ_MAX_DIMS] = {n_deq};
     int nd_deq = n_deq > 1 ? (out_rank > 1 ? out_rank - 1 : 1) : 0;
     for (int k = 1; k < nd_deq; k++) dims[k] = 1;
@@ -198,10 +200,10 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
         char *an = calq__xname(c, "%s.bias_add", n->name);
         if (!an) return oom(err);
         const char *b = float_bias;
-        if (strcmp(n->op_type, "Conv") == 0 || strcmp(n->op_type, "ConvTranspose") == 0) {
+        if (kind->output_channel_axis == 1) {
             /* a Conv's bias (a computed one: a constant would be quantized) is per channel,
              * axis 1: reshape it to [C, 1, ...] so the Add broadcasts along channels */
-            int rank = c->g->values[n->inputs[1]].constant->ndim;
+            int rank = c->g->values[n->inputs[wi]].constant->ndim;
             int64_t shape[CALQ_MAX_DIMS] = {-1};
             for (int k = 1; k < rank - 1; k++) shape[k] = 1;
             int64_t ns = rank - 1;

@@ -128,15 +128,14 @@ const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
 /* The record's scale_w should be ARQ's on the weights as folded here (§6.1, §8.3); a
  * difference means a record made with other fusion settings or by another tool. The record
  * wins (AMCT's save also uses the record), but the user is told. */
-static void arq_cross_check(const calq_node *n, const calq_tensor *w, const calq_record_layer *rl)
+static void arq_cross_check(const calq_qkind *kind, const calq_node *n, const calq_tensor *w,
+                            const calq_record_layer *rl)
 {
     calq_arq_opts o;
     calq_arq_opts_default(&o);
     o.channel_wise = rl->n_scale_w > 1;
-    calq_weight_layout layout = CALQ_WEIGHTS_MATRIX;
-    if (!strcmp(n->op_type, "Conv")) layout = CALQ_WEIGHTS_CONV;
-    if (!strcmp(n->op_type, "ConvTranspose")) layout = CALQ_WEIGHTS_CONV_TRANSPOSE;
-    int group = (int)calq__attr_int(n, "group", 1);
+    calq_weight_layout layout = kind->layout;
+    int group = calq__qkind_group(kind, n);
     if (calq_arq_num_scales(w, layout, group, &o) != rl->n_scale_w) return;
     float *s = malloc(sizeof(float) * (size_t)rl->n_scale_w);
     int *off = malloc(sizeof(int) * (size_t)rl->n_scale_w);
@@ -159,33 +158,34 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
                              int64_t *n_bias, calq_error *err)
 {
     const calq_node *n = &c->g->nodes[ni];
-    const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+    const calq_qkind *kind = c->kinds[ni];
+    const calq_tensor *w = c->g->values[n->inputs[kind->weight_input]].constant;
     int64_t numel = calq_tensor_numel(w);
     *wq = calq__xa_alloc(&c->x.a, (size_t)numel);
     *bq = NULL;
     *n_bias = 0;
     if (!*wq) return oom(err);
-    bool conv_like = !strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose");
-    int64_t ch = calq__weight_channels(n, w);
-    if (w->dtype != CALQ_DTYPE_FLOAT32 || (rl->n_scale_w != 1 && (!conv_like || rl->n_scale_w != ch)))
+    bool channel_wise = kind->channel_wise;
+    int64_t ch = calq__weight_channels(kind, n, w);
+    if (w->dtype != CALQ_DTYPE_FLOAT32 || (rl->n_scale_w != 1 && (!channel_wise || rl->n_scale_w != ch)))
         return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name,
                           "save: layer \"%s\" (%s) has %d scale_w in the record; its %s weight takes 1%s (§8.2, "
                           "§8.4: Gemm / MatMul are per tensor)",
                           n->name, n->op_type, rl->n_scale_w, calq_dtype_name(w->dtype),
-                          conv_like ? " or one per output channel" : "");
-    arq_cross_check(n, w, rl);
+                          channel_wise ? " or one per output channel" : "");
+    arq_cross_check(kind, n, w, rl);
     const float *wd = w->data;
     /* w_q = clamp(round(w/scale_w) + 0, -128, 127), ARQ's rounding (§6.1): the record's scale_w,
      * which calq's own calibration computed with the same ARQ on the same folded weights */
     for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(n, w, i) : 0];
+        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(kind, n, w, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
     }
-    const calq_tensor *b = n->n_inputs > 2 && n->inputs[2] >= 0 ? c->g->values[n->inputs[2]].constant : NULL;
-    int64_t cout = w->dims[0];
-    if (strcmp(n->op_type, "ConvTranspose") == 0) cout = w->dims[1] * calq__attr_int(n, "group", 1);
-    if (strcmp(n->op_type, "Gemm") == 0) cout = calq__attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
+    int bi = kind->bias_input;
+    const calq_tensor *b =
+        bi >= 0 && n->n_inputs > bi && n->inputs[bi] >= 0 ? c->g->values[n->inputs[bi]].constant : NULL;
+    int64_t cout = calq__qkind_out_channels(kind, n, w->ndim, w->dims);
     /* a bias of another shape (a Gemm C that broadcasts) stays float */
     if (!b || b->dtype != CALQ_DTYPE_FLOAT32 || b->ndim != 1 || b->dims[0] != cout) return CALQ_OK;
     *bq = calq__xa_alloc(&c->x.a, sizeof(int32_t) * (size_t)cout);
@@ -225,6 +225,7 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
                              calq_error *err)
 {
     const calq_node *n = &c->g->nodes[ni];
+    const calq_qkind *kind = c->kinds[ni];
     if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
         return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
     /* QDQ: a dedicated QuantizeLinear / DequantizeLinear pair per layer, also where layers share
@@ -242,15 +243,15 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
     in[0] = act->dq;
     for (int k = 0; k < n->n_outputs && k < (int)nd->n_output; k++)
         if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
-    if (rl->n_scale_w > 0 && strcmp(n->op_type, "AveragePool") != 0) {
+    if (rl->n_scale_w > 0 && kind->weights == CALQ_QKIND_WEIGHTS_CONST) {
         int8_t *wq;
         int32_t *bq;
         int64_t nb;
         CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
-        const calq_tensor *w = c->g->values[n->inputs[1]].constant;
-        int axis = strcmp(n->op_type, "ConvTranspose") == 0 ? 1 : 0;
+        const calq_tensor *w = c->g->values[n->inputs[kind->weight_input]].constant;
+        int axis = calq__qkind_weight_axis(kind, n, w->ndim); /* of the per-channel scales (§8.2) */
         const char *wn;
-        if (rl->n_scale_w > 1 && axis == 1 && calq__attr_int(n, "group", 1) != 1) {
+        if (rl->n_scale_w > 1 && kind->layout == CALQ_WEIGHTS_CONV_TRANSPOSE && calq__qkind_group(kind, n) != 1) {
             /* a grouped ConvTranspose's channels span two weight axes (group of dim 0, dim 1),
              * which one DequantizeLinear axis cannot express: the weight is stored dequantized,
              * w_q * scale_w[c] in float, the same values the DequantizeLinear would give */
@@ -258,7 +259,7 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
             float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
             char *fn = calq__xname(c, "%s.weight_fake_quant", n->name);
             if (!wf || !fn) return oom(err);
-            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__weight_channel(n, w, i)];
+            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__weight_channel(kind, n, w, i)];
             if (!emit_init(c, fn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
                 return oom(err);
             calq__log(CALQ_LOG_INFO,
@@ -271,7 +272,7 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
                                (size_t)calq_tensor_numel(w), rl->scale_w, rl->n_scale_w, axis);
         }
         if (!wn) return oom(err);
-        nd->input[1] = (char *)wn;
+        nd->input[kind->weight_input] = (char *)wn;
         if (bq) {
             /* deq_scale[c] = scale_d * scale_w[c] in float32 (§6.2) */
             int ns = rl->n_scale_w > 1 ? (int)nb : 1;
@@ -282,7 +283,7 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
             const char *bn = emit_dq_const(c, n->name, "bias", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &bs, bq,
                                            sizeof(int32_t) * (size_t)nb, deq, ns, 0);
             if (!bn) return oom(err);
-            nd->input[2] = (char *)bn;
+            nd->input[kind->bias_input] = (char *)bn;
         }
     }
     /* the inputs not replaced above: float (possibly folded) constants or graph tensors */
@@ -391,16 +392,17 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
         st = calq__xg_init(&c.x, gp->n_node + 8 * nl + 16, gp->n_initializer + 10 * nl + gp->n_node * 3 + 16, err);
     }
     if (st == CALQ_OK) {
+        c.kinds = calq__xa_alloc(&c.x.a, sizeof(*c.kinds) * (size_t)(c.g->n_nodes + 1));
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.skip = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.cap_acts = c.g->n_nodes + 1;
         c.acts = calq__xa_alloc(&c.x.a, sizeof(calq__xact) * (size_t)c.cap_acts);
-        if (!c.quantized || !c.skip || !c.acts) st = oom(err);
+        if (!c.kinds || !c.quantized || !c.skip || !c.acts) st = oom(err);
     }
     for (int i = 0; st == CALQ_OK && i < c.g->n_nodes; i++) {
         const calq_layer_config *lc = calq__config_find(cfg, c.g->nodes[i].name);
-        c.quantized[i] =
-            lc && lc->quant_enable && calq__record_find(rec, c.g->nodes[i].name) && calq__node_quantizable(c.g, i);
+        c.kinds[i] = calq__qkind_of_node(c.g, i);
+        c.quantized[i] = lc && lc->quant_enable && calq__record_find(rec, c.g->nodes[i].name) && c.kinds[i];
         const calq_record_layer *rl = c.quantized[i] ? calq__record_find(rec, c.g->nodes[i].name) : NULL;
         bool shifted = false;
         for (int k = 0; rl && k < rl->n_shift_bit; k++) shifted |= rl->shift_bit[k] != 0;

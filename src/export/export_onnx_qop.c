@@ -85,9 +85,11 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
 {
     const calq_node *n = &c->g->nodes[ni];
     *done = false;
-    bool conv = strcmp(n->op_type, "Conv") == 0, matmul = strcmp(n->op_type, "MatMul") == 0;
+    /* the kinds with an ONNX QOperator form: Conv -> QLinearConv, MatMul -> QLinearMatMul */
+    const calq_qkind *kind = c->kinds[ni];
+    bool conv = kind->id == CALQ_QKIND_CONV, matmul = kind->id == CALQ_QKIND_MATMUL;
     if ((!conv && !matmul) || n->n_outputs != 1 || n->outputs[0] < 0) return CALQ_OK;
-    const calq_tensor *w = c->g->values[n->inputs[1]].constant;
+    const calq_tensor *w = c->g->values[n->inputs[kind->weight_input]].constant;
     if (matmul && (w->ndim != 2 || rl->n_scale_w != 1)) return CALQ_OK;
     int y = n->outputs[0], relu = -1, nr = 0;
     const calq_record_layer *out = NULL;

@@ -7,6 +7,7 @@
 
 #include "base/tensor.h"
 #include "frontend/caffe.h"
+#include "graph/qkind.h"
 
 #define MAX_SPATIAL (CALQ_MAX_DIMS - 2)
 
@@ -92,7 +93,8 @@ static calq_status window_attrs(calq_caffe_ctx *c, int node, int nsp, const int6
  * both are the ONNX Conv / ConvTranspose layouts. Several bottom/top pairs share the weights. */
 static calq_status map_conv(calq_caffe_ctx *c, calq_caffe_layer *L)
 {
-    bool deconv = strcmp(L->type, "Deconvolution") == 0;
+    const calq_qkind *kind = calq__qkind_by_caffe(L->type); /* Convolution -> Conv, Deconvolution -> ConvTranspose */
+    bool deconv = kind->layout == CALQ_WEIGHTS_CONV_TRANSPOSE;
     CALQ_TRY(calq__caffe_need_io(c, L, 1, -1, 1, -1));
     if (L->n_bottom != L->n_top)
         return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT, "needs one top per bottom (%d bottoms, %d tops)",
@@ -172,8 +174,7 @@ static calq_status map_conv(calq_caffe_ctx *c, calq_caffe_layer *L)
         int y = calq__caffe_top(c, L, i);
         if (y < 0) return c->status;
         int in[3] = {L->bottom[i], w, b};
-        int node = calq__caffe_node(c, L, deconv ? "ConvTranspose" : "Conv", i ? L->top[i] : NULL, true, in,
-                                    bias ? 3 : 2, &y, 1);
+        int node = calq__caffe_node(c, L, kind->onnx, i ? L->top[i] : NULL, true, in, bias ? 3 : 2, &y, 1);
         if (node < 0) return c->status;
         CALQ_TRY(window_attrs(c, node, nsp, k, s, pad, d));
         CALQ_TRY(calq__caffe_attr_int(c, node, "group", g));
@@ -283,7 +284,7 @@ static calq_status map_inner_product(calq_caffe_ctx *c, calq_caffe_layer *L)
     int y = reshape ? calq__caffe_tmp(c, L, "gemm") : calq__caffe_top(c, L, 0);
     if (y < 0) return c->status;
     int in[3] = {x, w, b};
-    int node = calq__caffe_node(c, L, "Gemm", NULL, true, in, bias ? 3 : 2, &y, 1);
+    int node = calq__caffe_node(c, L, calq__qkind_by_caffe(L->type)->onnx, NULL, true, in, bias ? 3 : 2, &y, 1);
     if (node < 0 || calq__caffe_attr_int(c, node, "transB", transpose ? 0 : 1) != CALQ_OK) return c->status;
     if (reshape) {
         /* Caffe keeps the axes before `axis`: [d0 .. d(axis-1), num_output]. */
@@ -358,7 +359,8 @@ static calq_status map_pooling(calq_caffe_ctx *c, calq_caffe_layer *L)
         if (pad[i] >= k[i])
             return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT, "pad %lld must be smaller than the kernel %lld",
                                     (long long)pad[i], (long long)k[i]);
-    int node = calq__caffe_node(c, L, method ? "AveragePool" : "MaxPool", NULL, true, L->bottom, 1, &y, 1);
+    const char *op = method ? calq__qkind(CALQ_QKIND_AVERAGE_POOL)->onnx : "MaxPool";
+    int node = calq__caffe_node(c, L, op, NULL, true, L->bottom, 1, &y, 1);
     if (node < 0) return c->status;
     CALQ_TRY(window_attrs(c, node, 2, k, s, pad, NULL));
     CALQ_TRY(calq__caffe_attr_int(c, node, "ceil_mode", ceil_mode));

@@ -109,8 +109,8 @@ calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, i
                           "ARQ of layer \"%s\": a weight of %d dims (%" PRId64 " elements) does not fit the %s layout "
                           "with group %d",
                           name, w->ndim, calq_tensor_numel(w),
-                          layout == CALQ_WEIGHTS_CONV             ? "Conv"
-                          : layout == CALQ_WEIGHTS_CONV_TRANSPOSE ? "ConvTranspose"
+                          layout == CALQ_WEIGHTS_CONV             ? "convolution [Cout, Cin/group, k...]"
+                          : layout == CALQ_WEIGHTS_CONV_TRANSPOSE ? "transposed convolution [Cin, Cout/group, k...]"
                                                                   : "matrix",
                           group);
     const float *x = w->data;

@@ -411,25 +411,6 @@ static calq_status where_run(calq_op_ctx *c)
 
 /* ---- Cast, CastLike ------------------------------------------------------------------------ */
 
-/* ONNX TensorProto.DataType number -> calq dtype; UNDEFINED (with *name set) if calq lacks it. */
-static calq_dtype onnx_dtype(int64_t to, const char **name)
-{
-    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
-                                        "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
-                                        "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
-    static const calq_dtype map[] = {
-        CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_FLOAT32,  CALQ_DTYPE_UINT8,  CALQ_DTYPE_INT8,      CALQ_DTYPE_UINT16,
-        CALQ_DTYPE_INT16,     CALQ_DTYPE_INT32,    CALQ_DTYPE_INT64,  CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_BOOL,
-        CALQ_DTYPE_FLOAT16,   CALQ_DTYPE_FLOAT64,  CALQ_DTYPE_UINT32, CALQ_DTYPE_UINT64,    CALQ_DTYPE_UNDEFINED,
-        CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_UNDEFINED};
-    if (to < 0 || to >= (int64_t)(sizeof map / sizeof map[0])) {
-        *name = "an unknown or float8 type";
-        return CALQ_DTYPE_UNDEFINED;
-    }
-    *name = names[to];
-    return map[to];
-}
-
 static calq_status cast_set_out(calq_op_ctx *c, calq_dtype to)
 {
     CALQ_TRY(calq__ew_output(c, 0));
@@ -445,7 +426,7 @@ static calq_status cast_infer(calq_op_ctx *c)
     if (!a || a->type != CALQ_ATTR_INT)
         return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the required integer attribute 'to' is missing");
     const char *name = "";
-    calq_dtype to = onnx_dtype(a->i, &name);
+    calq_dtype to = calq__op_onnx_dtype(a->i, &name);
     if (to == CALQ_DTYPE_UNDEFINED)
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
                              "'to' = %lld asks for %s, which calq cannot represent (it supports float32/64/16, "

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/values.h"
 #include "exec/op.h"
 
 /* Values are converted through a small double buffer: one dtype switch per chunk and tight
@@ -21,83 +22,6 @@
 #define CHUNK 256
 /* Below this many input elements a parallel region costs more than it saves. */
 #define PAR_WORK 32768
-
-/* ---- dtype conversion ------------------------------------------------------------------- */
-
-static bool numeric(calq_dtype t)
-{
-    return calq__dtype_is_float(t) || calq__dtype_is_int(t);
-}
-
-/* dst[i] = x[off + i*stride] for i < n. */
-static void load(const calq_tensor *x, int64_t off, int64_t stride, int64_t n, double *dst)
-{
-    switch (x->dtype) {
-    case CALQ_DTYPE_FLOAT32: {
-        const float *p = (const float *)x->data + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case CALQ_DTYPE_FLOAT64: {
-        const double *p = (const double *)x->data + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case CALQ_DTYPE_INT32: {
-        const int32_t *p = (const int32_t *)x->data + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case CALQ_DTYPE_INT64: {
-        const int64_t *p = (const int64_t *)x->data + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = (double)p[i * stride];
-        break;
-    }
-    default:
-        for (int64_t i = 0; i < n; i++) dst[i] = calq__tensor_get_f64(x, off + i * stride);
-        break;
-    }
-}
-
-static int64_t sat_i64(double v, double lo, double hi)
-{
-    if (v != v) return 0;
-    if (v <= lo) return (int64_t)lo;
-    if (v >= hi) return (int64_t)hi;
-    return (int64_t)v;
-}
-
-/* y[off + i*stride] = src[i]; integers are truncated toward zero and saturated (a C cast
- * from an out-of-range double is undefined). */
-static void store(calq_tensor *y, int64_t off, int64_t stride, int64_t n, const double *src)
-{
-    switch (y->dtype) {
-    case CALQ_DTYPE_FLOAT32: {
-        float *p = (float *)y->data + off;
-        for (int64_t i = 0; i < n; i++) p[i * stride] = (float)src[i];
-        break;
-    }
-    case CALQ_DTYPE_FLOAT64: {
-        double *p = (double *)y->data + off;
-        for (int64_t i = 0; i < n; i++) p[i * stride] = src[i];
-        break;
-    }
-    case CALQ_DTYPE_INT32: {
-        int32_t *p = (int32_t *)y->data + off;
-        for (int64_t i = 0; i < n; i++) p[i * stride] = (int32_t)sat_i64(src[i], INT32_MIN, INT32_MAX);
-        break;
-    }
-    case CALQ_DTYPE_INT64: {
-        int64_t *p = (int64_t *)y->data + off;
-        /* 2^63 is exactly representable; INT64_MAX is not, so clamp just below it. */
-        for (int64_t i = 0; i < n; i++) p[i * stride] = sat_i64(src[i], -9223372036854775808.0, 9223372036854774784.0);
-        break;
-    }
-    default:
-        for (int64_t i = 0; i < n; i++) calq__tensor_set_f64(y, off + i * stride, src[i]);
-        break;
-    }
-}
 
 /* ---- reductions --------------------------------------------------------------------------- */
 
@@ -240,7 +164,7 @@ static calq_status red_plan_make(calq_op_ctx *c, red_plan *p)
     int64_t axes[CALQ_MAX_DIMS];
     int n = 0;
     memset(p, 0, sizeof *p);
-    if (!numeric(x->dtype))
+    if (!calq__k_numeric(x->dtype))
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input dtype %s is not supported", calq_dtype_name(x->dtype));
     if (axes_from_input(c)) {
         if (ax) {
@@ -384,7 +308,7 @@ static double fold_one(const calq_tensor *x, const red_geo *g, int64_t base, int
     for (int64_t r = 0; r < w.total; r++) {
         for (int64_t i = 0; i < run; i += CHUNK) {
             int64_t n = run - i < CHUNK ? run - i : CHUNK;
-            load(x, off + i, 1, n, buf);
+            calq__k_load(x, off + i, 1, n, buf);
             acc = fold_run(a, acc, buf, n, shift);
         }
         off += walk_next(&w);
@@ -402,7 +326,7 @@ static void fold_many(const calq_tensor *x, const red_geo *g, int64_t base, int6
     for (int64_t i = 0; i < n; i++) acc[i] = init;
     int64_t off = base;
     for (int64_t r = 0; r < w.total; r++) {
-        load(x, off, 1, n, buf);
+        calq__k_load(x, off, 1, n, buf);
         fold_vec(a, acc, buf, n, shift);
         off += walk_next(&w);
     }
@@ -443,7 +367,7 @@ static calq_status reduce_run(calq_op_ctx *c)
     if (n_out == 0) return CALQ_OK;
     if (p.count == 0) { /* empty reduction: the identity of the operation */
         double v = finish(k, acc_init(a), 0.0, 0, is_int);
-        for (int64_t o = 0; o < n_out; o++) store(y, o, 1, 1, &v);
+        for (int64_t o = 0; o < n_out; o++) calq__k_store(y, o, 1, 1, &v);
         return CALQ_OK;
     }
     red_geo g;
@@ -458,7 +382,7 @@ static calq_status reduce_run(calq_op_ctx *c)
             double shift = 0.0;
             if (a == A_SUMEXP) shift = lse_shift(fold_one(x, &g, base, run, A_MAX, 0.0));
             double v = finish(k, fold_one(x, &g, base, run, a, shift), shift, p.count, is_int);
-            store(y, o, 1, 1, &v);
+            calq__k_store(y, o, 1, 1, &v);
         }
     } else {
         int64_t inner = g.size[g.ng - 1], outer = n_out / inner, chunks = (inner + CHUNK - 1) / CHUNK;
@@ -475,7 +399,7 @@ static calq_status reduce_run(calq_op_ctx *c)
             }
             fold_many(x, &g, base, n, a, shift, acc);
             for (int64_t i = 0; i < n; i++) acc[i] = finish(k, acc[i], shift[i], p.count, is_int);
-            store(y, o * inner + i0, 1, n, acc);
+            calq__k_store(y, o * inner + i0, 1, n, acc);
         }
     }
     return CALQ_OK;
@@ -617,9 +541,9 @@ static calq_status softmax_run(calq_op_ctx *c)
             if (!v) continue;
             /* Rows along a non-innermost axis are strided: gather, compute, scatter. */
             int64_t off = (r / g.inner) * g.len * g.inner + r % g.inner;
-            load(x, off, g.inner, g.len, v);
+            calq__k_load(x, off, g.inner, g.len, v);
             softmax_row(k, v, g.len);
-            store(y, off, g.inner, g.len, v);
+            calq__k_store(y, off, g.inner, g.len, v);
         }
         free(v);
     }
@@ -675,7 +599,7 @@ static calq_status arg_run(calq_op_ctx *c)
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             if (!v) continue;
-            load(x, (r / g.inner) * g.len * g.inner + r % g.inner, g.inner, g.len, v);
+            calq__k_load(x, (r / g.inner) * g.len * g.inner + r % g.inner, g.inner, g.len, v);
             y[r] = arg_best(v, g.len, want_max, last);
         }
         free(v);

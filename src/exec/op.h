@@ -66,6 +66,10 @@ void calq__set_shape(calq_tensor *t, calq_dtype dt, const int64_t *dims, int ndi
 /* Normalises a possibly negative axis into [0, rank); -1 if out of range. */
 int calq__norm_axis(int64_t axis, int rank);
 
+/* ONNX TensorProto.DataType number (the `to` / `dtype` attributes) -> calq dtype; UNDEFINED, with
+ * *name set to the ONNX type's name, if calq lacks it. */
+calq_dtype calq__op_onnx_dtype(int64_t to, const char **name);
+
 /* Multidirectional (numpy) broadcasting of a and b into out dims. Returns false if the shapes
  * do not broadcast. */
 bool calq__broadcast_shape(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout);
@@ -84,5 +88,13 @@ extern const calq_op_def calq__ops_resize[];
 extern const calq_op_def calq__ops_quant[];
 extern const calq_op_def calq__ops_ascend[];
 extern const calq_op_def calq__ops_ascend_int[]; /* internal: calq.Ascend<op> (kernels/ascend.h) */
+extern const calq_op_def calq__ops_norm[];
+extern const calq_op_def calq__ops_detection[];
+extern const calq_op_def calq__ops_einsum[];
+extern const calq_op_def calq__ops_masks[];
+extern const calq_op_def calq__ops_space_depth[];
+extern const calq_op_def calq__ops_axis[];
+extern const calq_op_def calq__ops_sort[];
+extern const calq_op_def calq__ops_scatter[];
 
 #endif

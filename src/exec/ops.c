@@ -6,8 +6,9 @@
 #include "graph/passes.h"
 
 static const calq_op_def *const tables[] = {
-    calq__ops_elementwise, calq__ops_shape,  calq__ops_conv,  calq__ops_gemm,   calq__ops_pool,
-    calq__ops_reduce,      calq__ops_resize, calq__ops_quant, calq__ops_ascend,
+    calq__ops_elementwise, calq__ops_shape,       calq__ops_conv,  calq__ops_gemm,   calq__ops_pool,
+    calq__ops_reduce,      calq__ops_resize,      calq__ops_quant, calq__ops_ascend, calq__ops_norm, calq__ops_detection, calq__ops_einsum,
+    calq__ops_masks,       calq__ops_space_depth, calq__ops_axis,  calq__ops_sort,   calq__ops_scatter,
 };
 
 const calq_op_def *calq__op_find(const char *domain, const char *op_type)
@@ -92,4 +93,22 @@ void calq__broadcast_strides(const int64_t *dims, int n, int ndim, int64_t *stri
         }
         if (k >= 0) s *= dims[k];
     }
+}
+
+calq_dtype calq__op_onnx_dtype(int64_t to, const char **name)
+{
+    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                                        "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                                        "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    static const calq_dtype map[] = {
+        CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_FLOAT32,  CALQ_DTYPE_UINT8,  CALQ_DTYPE_INT8,      CALQ_DTYPE_UINT16,
+        CALQ_DTYPE_INT16,     CALQ_DTYPE_INT32,    CALQ_DTYPE_INT64,  CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_BOOL,
+        CALQ_DTYPE_FLOAT16,   CALQ_DTYPE_FLOAT64,  CALQ_DTYPE_UINT32, CALQ_DTYPE_UINT64,    CALQ_DTYPE_UNDEFINED,
+        CALQ_DTYPE_UNDEFINED, CALQ_DTYPE_UNDEFINED};
+    if (to < 0 || to >= (int64_t)(sizeof map / sizeof map[0])) {
+        *name = "an unknown or float8 type";
+        return CALQ_DTYPE_UNDEFINED;
+    }
+    *name = names[to];
+    return map[to];
 }

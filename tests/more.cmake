@@ -87,3 +87,10 @@ set_tests_properties(peer.ascend_deploy PROPERTIES LABELS peer TIMEOUT 300)
 # One table of quantizable kinds (issue 10): their names appear only in the allowed files.
 add_test(NAME lint.qkind_literals COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/qkind_literals.sh ${CMAKE_SOURCE_DIR}/src)
 set_tests_properties(lint.qkind_literals PROPERTIES TIMEOUT 60)
+# Operators beyond what the node tests pin down (recurrent layers with every attribute, Einsum
+# patterns, detection ops) and the opset 18-21 signatures: models built with onnx.helper, calq
+# (reference and fast kernels) against onnxruntime-node.
+add_test(NAME peer.ops_vs_onnxruntime
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/ops_vs_ort.py $<TARGET_FILE:calq_cli>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/peers/ort_run.js)
+set_tests_properties(peer.ops_vs_onnxruntime PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -33,7 +33,7 @@ static void scatter_nd_cases(void)
     const float data[4] = {1, 2, 3, 4}, upd[3] = {10, 20, 30};
     const int64_t d4[1] = {4}, di[2] = {3, 1}, du[1] = {3};
     const int64_t idx[3] = {1, -1, 1}; /* 1 twice, -1 = 3 */
-    calq_tensor in[3] = {t_f32(data, 1, d4), t_i64(idx, 2, di), t_f32(upd, 1, du)}, out[1];
+    calq_tensor in[3] = {t_f32(data, 1, d4), t_i64(idx, 2, di), t_f32(upd, 1, du)}, out[1] = {{0}};
     calq_error err = {0};
 
     op_case oc = op_case_new("ScatterND", 16, 3, 1);
@@ -57,6 +57,7 @@ static void scatter_nd_cases(void)
     op_attr_str(&oc, "reduction", "max");
     EXPECT_STATUS(op_case_run(&oc, in, 3, out, 1, 0, &err), CALQ_ERR_UNSUPPORTED, &err,
                   "'max' is not defined at opset 16");
+    free_all(out, 1);
     op_case_free(&oc);
     oc = op_case_new("ScatterND", 18, 3, 1);
     op_attr_str(&oc, "reduction", "min");
@@ -70,6 +71,7 @@ static void scatter_nd_cases(void)
     ((int64_t *)in[1].data)[2] = 4;
     oc = op_case_new("ScatterND", 13, 3, 1);
     EXPECT_STATUS(op_case_run(&oc, in, 3, out, 1, 0, &err), CALQ_ERR_DATA, &err, "index 4 (element 2");
+    free_all(out, 1);
     op_case_free(&oc);
     free_all(in, 3);
 }
@@ -79,7 +81,7 @@ static void scatter_elements_cases(void)
     /* data [2,3], indices along axis 1 */
     const float data[6] = {0, 0, 0, 0, 0, 0}, upd[4] = {1, 2, 3, 4};
     const int64_t dd[2] = {2, 3}, di[2] = {2, 2}, idx[4] = {2, 2, 0, -3};
-    calq_tensor in[3] = {t_f32(data, 2, dd), t_i64(idx, 2, di), t_f32(upd, 2, di)}, out[1];
+    calq_tensor in[3] = {t_f32(data, 2, dd), t_i64(idx, 2, di), t_f32(upd, 2, di)}, out[1] = {{0}};
     calq_error err = {0};
     op_case oc = op_case_new("ScatterElements", 18, 3, 1);
     op_attr_int(&oc, "axis", 1);
@@ -97,7 +99,7 @@ static void gather_nd_batch(void)
     /* data [2,2,2], batch_dims 1, indices [2,1]: out[b] = data[b, idx[b]] */
     const float data[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     const int64_t dd[3] = {2, 2, 2}, di[2] = {2, 1}, idx[2] = {1, 0};
-    calq_tensor in[2] = {t_f32(data, 3, dd), t_i64(idx, 2, di)}, out[1];
+    calq_tensor in[2] = {t_f32(data, 3, dd), t_i64(idx, 2, di)}, out[1] = {{0}};
     calq_error err = {0};
     op_case oc = op_case_new("GatherND", 13, 2, 1);
     op_attr_int(&oc, "batch_dims", 1);
@@ -114,7 +116,7 @@ static void topk_order(void)
 {
     const float x[6] = {3, NAN, 5, 3, 5, -1};
     const int64_t dx[1] = {6}, dk[1] = {1}, k = 4;
-    calq_tensor in[2] = {t_f32(x, 1, dx), t_i64(&k, 1, dk)}, out[2];
+    calq_tensor in[2] = {t_f32(x, 1, dx), t_i64(&k, 1, dk)}, out[2] = {{0}};
     calq_error err = {0};
     op_case oc = op_case_new("TopK", 11, 2, 2);
     EXPECT_STATUS(op_case_run(&oc, in, 2, out, 2, 0, &err), CALQ_OK, &err, NULL);
@@ -134,6 +136,7 @@ static void topk_order(void)
     ((int64_t *)in[1].data)[0] = 7;
     oc = op_case_new("TopK", 11, 2, 2);
     EXPECT_STATUS(op_case_run(&oc, in, 2, out, 2, 0, &err), CALQ_ERR_SHAPE, &err, "K = 7 is outside [0, 6]");
+    free_all(out, 2);
     op_case_free(&oc);
     free_all(in, 2);
 }
@@ -145,7 +148,7 @@ static void group_norm_opsets(void)
     const int64_t dx[3] = {1, 4, 1}, d2[1] = {2}, d4[1] = {4};
     const float s2[2] = {1, 2}, b2[2] = {0, 0}, s4[4] = {1, 2, 3, 4}, b4[4] = {0, 0, 0, 1};
     calq_error err = {0};
-    calq_tensor in[3] = {t_f32(x, 3, dx), t_f32(s2, 1, d2), t_f32(b2, 1, d2)}, out[1];
+    calq_tensor in[3] = {t_f32(x, 3, dx), t_f32(s2, 1, d2), t_f32(b2, 1, d2)}, out[1] = {{0}};
     op_case oc = op_case_new("GroupNormalization", 18, 3, 1);
     op_attr_int(&oc, "num_groups", 2);
     op_attr_float(&oc, "epsilon", 0.0f);
@@ -172,6 +175,7 @@ static void group_norm_opsets(void)
     oc = op_case_new("GroupNormalization", 21, 3, 1);
     op_attr_int(&oc, "num_groups", 2);
     EXPECT_STATUS(op_case_run(&oc, in, 3, out, 1, 0, &err), CALQ_ERR_SHAPE, &err, "4 values are needed");
+    free_all(out, 1);
     op_case_free(&oc);
     free_all(in, 3);
 }

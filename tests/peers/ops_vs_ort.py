@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""calq vs onnxruntime-node on one-node (and small) models built here with onnx.helper.
+
+Covers the operators the ONNX node tests do not pin down enough (recurrent layers with every
+attribute, Einsum patterns of real models, detection ops on random boxes) and, with
+`--opsets`, the operator signatures of opsets 18 to 21 (the node test data stops at 17).
+Every case runs in calq twice (reference kernels, then the default fast kernels) and once in
+onnxruntime; every output must match within the case's tolerance.
+
+usage: ops_vs_ort.py CALQ ORT_RUN_JS [--only SUBSTR] [--keep DIR]
+Exit 0: all match; 1: a mismatch or a run failed; 77: onnxruntime-node is not installed.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper as h
+
+F = TP.FLOAT
+I64 = TP.INT64
+rng = np.random.default_rng(1234)
+
+
+def rnd(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def vi(name, elem, shape):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def one_node(op, inputs, outputs, opset=17, domain_opsets=None, **attrs):
+    """inputs: list of (name, array) fed at run time; outputs: list of names. Returns (model, feeds)."""
+    node = h.make_node(op, [n for n, _ in inputs], [o.split(":")[0] for o in outputs], **attrs)
+    return graph_model([node], inputs, outputs, opset)
+
+
+def graph_model(nodes, inputs, outputs, opset=17, inits=()):
+    ins = []
+    for n, a in inputs:
+        if n == "":
+            continue
+        t = {np.float32: F, np.int64: I64, np.int32: TP.INT32, np.bool_: TP.BOOL}[a.dtype.type]
+        ins.append(vi(n, t, list(a.shape)))
+    # "name" is a float output, "name:i64" an int64 one (shapes are left to the runtimes)
+    outs = [vi(o.split(":")[0], I64 if o.endswith(":i64") else F, None) for o in outputs]
+    g = h.make_graph(nodes, "g", ins, outs, initializer=list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8 if opset <= 18 else 9 if opset <= 20 else 10
+    return m, {n: a for n, a in inputs if n}
+
+
+CASES = []
+
+
+def case(name, tol=1e-4):
+    def deco(fn):
+        CASES.append((name, fn, tol))
+        return fn
+
+    return deco
+
+
+# ---- recurrent layers ------------------------------------------------------------------------
+
+
+def lstm_inputs(T, B, I, H, nd, layout=0, peep=True, lens=True, init=True):
+    X = rnd(B, T, I) if layout else rnd(T, B, I)
+    ins = [("X", X), ("W", rnd(nd, 4 * H, I, lo=-0.5, hi=0.5)), ("R", rnd(nd, 4 * H, H, lo=-0.5, hi=0.5)),
+           ("B", rnd(nd, 8 * H, lo=-0.2, hi=0.2))]
+    ins.append(("seq", rng.integers(1, T + 1, size=B).astype(np.int32)) if lens else ("", None))
+    st = (B, nd, H) if layout else (nd, B, H)
+    ins += [("h0", rnd(*st)), ("c0", rnd(*st))] if init else [("", None), ("", None)]
+    ins.append(("P", rnd(nd, 3 * H, lo=-0.3, hi=0.3)) if peep else ("", None))
+    return ins
+
+
+@case("lstm_bidirectional_peepholes_seqlens_init")
+def _():
+    return one_node("LSTM", lstm_inputs(7, 3, 5, 4, 2), ["Y", "Yh", "Yc"], hidden_size=4, direction="bidirectional")
+
+
+@case("lstm_reverse_clip_input_forget")
+def _():
+    return one_node("LSTM", lstm_inputs(6, 2, 3, 5, 1), ["Y", "Yh", "Yc"], hidden_size=5, direction="reverse",
+                    clip=0.7, input_forget=1)
+
+
+@case("lstm_layout1_activations")
+def _():
+    # onnxruntime has no batch-first LSTM: it runs the same weights on the transposed input
+    # (layout 0), and its outputs are transposed back for the comparison.
+    ins = lstm_inputs(5, 2, 3, 4, 2, layout=1)
+    attrs = dict(hidden_size=4, direction="bidirectional",
+                 activations=["HardSigmoid", "Tanh", "Softsign", "HardSigmoid", "Tanh", "Softsign"],
+                 activation_alpha=[0.3, 0.25], activation_beta=[0.4, 0.45])
+    m1 = one_node("LSTM", ins, ["Y", "Yh", "Yc"], opset=14, layout=1, **attrs)
+    t = {"X": (1, 0, 2), "h0": (1, 0, 2), "c0": (1, 0, 2)}
+    ins0 = [(n, a.transpose(t[n]) if n in t else a) for n, a in ins]
+    m0 = one_node("LSTM", ins0, ["Y", "Yh", "Yc"], opset=14, **attrs)
+    back = {"Y": (2, 0, 1, 3), "Yh": (1, 0, 2), "Yc": (1, 0, 2)}
+    return m1 + ((m0, lambda outs: {k: np.ascontiguousarray(v.transpose(back[k])) for k, v in outs.items()}),)
+
+
+@case("lstm_512_steps_128_units")
+def _():
+    ins = lstm_inputs(512, 1, 64, 128, 1, peep=False, lens=False, init=False)
+    return one_node("LSTM", ins[:4], ["Y", "Yh", "Yc"], hidden_size=128)
+
+
+def gru_inputs(T, B, I, H, nd, lens=True):
+    ins = [("X", rnd(T, B, I)), ("W", rnd(nd, 3 * H, I, lo=-0.5, hi=0.5)), ("R", rnd(nd, 3 * H, H, lo=-0.5, hi=0.5)),
+           ("B", rnd(nd, 6 * H, lo=-0.2, hi=0.2))]
+    ins.append(("seq", rng.integers(1, T + 1, size=B).astype(np.int32)) if lens else ("", None))
+    ins.append(("h0", rnd(nd, B, H)))
+    return ins
+
+
+@case("gru_bidirectional_linear_before_reset")
+def _():
+    return one_node("GRU", gru_inputs(6, 3, 4, 5, 2), ["Y", "Yh"], hidden_size=5, direction="bidirectional",
+                    linear_before_reset=1)
+
+
+@case("gru_reverse_clip")
+def _():
+    return one_node("GRU", gru_inputs(6, 2, 4, 3, 1), ["Y", "Yh"], hidden_size=3, direction="reverse", clip=0.5)
+
+
+@case("rnn_relu_bidirectional")
+def _():
+    ins = [("X", rnd(5, 2, 3)), ("W", rnd(2, 4, 3)), ("R", rnd(2, 4, 4, lo=-0.4, hi=0.4)), ("B", rnd(2, 8)),
+           ("seq", np.array([5, 3], np.int32)), ("h0", rnd(2, 2, 4))]
+    return one_node("RNN", ins, ["Y", "Yh"], hidden_size=4, direction="bidirectional", activations=["Relu", "Tanh"])
+
+
+# ---- Einsum patterns of real models ----------------------------------------------------------
+
+
+def einsum(eq, *shapes):
+    ins = [("x%d" % i, rnd(*s)) for i, s in enumerate(shapes)]
+    return one_node("Einsum", ins, ["y"], equation=eq)
+
+
+for _eq, _shapes in [("bhid,bhjd->bhij", [(2, 3, 7, 8), (2, 3, 9, 8)]), ("bhij,bhjd->bhid", [(2, 3, 7, 9), (2, 3, 9, 8)]),
+                     ("...ij,...jk->...ik", [(2, 1, 4, 5), (2, 3, 5, 6)]), ("ii->i", [(5, 5)]), ("ij->", [(4, 6)]),
+                     ("i,j->ij", [(4,), (3,)]), ("nchw,oc->nohw", [(2, 3, 4, 5), (6, 3)]), ("bij,bjk", [(2, 3, 4), (2, 4, 5)]),
+                     ("ijk->kji", [(2, 3, 4)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)])]:
+    CASES.append(("einsum " + _eq, (lambda e=_eq, s=_shapes: einsum(e, *s)), 1e-4))
+
+
+# ---- normalizations, indexing, detection ------------------------------------------------------
+
+
+@case("layer_normalization_axis1_outputs")
+def _():
+    return one_node("LayerNormalization", [("x", rnd(2, 3, 4, 5)), ("s", rnd(3, 4, 5)), ("b", rnd(4, 5))],
+                    ["y", "mean", "istd"], axis=1, epsilon=1e-3)
+
+
+@case("instance_normalization")
+def _():
+    return one_node("InstanceNormalization", [("x", rnd(2, 3, 4, 5)), ("s", rnd(3)), ("b", rnd(3))], ["y"])
+
+
+@case("topk_smallest_axis1")
+def _():
+    return one_node("TopK", [("x", rnd(3, 50, 4)), ("k", np.array([7], np.int64))], ["v", "i:i64"], axis=1, largest=0)
+
+
+@case("gathernd_batch_dims")
+def _():
+    return one_node("GatherND", [("x", rnd(2, 3, 4, 5)), ("i", rng.integers(-3, 3, size=(2, 6, 2)).astype(np.int64))],
+                    ["y"], batch_dims=1)
+
+
+@case("cumsum_reverse_exclusive")
+def _():
+    return one_node("CumSum", [("x", rnd(3, 4, 5)), ("a", np.array(1, np.int64))], ["y"], reverse=1, exclusive=1)
+
+
+@case("depth_to_space_crd")
+def _():
+    return one_node("DepthToSpace", [("x", rnd(2, 8, 3, 4))], ["y"], blocksize=2, mode="CRD")
+
+
+@case("space_to_depth")
+def _():
+    return one_node("SpaceToDepth", [("x", rnd(2, 3, 6, 4))], ["y"], blocksize=2)
+
+
+@case("nonmaxsuppression_random_boxes")
+def _():
+    xy = rng.uniform(0, 50, size=(2, 60, 2))
+    wh = rng.uniform(5, 20, size=(2, 60, 2))
+    boxes = np.concatenate([xy, xy + wh], axis=2).astype(np.float32)[..., [1, 0, 3, 2]]
+    ins = [("boxes", boxes), ("scores", rng.uniform(0, 1, size=(2, 3, 60)).astype(np.float32)),
+           ("m", np.array([10], np.int64)), ("iou", np.array([0.4], np.float32)), ("st", np.array([0.2], np.float32))]
+    return one_node("NonMaxSuppression", ins, ["sel:i64"], opset=11)
+
+
+@case("roialign_half_pixel_max")
+def _():
+    rois = np.array([[1, 1, 6, 7], [0.5, 2, 9, 9], [3, 3, 4, 4.5]], np.float32)
+    ins = [("x", rnd(2, 3, 10, 10)), ("rois", rois), ("bi", np.array([0, 1, 1], np.int64))]
+    return one_node("RoiAlign", ins, ["y"], opset=16, output_height=3, output_width=4, sampling_ratio=0,
+                    spatial_scale=1.0, mode="max")
+
+
+@case("unique_axis_unsorted")
+def _():
+    x = rng.integers(0, 3, size=(4, 6)).astype(np.float32)
+    x[:, 3] = x[:, 1]
+    return one_node("Unique", [("x", x)], ["y", "idx:i64", "inv:i64", "cnt:i64"], axis=1, sorted=0)
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def safe(n):
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in n)
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2:
+        print(__doc__)
+        return 2
+    calq, ort_js = args[0], args[1]
+    only = args[args.index("--only") + 1] if "--only" in args else None
+    keep = args[args.index("--keep") + 1] if "--keep" in args else None
+    node_path = os.environ.get("NODE_PATH") or os.path.join(
+        os.environ.get("CALQ_PEERS_DIR", os.path.expanduser("~/.cache/calq-peers")), "node_modules")
+    if not os.path.isdir(os.path.join(node_path, "onnxruntime-node")):
+        print("SKIP: onnxruntime-node not found in " + node_path)
+        return 77
+    env = dict(os.environ, NODE_PATH=node_path)
+    work = keep or tempfile.mkdtemp()
+    fails = 0
+    for name, build, tol in CASES:
+        if only and only not in name:
+            continue
+        d = os.path.join(work, safe(name))
+        os.makedirs(d, exist_ok=True)
+        built = build()
+        model, feeds = built[0], built[1]
+        ort_model, ort_feeds, fix = model, feeds, None
+        if len(built) > 2:  # onnxruntime runs an equivalent model instead
+            (ort_model, ort_feeds), fix = built[2]
+        path = os.path.join(d, "model.onnx")
+        onnx.save(model, path)
+        ins = []
+        for n, a in feeds.items():
+            f = os.path.join(d, safe(n) + ".in.npy")
+            np.save(f, a)
+            ins.append("%s=%s" % (n, f))
+        outs = [o.name for o in model.graph.output]
+        ort_path, ort_ins = path, ins
+        if fix:
+            ort_path = os.path.join(d, "ort_model.onnx")
+            onnx.save(ort_model, ort_path)
+            ort_ins = []
+            for n, a in ort_feeds.items():
+                f = os.path.join(d, safe(n) + ".ort.npy")
+                np.save(f, a)
+                ort_ins.append("%s=%s" % (n, f))
+        os.makedirs(os.path.join(d, "ort"), exist_ok=True)
+        r = subprocess.run(["node", ort_js, ort_path, os.path.join(d, "ort")] + ort_ins, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode == 0 and fix:
+            got = {o: np.load(os.path.join(d, "ort", safe(o) + ".npy")) for o in outs}
+            for o, a in fix(got).items():
+                np.save(os.path.join(d, "ort", safe(o) + ".npy"), a)
+        if r.returncode != 0:
+            print("FAIL %-45s onnxruntime: %s" % (name, r.stderr.strip()[:300]))
+            fails += 1
+            continue
+        for mode in ("ref", "fast"):
+            od = os.path.join(d, mode)
+            cmd = [calq, "run", path, "--output-dir", od] + sum([["--input", i] for i in ins], [])
+            if mode == "ref":
+                cmd.append("--ref")
+            t0 = time.time()
+            rc, log = run(cmd)
+            dt = time.time() - t0
+            if rc != 0:
+                print("FAIL %-45s calq %s: %s" % (name, mode, log.strip()[:400]))
+                fails += 1
+                break
+            worst = 0.0
+            bad = None
+            for o in outs:
+                want = np.load(os.path.join(d, "ort", safe(o) + ".npy"))
+                got = np.load(os.path.join(od, safe(o) + ".npy"))
+                if want.shape != got.shape or want.dtype != got.dtype:
+                    bad = "%s: %s %s, onnxruntime %s %s" % (o, got.shape, got.dtype, want.shape, want.dtype)
+                    break
+                if want.size == 0:
+                    continue
+                err = np.abs(got.astype(np.float64) - want.astype(np.float64)) / (1.0 + np.abs(want.astype(np.float64)))
+                worst = max(worst, float(err.max()))
+                if not worst <= tol:
+                    bad = "%s: max relative difference %.3g > %.3g" % (o, worst, tol)
+                    break
+            if bad:
+                print("FAIL %-45s %s: %s" % (name, mode, bad))
+                fails += 1
+                break
+            if mode == "fast":
+                print("ok   %-45s max rel diff %.2g (calq run %.2f s incl. process start)" % (name, worst, dt))
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    print("%d case(s) failed" % fails)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

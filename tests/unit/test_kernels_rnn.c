@@ -1,0 +1,105 @@
+/* LSTM / GRU / RNN beyond the ONNX node tests (which peers/ops_vs_ort.py extends against
+ * onnxruntime): the same bits for any thread count when batch rows run in parallel, rows past
+ * their sequence length give zeros and keep their state, and bad lengths or shapes fail with a
+ * message. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "expect.h"
+#include "op_harness.h"
+
+enum { T = 40, B = 5, I = 16, H = 32 };
+
+static void free_all(calq_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) calq_tensor_free_data(&t[i]);
+}
+
+/* X, W, R, B, sequence_lens (int64) for a forward LSTM. */
+static void lstm_inputs(calq_tensor *in, const int64_t *lens)
+{
+    const int64_t dx[3] = {T, B, I}, dw[3] = {1, 4 * H, I}, dr[3] = {1, 4 * H, H}, db[2] = {1, 8 * H}, dl[1] = {B};
+    in[0] = t_rand_f32(1, 3, dx, -1, 1);
+    in[1] = t_rand_f32(2, 3, dw, -0.3f, 0.3f);
+    in[2] = t_rand_f32(3, 3, dr, -0.3f, 0.3f);
+    in[3] = t_rand_f32(4, 2, db, -0.1f, 0.1f);
+    in[4] = t_i64(lens, 1, dl);
+}
+
+static calq_status run_lstm(const calq_tensor *in, calq_tensor *out, calq_error *err)
+{
+    op_case oc = op_case_new("LSTM", 14, 5, 3);
+    op_attr_int(&oc, "hidden_size", H);
+    calq_status s = op_case_run(&oc, in, 5, out, 3, 0, err);
+    op_case_free(&oc);
+    return s;
+}
+
+static void threads_and_lengths(void)
+{
+    const int64_t lens[B] = {T, 3, 0, T - 1, 17};
+    calq_tensor in[5], out[2][3] = {{{0}}};
+    lstm_inputs(in, lens);
+    calq_error err = {0};
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t + 1);
+        EXPECT_STATUS(run_lstm(in, out[t], &err), CALQ_OK, &err, NULL);
+    }
+    omp_set_num_threads(2);
+    for (int k = 0; k < 3; k++) EXPECT(memcmp(out[0][k].data, out[1][k].data, calq__tensor_nbytes(&out[0][k])) == 0);
+    /* Y [T, 1, B, H]: zero at and past each row's length; Y_h = Y at the row's last step. */
+    const float *y = out[0][0].data, *yh = out[0][1].data;
+    for (int b = 0; b < B; b++) {
+        int zeros_ok = 1, last_ok = 1;
+        for (int t = (int)lens[b]; t < T; t++)
+            for (int j = 0; j < H; j++) zeros_ok &= y[(t * B + b) * H + j] == 0.0f;
+        for (int j = 0; j < H && lens[b] > 0; j++) last_ok &= yh[b * H + j] == y[((lens[b] - 1) * B + b) * H + j];
+        for (int j = 0; j < H && lens[b] == 0; j++) last_ok &= yh[b * H + j] == 0.0f; /* initial state */
+        EXPECT(zeros_ok);
+        EXPECT(last_ok);
+    }
+    free_all(out[0], 3);
+    free_all(out[1], 3);
+    /* A length past the sequence fails naming the row. */
+    ((int64_t *)in[4].data)[3] = T + 1;
+    calq_tensor bad[3] = {{0}};
+    EXPECT_STATUS(run_lstm(in, bad, &err), CALQ_ERR_DATA, &err, "sequence_lens[3] = 41 is outside [0, 40]");
+    free_all(bad, 3);
+    free_all(in, 5);
+}
+
+static void bad_shapes(void)
+{
+    const int64_t dx[3] = {T, B, I}, dw[3] = {1, 3 * H, I}, dr[3] = {1, 3 * H, H + 1};
+    calq_tensor in[3] = {t_rand_f32(1, 3, dx, -1, 1), t_rand_f32(2, 3, dw, -1, 1), t_rand_f32(3, 3, dr, -1, 1)};
+    calq_tensor out[2] = {{0}};
+    calq_error err = {0};
+    op_case oc = op_case_new("GRU", 14, 3, 2);
+    op_attr_int(&oc, "hidden_size", H);
+    EXPECT_STATUS(op_case_run(&oc, in, 3, out, 2, 0, &err), CALQ_ERR_SHAPE, &err, "R (input 2) has shape 1x96x33");
+    op_case_free(&oc);
+    oc = op_case_new("GRU", 14, 3, 2);
+    op_attr_int(&oc, "hidden_size", H);
+    const char *acts[2] = {"Sigmoid", "Cube"};
+    calq_attr *a = calq__node_add_attr(oc.g, oc.node, "activations", CALQ_ATTR_STRINGS);
+    a->n = 2;
+    a->strings = calloc(3, sizeof(char *));
+    for (int i = 0; i < 2; i++) a->strings[i] = strdup(acts[i]);
+    calq_tensor_free_data(&in[2]);
+    const int64_t dr2[3] = {1, 3 * H, H};
+    in[2] = t_rand_f32(3, 3, dr2, -1, 1);
+    EXPECT_STATUS(op_case_run(&oc, in, 3, out, 2, 0, &err), CALQ_ERR_UNSUPPORTED, &err, "activation 'Cube'");
+    op_case_free(&oc);
+    free_all(out, 2);
+    free_all(in, 3);
+}
+
+int main(void)
+{
+    threads_and_lengths();
+    bad_shapes();
+    printf("test_kernels_rnn: %d failure(s)\n", failures + test_failures);
+    return failures + test_failures != 0;
+}

@@ -244,12 +244,18 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
                 pv->nbytes = calq__tensor_nbytes(&pv->t);
                 pv->kind = fold ? CALQ_PV_FOLDED : CALQ_PV_ARENA;
             }
-            if (st != CALQ_OK) break;
+            if (st != CALQ_OK) {
+                if (c.state && d->release) d->release(c.state);
+                break;
+            }
             if (fold) {
                 /* Constant sub-graph: compute once now with the reference kernel. */
                 for (int k = 0; k < n->n_outputs && st == CALQ_OK; k++)
                     if (n->outputs[k] >= 0) st = calq__tensor_alloc(&p->vals[n->outputs[k]].t, err);
-                if (st == CALQ_OK) st = d->run(&c);
+                if (st == CALQ_OK)
+                    st = d->run(&c);
+                else if (c.state && d->release)
+                    d->release(c.state); /* state infer left for run (see calq__plan_run_step) */
                 continue;
             }
         }
@@ -302,8 +308,13 @@ calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err)
             memset(step->out[k], 0, sizeof *step->out[k]);
         }
     CALQ_TRY(step->def->infer(&c));
+    /* infer may leave state for run (an If that ran its branch to learn its output shapes);
+     * release it if run is not reached. */
     for (int k = 0; k < n->n_outputs; k++)
-        if (step->out[k]) CALQ_TRY(calq__tensor_alloc(step->out[k], err));
+        if (step->out[k] && calq__tensor_alloc(step->out[k], err) != CALQ_OK) {
+            if (c.state && step->def->release) step->def->release(c.state);
+            return err ? err->status : CALQ_ERR_OUT_OF_MEMORY;
+        }
     return step->def->run(&c);
 }
 

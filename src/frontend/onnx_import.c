@@ -35,9 +35,24 @@ static calq_status value_info_shape(calq_graph *g, int v, const Onnx__ValueInfoP
     return CALQ_OK;
 }
 
-static calq_status copy_attr(calq_graph *g, int ni, const Onnx__AttributeProto *a, const char *base_dir,
-                             calq_error *err)
+/* What building one (sub)graph needs from its model. */
+typedef struct import_ctx {
+    const Onnx__ModelProto *mp;
+    const char *base_dir;
+    int opset;
+    calq_error *err;
+} import_ctx;
+
+/* Subgraphs nest (If inside Loop inside If ...); deeper nesting is refused, so the recursion
+ * stays bounded whatever the file says. */
+#define MAX_SUBGRAPH_DEPTH 16
+
+static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp, int depth, calq_graph *g);
+
+static calq_status copy_attr(const import_ctx *ic, calq_graph *g, int ni, const Onnx__AttributeProto *a, int depth)
 {
+    const char *base_dir = ic->base_dir;
+    calq_error *err = ic->err;
     const char *nodename = g->nodes[ni].name;
     calq_attr_type type;
     switch (a->type) {
@@ -48,6 +63,7 @@ static calq_status copy_attr(calq_graph *g, int ni, const Onnx__AttributeProto *
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: type = CALQ_ATTR_FLOATS; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: type = CALQ_ATTR_INTS; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: type = CALQ_ATTR_STRINGS; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: type = CALQ_ATTR_GRAPH; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED:
         /* IR < 3 writers leave `type` unset; infer it from the field that is present. */
         type = a->has_f       ? CALQ_ATTR_FLOAT
@@ -57,6 +73,7 @@ static calq_status copy_attr(calq_graph *g, int ni, const Onnx__AttributeProto *
                : a->n_floats  ? CALQ_ATTR_FLOATS
                : a->n_ints    ? CALQ_ATTR_INTS
                : a->n_strings ? CALQ_ATTR_STRINGS
+               : a->g         ? CALQ_ATTR_GRAPH
                               : CALQ_ATTR_OTHER;
         break;
     default: type = CALQ_ATTR_OTHER; break;
@@ -104,9 +121,135 @@ static calq_status copy_attr(calq_graph *g, int ni, const Onnx__AttributeProto *
         if (calq__onnx_tensor_load(a->t, base_dir, ca->t, err) != CALQ_OK)
             return calq__prefix(err, "node '%s', attribute '%s'", nodename, ca->name);
         break;
+    case CALQ_ATTR_GRAPH: {
+        if (!a->g)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, nodename,
+                              "node '%s': attribute '%s' is a GRAPH without a graph", nodename, ca->name);
+        if (depth + 1 > MAX_SUBGRAPH_DEPTH)
+            return calq__fail(err, CALQ_ERR_UNSUPPORTED, nodename,
+                              "node '%s': subgraphs nest deeper than %d levels; calq stops there", nodename,
+                              MAX_SUBGRAPH_DEPTH);
+        if (!(ca->g = calq__graph_new())) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, nodename, "out of memory");
+        ca->g->opset = ic->opset;
+        if (import_graph(ic, a->g, depth + 1, ca->g) != CALQ_OK)
+            return calq__prefix(err, "node '%s' (%s), subgraph '%s'", nodename, g->nodes[ni].op_type, ca->name);
+        break;
+    }
     case CALQ_ATTR_OTHER: break;
     }
     return CALQ_OK;
+}
+
+/* The values a subgraph reads that it neither computes nor gets as formal inputs nor holds as
+ * constants: names of the enclosing scopes. They become inputs of the subgraph after its formal
+ * ones, in first-use order (the node holding the subgraph feeds them; see capture_outer). */
+static calq_status mark_free_values(calq_graph *g, calq_error *err)
+{
+    int *add = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    char *seen = calloc((size_t)g->n_values + 1, 1);
+    if (!add || !seen) {
+        free(add);
+        free(seen);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    int n = 0;
+    for (int i = 0; i <= g->n_nodes; i++) {
+        int cnt = i < g->n_nodes ? g->nodes[i].n_inputs : g->n_outputs;
+        const int *vs = i < g->n_nodes ? g->nodes[i].inputs : g->outputs;
+        for (int k = 0; k < cnt; k++) {
+            int v = vs[k];
+            if (v < 0 || seen[v]) continue;
+            const calq_value *val = &g->values[v];
+            if (val->producer < 0 && !val->is_input && !val->constant) {
+                seen[v] = 1;
+                add[n++] = v;
+            }
+        }
+    }
+    free(seen);
+    int *ins = realloc(g->inputs, sizeof(int) * ((size_t)(g->n_inputs + n) + 1));
+    if (!ins) {
+        free(add);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    g->inputs = ins;
+    for (int k = 0; k < n; k++) {
+        g->values[add[k]].is_input = true;
+        g->inputs[g->n_inputs++] = add[k];
+    }
+    free(add);
+    return CALQ_OK;
+}
+
+/* Node ni holds subgraphs whose inputs end with the outer values they read (mark_free_values).
+ * Every subgraph of the node gets the same list (the union, so the kernel feeds any branch the
+ * same tensors) and the node reads those values after its own inputs. */
+static calq_status capture_outer(calq_graph *g, int ni, calq_error *err)
+{
+    calq_node *n = &g->nodes[ni];
+    int n_names = 0, cap = 0;
+    const char **names = NULL;
+    for (int a = 0; a < n->n_attrs; a++) {
+        const calq_graph *sg = n->attrs[a].g;
+        for (int k = sg ? sg->n_formal_inputs : 0; sg && k < sg->n_inputs; k++) {
+            const char *nm = sg->values[sg->inputs[k]].name;
+            bool dup = false;
+            for (int j = 0; j < n_names && !dup; j++) dup = strcmp(names[j], nm) == 0;
+            if (dup) continue;
+            if (n_names == cap) {
+                const char **nn = realloc(names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 8));
+                if (!nn) {
+                    free(names);
+                    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+                }
+                names = nn;
+            }
+            names[n_names++] = nm;
+        }
+    }
+    calq_status st = CALQ_OK;
+    /* Each subgraph: formal inputs, then the union in one order. */
+    for (int a = 0; a < n->n_attrs && st == CALQ_OK && n_names; a++) {
+        calq_graph *sg = n->attrs[a].g;
+        if (!sg) continue;
+        int *ins = malloc(sizeof(int) * ((size_t)(sg->n_formal_inputs + n_names) + 1));
+        if (!ins) {
+            st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+            break;
+        }
+        memcpy(ins, sg->inputs, sizeof(int) * (size_t)sg->n_formal_inputs);
+        for (int j = 0; j < n_names && st == CALQ_OK; j++) {
+            int v = calq__graph_value(sg, names[j]);
+            if (v < 0) {
+                st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+                break;
+            }
+            sg->values[v].is_input = true;
+            ins[sg->n_formal_inputs + j] = v;
+        }
+        free(sg->inputs);
+        sg->inputs = ins;
+        sg->n_inputs = sg->n_formal_inputs + n_names;
+    }
+    /* The node: its own inputs, then the captured values (names copied: they live in the
+     * subgraphs, whose value tables the parent must not point into). */
+    if (st == CALQ_OK && n_names) {
+        int *in = realloc(n->inputs, sizeof(int) * ((size_t)(n->n_inputs + n_names) + 1));
+        if (!in) {
+            st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        } else {
+            n->inputs = in;
+            for (int j = 0; j < n_names && st == CALQ_OK; j++) {
+                int v = calq__graph_value(g, names[j]);
+                if (v < 0)
+                    st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+                else
+                    g->nodes[ni].inputs[g->nodes[ni].n_inputs++] = v;
+            }
+        }
+    }
+    free(names);
+    return st;
 }
 
 /* A Constant node's value as a tensor (the forms of opsets 1-17). Returns NULL with *err set
@@ -164,26 +307,45 @@ static int find_opset(const Onnx__ModelProto *mp, const char *domain)
     return -1;
 }
 
-/* One message listing every unsupported op type with the nodes using it. */
-static calq_status check_supported(calq_graph *g, calq_error *err)
+/* Every node of g and of its subgraphs, depth first. */
+static int collect_nodes(const calq_graph *g, const calq_node **out, int n, int cap)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (out && n < cap) out[n] = &g->nodes[i];
+        n++;
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].g) n = collect_nodes(g->nodes[i].attrs[a].g, out, n, cap);
+    }
+    return n;
+}
+
+/* One message listing every unsupported op type (in the graph and its subgraphs) with the nodes
+ * using it. */
+static calq_status check_supported(const calq_graph *g, calq_error *err)
 {
     char msg[CALQ_ERROR_MESSAGE_MAX];
     size_t at = 0;
-    int n_types = 0;
-    char *seen = calloc((size_t)g->n_nodes + 1, 1);
-    if (!seen) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (seen[i] || calq__op_find(g->nodes[i].domain, g->nodes[i].op_type)) continue;
-        const char *dom = g->nodes[i].domain;
+    int n_types = 0, nn = collect_nodes(g, NULL, 0, 0);
+    const calq_node **nodes = malloc(sizeof(calq_node *) * ((size_t)nn + 1));
+    char *seen = calloc((size_t)nn + 1, 1);
+    if (!seen || !nodes) {
+        free(seen);
+        free(nodes);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    collect_nodes(g, nodes, 0, nn);
+    for (int i = 0; i < nn; i++) {
+        if (seen[i] || calq__op_find(nodes[i]->domain, nodes[i]->op_type)) continue;
+        const char *dom = nodes[i]->domain;
         if (at < sizeof msg)
             at += (size_t)snprintf(msg + at, sizeof msg - at, "%s  %s%s%s (nodes:", n_types ? "\n" : "",
-                                   dom[0] ? dom : "", dom[0] ? "::" : "", g->nodes[i].op_type);
+                                   dom[0] ? dom : "", dom[0] ? "::" : "", nodes[i]->op_type);
         int listed = 0;
-        for (int j = i; j < g->n_nodes; j++) {
-            if (strcmp(g->nodes[j].op_type, g->nodes[i].op_type) != 0 || strcmp(g->nodes[j].domain, dom) != 0) continue;
+        for (int j = i; j < nn; j++) {
+            if (strcmp(nodes[j]->op_type, nodes[i]->op_type) != 0 || strcmp(nodes[j]->domain, dom) != 0) continue;
             seen[j] = 1;
             if (listed < 8 && at < sizeof msg)
-                at += (size_t)snprintf(msg + at, sizeof msg - at, " %s", g->nodes[j].name);
+                at += (size_t)snprintf(msg + at, sizeof msg - at, " %s", nodes[j]->name);
             else if (listed == 8 && at < sizeof msg)
                 at += (size_t)snprintf(msg + at, sizeof msg - at, " ...");
             listed++;
@@ -192,6 +354,7 @@ static calq_status check_supported(calq_graph *g, calq_error *err)
         n_types++;
     }
     free(seen);
+    free(nodes);
     if (!n_types) return CALQ_OK;
     return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
                       "the model uses %d operator type%s calq does not implement:\n%s\nSee docs/operators.md for the "
@@ -199,22 +362,11 @@ static calq_status check_supported(calq_graph *g, calq_error *err)
                       n_types, n_types == 1 ? "" : "s", msg);
 }
 
-calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
+/* Builds g from gp. depth 0 is the model's graph; deeper ones are subgraphs, whose formal inputs
+ * are their declared inputs and whose reads of enclosing scopes become further inputs. */
+static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp, int depth, calq_graph *g)
 {
-    const Onnx__ModelProto *mp = m->onnx;
-    if (!mp->graph) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "the model has no graph");
-    const Onnx__GraphProto *gp = mp->graph;
-    int opset = find_opset(mp, "");
-    if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
-    if (opset > CALQ_MAX_OPSET)
-        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                          "the model uses ONNX opset %d; calq supports opsets up to %d. Re-export with opset %d or "
-                          "lower (e.g. torch.onnx.export(..., opset_version=%d)).",
-                          opset, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
-    calq_graph *g = calq__graph_new();
-    if (!g) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    m->g = g;
-    g->opset = opset;
+    calq_error *err = ic->err;
 
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *tp = gp->initializer[i];
@@ -225,7 +377,7 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "initializer '%s' is defined twice", tp->name);
         calq_tensor *t = calloc(1, sizeof *t);
         if (!t) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-        if (calq__onnx_tensor_load(tp, m->base_dir, t, err) != CALQ_OK) {
+        if (calq__onnx_tensor_load(tp, ic->base_dir, t, err) != CALQ_OK) {
             free(t);
             return err ? err->status : CALQ_ERR_BAD_FORMAT;
         }
@@ -255,7 +407,7 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph input '%s' is listed twice", vi->name);
         }
         value_info_shape(g, v, vi);
-        if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED) {
+        if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED && depth == 0) {
             free(ins);
             return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
                               "graph input '%s' is not a tensor of a type calq supports", vi->name);
@@ -291,8 +443,13 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
         free(io);
         if (ni < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory");
         g->nodes[ni].src_index = (int)i;
-        g->nodes[ni].opset = domain[0] && strcmp(domain, "ai.onnx") != 0 ? find_opset(mp, domain) : opset;
-        for (size_t k = 0; k < np->n_attribute; k++) CALQ_TRY(copy_attr(g, ni, np->attribute[k], m->base_dir, err));
+        g->nodes[ni].opset = domain[0] && strcmp(domain, "ai.onnx") != 0 ? find_opset(ic->mp, domain) : ic->opset;
+        bool has_graph = false;
+        for (size_t k = 0; k < np->n_attribute; k++) {
+            CALQ_TRY(copy_attr(ic, g, ni, np->attribute[k], depth));
+            has_graph |= g->nodes[ni].attrs[g->nodes[ni].n_attrs - 1].g != NULL;
+        }
+        if (has_graph) CALQ_TRY(capture_outer(g, ni, err));
     }
 
     int *outs = malloc(sizeof(int) * (gp->n_output + 1));
@@ -337,6 +494,30 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
     }
     g->n_nodes = kept;
 
+    if (depth == 0) return CALQ_OK;
+    g->n_formal_inputs = g->n_inputs;
+    CALQ_TRY(calq__graph_toposort(g, err));
+    return mark_free_values(g, err);
+}
+
+calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
+{
+    const Onnx__ModelProto *mp = m->onnx;
+    if (!mp->graph) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "the model has no graph");
+    const Onnx__GraphProto *gp = mp->graph;
+    int opset = find_opset(mp, "");
+    if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
+    if (opset > CALQ_MAX_OPSET)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                          "the model uses ONNX opset %d; calq supports opsets up to %d. Re-export with opset %d or "
+                          "lower (e.g. torch.onnx.export(..., opset_version=%d)).",
+                          opset, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
+    calq_graph *g = calq__graph_new();
+    if (!g) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    m->g = g;
+    g->opset = opset;
+    import_ctx ic = {mp, m->base_dir, opset, err};
+    CALQ_TRY(import_graph(&ic, gp, 0, g));
     CALQ_TRY(check_supported(g, err));
     CALQ_TRY(calq__graph_toposort(g, err));
 

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/tensor.h"
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 static calq_status copy_attr(calq_graph *g, int ni, const calq_attr *a, calq_error *err)
 {
@@ -36,6 +37,7 @@ static calq_status copy_attr(calq_graph *g, int ni, const calq_attr *a, calq_err
         if (!(c->t = calloc(1, sizeof *c->t))) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
         CALQ_TRY(calq__tensor_clone(c->t, a->t, err));
     }
+    if (a->g) CALQ_TRY(calq__graph_clone(a->g, &c->g, err)); /* shares the subgraph's constants too */
     return CALQ_OK;
 }
 
@@ -59,6 +61,7 @@ static calq_status clone_into(calq_graph *d, const calq_graph *s, calq_error *er
             calq__graph_add_node(d, n->name, n->op_type, n->domain, n->inputs, n->n_inputs, n->outputs, n->n_outputs);
         if (ni < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
         d->nodes[ni].opset = n->opset;
+        d->nodes[ni].n_formal = n->n_formal;
         d->nodes[ni].src_index = n->src_index;
         for (int a = 0; a < n->n_attrs; a++) CALQ_TRY(copy_attr(d, ni, &n->attrs[a], err));
     }
@@ -68,6 +71,7 @@ static calq_status clone_into(calq_graph *d, const calq_graph *s, calq_error *er
     memcpy(d->inputs, s->inputs, sizeof(int) * (size_t)s->n_inputs);
     memcpy(d->outputs, s->outputs, sizeof(int) * (size_t)s->n_outputs);
     d->n_inputs = s->n_inputs;
+    d->n_formal_inputs = s->n_formal_inputs;
     d->n_outputs = s->n_outputs;
     d->opset = s->opset;
     return CALQ_OK;

@@ -32,6 +32,7 @@ static void attr_free(calq_attr *a)
         calq_tensor_free_data(a->t);
         free(a->t);
     }
+    calq__graph_free(a->g);
 }
 
 void calq__node_release(calq_node *n)
@@ -149,6 +150,7 @@ int calq__graph_add_node(calq_graph *g, const char *name, const char *op_type, c
     n->inputs = malloc(sizeof(int) * (size_t)(n_inputs + 1));
     n->outputs = malloc(sizeof(int) * (size_t)(n_outputs + 1));
     n->src_index = -1;
+    n->n_formal = n_inputs;
     if (!n->name || !n->op_type || !n->domain || !n->inputs || !n->outputs) {
         free(n->name);
         free(n->op_type);

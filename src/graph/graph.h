@@ -16,8 +16,11 @@ typedef enum calq_attr_type {
     CALQ_ATTR_FLOATS,
     CALQ_ATTR_STRINGS,
     CALQ_ATTR_TENSOR,
-    CALQ_ATTR_OTHER /* graphs etc.: kept so "unsupported" messages can name it */
+    CALQ_ATTR_GRAPH, /* a subgraph (If branches, Loop / Scan bodies) */
+    CALQ_ATTR_OTHER  /* sparse tensors, type protos, lists of graphs: kept so messages can name it */
 } calq_attr_type;
+
+struct calq_graph;
 
 typedef struct calq_attr {
     char *name;
@@ -29,7 +32,10 @@ typedef struct calq_attr {
     int64_t *ints;
     float *floats;
     char **strings;
-    calq_tensor *t; /* owned */
+    calq_tensor *t;       /* owned */
+    struct calq_graph *g; /* owned (CALQ_ATTR_GRAPH). Its user inputs are the subgraph's own formal
+                             inputs followed by the outer-scope values it reads, which the node
+                             lists after its own inputs, in the same order (see n_formal) */
 } calq_attr;
 
 typedef struct calq_value {
@@ -54,6 +60,8 @@ typedef struct calq_node {
     int n_attrs;
     calq_attr *attrs;
     int opset;     /* opset version of the node's domain */
+    int n_formal;  /* inputs the operator defines; the rest (n_inputs - n_formal) are the outer-scope
+                      values its subgraphs read (0 extra for nodes without subgraphs) */
     int src_index; /* index of the node in the source model (for save), -1 if synthetic */
 } calq_node;
 
@@ -62,7 +70,9 @@ typedef struct calq_graph {
     calq_value *values;
     int n_nodes, cap_nodes;
     calq_node *nodes;
-    int n_inputs; /* user-fed inputs, in model order */
+    int n_inputs;        /* user-fed inputs, in model order */
+    int n_formal_inputs; /* subgraphs: how many of the inputs the body declares; the others are
+                            values of enclosing graphs it reads (fed by the node holding it) */
     int *inputs;
     int n_outputs;
     int *outputs;

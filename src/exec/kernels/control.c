@@ -1,0 +1,433 @@
+/* Control flow: If, Loop and Scan (opset 9+) run their subgraphs (CALQ_ATTR_GRAPH attributes,
+ * imported by the frontend) through plans of their own, built for the shapes of each call.
+ *
+ * A subgraph's inputs are its formal inputs (none for If; iteration number, condition and
+ * carried values for Loop; state and scan slices for Scan) followed by the outer-scope values
+ * it reads, which the node lists after its own inputs (calq_node.n_formal). Every input is a
+ * data input (the whole body runs to learn the output shapes), so these steps run at run time
+ * (or are folded when everything is known): `infer` runs the body and keeps the results in
+ * c->state, `run` hands them over. Subgraph plans use the reference kernels.
+ *
+ * Tensors inside a subgraph are not observed and its layers are not quantized: calibration sees
+ * the node as one opaque operator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/plan.h"
+
+/* Results of one call, kept from infer to run. */
+typedef struct body_result {
+    int n;
+    calq_tensor *t; /* n tensors, data owned */
+} body_result;
+
+static void result_free(void *state)
+{
+    body_result *r = state;
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) calq_tensor_free_data(&r->t[i]);
+    free(r->t);
+    free(r);
+}
+
+static const calq_graph *graph_attr(calq_op_ctx *c, const char *name)
+{
+    const calq_attr *a = calq__attr(c->node, name);
+    return a && a->type == CALQ_ATTR_GRAPH ? a->g : NULL;
+}
+
+static calq_status need_data(calq_op_ctx *c)
+{
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i] && !c->in[i]->data && calq_tensor_numel(c->in[i]) != 0)
+            return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                                 "input %d is computed at run time but the node was planned before it (a node with "
+                                 "more than 32 inputs whose later ones are not constant)",
+                                 i);
+    return CALQ_OK;
+}
+
+/* A reusable plan for a subgraph: rebuilt only when the input shapes change (Loop iterations
+ * usually keep them). */
+typedef struct body_runner {
+    const calq_graph *g;
+    calq_plan *plan;
+} body_runner;
+
+/* Runs g on ins (g->n_inputs tensors); out[i] gets a copy of output i (caller frees). */
+static calq_status body_run(calq_op_ctx *c, body_runner *br, const calq_tensor *ins, calq_tensor *out)
+{
+    const calq_graph *g = br->g;
+    if (br->plan && !calq__plan_matches(br->plan, ins, g->n_inputs)) {
+        calq__plan_free(br->plan);
+        br->plan = NULL;
+    }
+    if (!br->plan) CALQ_TRY(calq__plan_build(g, ins, g->n_inputs, false, 0, &br->plan, c->err));
+    calq_plan *p = br->plan;
+    for (int i = 0; i < g->n_inputs; i++) p->vals[g->inputs[i]].t.data = ins[i].data;
+    calq_status st = CALQ_OK;
+    for (int s = 0; s < p->n_steps && st == CALQ_OK; s++) {
+        st = calq__plan_run_step(p, s, c->err);
+        calq__plan_release_after(p, s);
+    }
+    int done = 0;
+    for (; st == CALQ_OK && done < g->n_outputs; done++)
+        st = calq__tensor_clone(&out[done], &p->vals[g->outputs[done]].t, c->err);
+    for (int i = 0; i < g->n_inputs; i++) p->vals[g->inputs[i]].t.data = NULL;
+    if (st != CALQ_OK) {
+        for (int i = 0; i < done; i++) calq_tensor_free_data(&out[i]);
+        return calq__prefix(c->err, "%s node '%s', in its subgraph", c->node->op_type, c->node->name);
+    }
+    return CALQ_OK;
+}
+
+static body_result *result_new(calq_op_ctx *c, int n)
+{
+    body_result *r = calloc(1, sizeof *r);
+    if (r) r->t = calloc((size_t)n + 1, sizeof *r->t);
+    if (!r || !r->t) {
+        free(r);
+        calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    r->n = n;
+    return r;
+}
+
+/* infer's common end: output shapes from the results, which stay in c->state for run. */
+static calq_status publish(calq_op_ctx *c, body_result *r)
+{
+    for (int i = 0; i < c->n_out && i < r->n; i++)
+        if (c->out[i]) calq__set_shape(c->out[i], r->t[i].dtype, r->t[i].dims, r->t[i].ndim);
+    result_free(c->state); /* a stale result, if infer runs twice */
+    c->state = r;
+    return CALQ_OK;
+}
+
+/* run: copy the results infer computed (or compute them now). */
+static calq_status hand_over(calq_op_ctx *c, calq_status (*infer)(calq_op_ctx *c))
+{
+    if (!c->state) {
+        /* run without infer (not the executor's order): compute, but keep the planned shapes. */
+        calq_tensor keep[16];
+        int n = c->n_out < 16 ? c->n_out : 16;
+        for (int i = 0; i < n; i++)
+            if (c->out[i]) keep[i] = *c->out[i];
+        calq_status s = infer(c);
+        for (int i = 0; i < n; i++)
+            if (c->out[i]) *c->out[i] = keep[i];
+        CALQ_TRY(s);
+    }
+    body_result *r = c->state;
+    for (int i = 0; i < c->n_out && i < r->n; i++) {
+        calq_tensor *o = c->out[i];
+        if (!o) continue;
+        if (!calq__shape_equal(o->dims, o->ndim, r->t[i].dims, r->t[i].ndim) || o->dtype != r->t[i].dtype) {
+            result_free(r);
+            c->state = NULL;
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "output %d changed shape between planning and the run", i);
+        }
+        memcpy(o->data, r->t[i].data, calq__tensor_nbytes(o));
+    }
+    result_free(r);
+    c->state = NULL;
+    return CALQ_OK;
+}
+
+/* ---- If ------------------------------------------------------------------------------------- */
+
+static calq_status if_infer(calq_op_ctx *c)
+{
+    CALQ_TRY(need_data(c));
+    const calq_tensor *cond = c->in[0];
+    if (calq_tensor_numel(cond) != 1)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "the condition must hold one value, not %lld",
+                             (long long)calq_tensor_numel(cond));
+    bool take = calq__tensor_get_f64(cond, 0) != 0.0;
+    body_runner br = {graph_attr(c, take ? "then_branch" : "else_branch"), NULL};
+    if (!br.g)
+        return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing",
+                             take ? "then_branch" : "else_branch");
+    if (br.g->n_outputs != c->n_out)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "the %s branch has %d outputs, the node %d", take ? "then" : "else",
+                             br.g->n_outputs, c->n_out);
+    if (br.g->n_inputs != c->n_in - 1)
+        return calq__op_fail(c, CALQ_ERR_INTERNAL, "the branch reads %d outer values, the node passes %d",
+                             br.g->n_inputs, c->n_in - 1);
+    calq_tensor *ins = calloc((size_t)c->n_in + 1, sizeof *ins);
+    body_result *r = ins ? result_new(c, c->n_out) : NULL;
+    if (!r) {
+        free(ins);
+        return ins ? c->err->status : calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int i = 1; i < c->n_in; i++) ins[i - 1] = *c->in[i];
+    calq_status s = body_run(c, &br, ins, r->t);
+    calq__plan_free(br.plan);
+    free(ins);
+    if (s != CALQ_OK) {
+        free(r->t);
+        free(r);
+        return s;
+    }
+    return publish(c, r);
+}
+
+static calq_status if_run(calq_op_ctx *c)
+{
+    return hand_over(c, if_infer);
+}
+
+/* ---- Loop ----------------------------------------------------------------------------------- */
+
+/* Appends slice (one iteration's scan output) to the growing stack acc ([n, ...slice]). */
+static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, const calq_tensor *slice, int k)
+{
+    size_t sb = calq__tensor_nbytes(slice);
+    if (acc->ndim == 0 && acc->dims[0] == 0 && !acc->data) {
+        if (slice->ndim + 1 > CALQ_MAX_DIMS)
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "scan output %d would have too many dims", k);
+        acc->dtype = slice->dtype;
+        acc->ndim = slice->ndim + 1;
+        acc->dims[0] = 0;
+        memcpy(acc->dims + 1, slice->dims, sizeof(int64_t) * (size_t)slice->ndim);
+    } else if (!calq__shape_equal(acc->dims + 1, acc->ndim - 1, slice->dims, slice->ndim) ||
+               acc->dtype != slice->dtype) {
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "scan output %d changes shape between iterations", k);
+    }
+    if (acc->dims[0] + 1 > *cap) {
+        int64_t nc = *cap ? *cap * 2 : 16;
+        void *d = realloc(acc->data, sb * (size_t)nc + 1);
+        if (!d) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for scan output %d", k);
+        acc->data = d;
+        *cap = nc;
+    }
+    if (sb) memcpy((char *)acc->data + sb * (size_t)acc->dims[0], slice->data, sb);
+    acc->dims[0]++;
+    return CALQ_OK;
+}
+
+/* Inputs (M, cond, v_initial...), body (iter, cond, v...) -> (cond, v..., scan...). */
+static calq_status loop_infer(calq_op_ctx *c)
+{
+    CALQ_TRY(need_data(c));
+    body_runner br = {graph_attr(c, "body"), NULL};
+    if (!br.g) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the body attribute is missing");
+    const calq_graph *g = br.g;
+    int n_carried = c->node->n_formal - 2, n_captured = c->n_in - c->node->n_formal;
+    int n_scan = g->n_outputs - 1 - n_carried;
+    if (n_carried < 0 || g->n_formal_inputs != 2 + n_carried || n_scan < 0 || c->n_out != n_carried + n_scan)
+        return calq__op_fail(c, CALQ_ERR_SHAPE,
+                             "the body takes %d inputs and gives %d outputs; with %d loop-carried values the node "
+                             "needs %d inputs and %d outputs",
+                             g->n_formal_inputs, g->n_outputs, n_carried, 2 + n_carried, c->n_out);
+    const calq_tensor *M = c->in[0], *cond0 = c->in[1];
+    int64_t max_trip = M && calq_tensor_numel(M) == 1 ? calq__tensor_get_i64(M, 0) : -1;
+    bool cond = cond0 && calq_tensor_numel(cond0) == 1 ? calq__tensor_get_f64(cond0, 0) != 0.0 : true;
+    body_result *r = result_new(c, n_carried + n_scan);
+    calq_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins),
+                *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    int64_t *caps = calloc((size_t)n_scan + 1, sizeof *caps);
+    if (!r || !ins || !outs || !caps) {
+        if (r) result_free(r);
+        free(ins);
+        free(outs);
+        free(caps);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    int64_t iter = 0;
+    uint8_t cond_v = cond;
+    calq_tensor it_t = {.dtype = CALQ_DTYPE_INT64, .ndim = 0, .data = &iter};
+    calq_tensor cond_t = {.dtype = CALQ_DTYPE_BOOL, .ndim = 0, .data = &cond_v};
+    calq_status s = CALQ_OK;
+    /* The carried values live in r->t[0 .. n_carried) (copies, replaced every iteration). */
+    for (int k = 0; k < n_carried && s == CALQ_OK; k++) s = calq__tensor_clone(&r->t[k], c->in[2 + k], c->err);
+    for (int k = 0; k < n_scan; k++) r->t[n_carried + k].dims[0] = 0;
+    /* A loop without a trip count ends only when the body says so; bound it so a body that never
+     * does fails instead of running forever. */
+    const int64_t limit = max_trip >= 0 ? max_trip : (int64_t)1 << 31;
+    while (s == CALQ_OK && cond && iter < limit) {
+        ins[0] = it_t;
+        ins[1] = cond_t;
+        for (int k = 0; k < n_carried; k++) ins[2 + k] = r->t[k];
+        for (int k = 0; k < n_captured; k++) ins[2 + n_carried + k] = *c->in[c->node->n_formal + k];
+        if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        cond = calq_tensor_numel(&outs[0]) == 1 && calq__tensor_get_f64(&outs[0], 0) != 0.0;
+        cond_v = cond;
+        calq_tensor_free_data(&outs[0]);
+        for (int k = 0; k < n_carried; k++) {
+            calq_tensor_free_data(&r->t[k]);
+            r->t[k] = outs[1 + k];
+        }
+        for (int k = 0; k < n_scan && s == CALQ_OK; k++)
+            s = stack_append(c, &r->t[n_carried + k], &caps[k], &outs[1 + n_carried + k], k);
+        for (int k = 0; k < n_scan; k++) calq_tensor_free_data(&outs[1 + n_carried + k]);
+        iter++;
+    }
+    if (s == CALQ_OK && max_trip < 0 && cond)
+        s = calq__op_fail(c, CALQ_ERR_DATA,
+                          "the loop has no trip count and its condition is still true after %lld iterations",
+                          (long long)iter);
+    calq__plan_free(br.plan);
+    free(ins);
+    free(outs);
+    free(caps);
+    if (s != CALQ_OK) {
+        result_free(r);
+        return s;
+    }
+    /* Zero iterations: scan outputs are empty [0] tensors. */
+    for (int k = 0; k < n_scan; k++)
+        if (r->t[n_carried + k].ndim == 0) {
+            r->t[n_carried + k].ndim = 1;
+            r->t[n_carried + k].dtype = g->values[g->outputs[1 + n_carried + k]].dtype != CALQ_DTYPE_UNDEFINED
+                                            ? g->values[g->outputs[1 + n_carried + k]].dtype
+                                            : CALQ_DTYPE_FLOAT32;
+        }
+    return publish(c, r);
+}
+
+static calq_status loop_run(calq_op_ctx *c)
+{
+    return hand_over(c, loop_infer);
+}
+
+/* ---- Scan (opset 9 and later) --------------------------------------------------------------- */
+
+/* Inputs (state..., scan inputs...), body (state..., slices...) -> (state..., scan outputs...).
+ * Each scan input is cut along its axis (direction 1: from the end); each scan output stacks
+ * the body's per-iteration values along its axis (direction 1: in reverse). */
+static calq_status scan_infer(calq_op_ctx *c)
+{
+    CALQ_TRY(need_data(c));
+    if (c->opset < 9)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "Scan before opset 9 (batched, with sequence_lens) is not supported");
+    body_runner br = {graph_attr(c, "body"), NULL};
+    if (!br.g) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the body attribute is missing");
+    const calq_graph *g = br.g;
+    const calq_attr *nsi = calq__attr(c->node, "num_scan_inputs");
+    if (!nsi || nsi->type != CALQ_ATTR_INT) return calq__op_fail(c, CALQ_ERR_SHAPE, "num_scan_inputs is missing");
+    int n_formal = c->node->n_formal, n_in_scan = (int)nsi->i, n_state = n_formal - n_in_scan;
+    int n_out_scan = g->n_outputs - n_state, n_captured = c->n_in - n_formal;
+    if (n_in_scan < 1 || n_state < 0 || n_out_scan < 0 || g->n_formal_inputs != n_formal || c->n_out != g->n_outputs)
+        return calq__op_fail(c, CALQ_ERR_SHAPE,
+                             "the body's %d inputs / %d outputs do not fit %d state and %d scan inputs",
+                             g->n_formal_inputs, g->n_outputs, n_state, n_in_scan);
+    const int64_t *in_axes = NULL, *in_dirs = NULL, *out_axes = NULL, *out_dirs = NULL;
+    int nia = calq__attr_ints(c->node, "scan_input_axes", &in_axes),
+        nid = calq__attr_ints(c->node, "scan_input_directions", &in_dirs);
+    int noa = calq__attr_ints(c->node, "scan_output_axes", &out_axes),
+        nod = calq__attr_ints(c->node, "scan_output_directions", &out_dirs);
+    int64_t T = -1;
+    int ax_in[CALQ_MAX_DIMS * 4];
+    if (n_in_scan > (int)(sizeof ax_in / sizeof *ax_in))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "%d scan inputs (calq takes up to %d)", n_in_scan,
+                             (int)(sizeof ax_in / sizeof *ax_in));
+    for (int k = 0; k < n_in_scan; k++) {
+        const calq_tensor *x = c->in[n_state + k];
+        int a = calq__norm_axis(k < nia ? in_axes[k] : 0, x->ndim);
+        if (a < 0)
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "scan input %d has no axis %lld", k,
+                                 (long long)(k < nia ? in_axes[k] : 0));
+        ax_in[k] = a;
+        if (T >= 0 && x->dims[a] != T)
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "scan inputs have %lld and %lld steps", (long long)T,
+                                 (long long)x->dims[a]);
+        T = x->dims[a];
+    }
+    body_result *r = result_new(c, g->n_outputs);
+    calq_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins),
+                *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    calq_tensor *slices = calloc((size_t)n_in_scan + 1, sizeof *slices);
+    calq_tensor *stacks = calloc((size_t)n_out_scan + 1, sizeof *stacks);
+    int64_t *caps = calloc((size_t)n_out_scan + 1, sizeof *caps);
+    calq_status s = r && ins && outs && slices && stacks && caps
+                        ? CALQ_OK
+                        : calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int k = 0; k < n_state && s == CALQ_OK; k++) s = calq__tensor_clone(&r->t[k], c->in[k], c->err);
+    for (int k = 0; k < n_in_scan && s == CALQ_OK; k++) {
+        const calq_tensor *x = c->in[n_state + k];
+        slices[k].dtype = x->dtype;
+        slices[k].ndim = x->ndim - 1;
+        for (int d = 0, j = 0; d < x->ndim; d++)
+            if (d != ax_in[k]) slices[k].dims[j++] = x->dims[d];
+        s = calq__tensor_alloc(&slices[k], c->err);
+    }
+    for (int64_t t = 0; s == CALQ_OK && t < T; t++) {
+        for (int k = 0; k < n_in_scan; k++) {
+            /* slice t (or T-1-t) of input k along its axis */
+            const calq_tensor *x = c->in[n_state + k];
+            int64_t step = k < nid && in_dirs[k] ? T - 1 - t : t;
+            int a = ax_in[k];
+            size_t es = calq_dtype_size(x->dtype);
+            int64_t outer = calq__shape_numel(x->dims, a), inner = calq__shape_numel(x->dims + a + 1, x->ndim - a - 1);
+            for (int64_t o = 0; o < outer; o++)
+                memcpy((char *)slices[k].data + (size_t)(o * inner) * es,
+                       (const char *)x->data + (size_t)((o * T + step) * inner) * es, (size_t)inner * es);
+        }
+        for (int k = 0; k < n_state; k++) ins[k] = r->t[k];
+        for (int k = 0; k < n_in_scan; k++) ins[n_state + k] = slices[k];
+        for (int k = 0; k < n_captured; k++) ins[n_formal + k] = *c->in[n_formal + k];
+        if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        for (int k = 0; k < n_state; k++) {
+            calq_tensor_free_data(&r->t[k]);
+            r->t[k] = outs[k];
+        }
+        for (int k = 0; k < n_out_scan && s == CALQ_OK; k++)
+            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k);
+        for (int k = 0; k < n_out_scan; k++) calq_tensor_free_data(&outs[n_state + k]);
+    }
+    /* stacks are [T, ...]: reverse and move the step axis where the attributes put it. */
+    for (int k = 0; k < n_out_scan && s == CALQ_OK; k++) {
+        calq_tensor *st = &stacks[k], *y = &r->t[n_state + k];
+        int rank = st->ndim;
+        int a = calq__norm_axis(k < noa ? out_axes[k] : 0, rank);
+        if (a < 0) {
+            s = calq__op_fail(c, CALQ_ERR_SHAPE, "scan output %d has no axis %lld", k,
+                              (long long)(k < noa ? out_axes[k] : 0));
+            break;
+        }
+        bool rev = k < nod && out_dirs[k];
+        y->dtype = st->dtype;
+        y->ndim = rank;
+        for (int d = 0, j = 1; d < rank; d++) y->dims[d] = d == a ? st->dims[0] : st->dims[j++];
+        if ((s = calq__tensor_alloc(y, c->err)) != CALQ_OK) break;
+        size_t es = calq_dtype_size(st->dtype);
+        int64_t n = st->dims[0], slice = n ? calq_tensor_numel(st) / n : 0;
+        int64_t outer = calq__shape_numel(y->dims, a), inner = calq__shape_numel(y->dims + a + 1, rank - a - 1);
+        for (int64_t t = 0; t < n; t++) {
+            int64_t dst_t = rev ? n - 1 - t : t;
+            for (int64_t o = 0; o < outer; o++)
+                memcpy((char *)y->data + (size_t)((o * n + dst_t) * inner) * es,
+                       (const char *)st->data + (size_t)(t * slice + o * inner) * es, (size_t)inner * es);
+        }
+    }
+    calq__plan_free(br.plan);
+    for (int k = 0; k < n_in_scan && slices; k++) calq_tensor_free_data(&slices[k]);
+    for (int k = 0; k < n_out_scan && stacks; k++) calq_tensor_free_data(&stacks[k]);
+    free(slices);
+    free(stacks);
+    free(caps);
+    free(ins);
+    free(outs);
+    if (s != CALQ_OK) {
+        if (r) result_free(r);
+        return s;
+    }
+    return publish(c, r);
+}
+
+static calq_status scan_run(calq_op_ctx *c)
+{
+    return hand_over(c, scan_infer);
+}
+
+#define ALL_DATA 0xffffffffu
+#define MANY     -1
+
+const calq_op_def calq__ops_control[] = {
+    {"If", 1, MANY, 1, MANY, ALL_DATA, false, if_infer, if_run, NULL, NULL, result_free},
+    {"Loop", 2, MANY, 0, MANY, ALL_DATA, false, loop_infer, loop_run, NULL, NULL, result_free},
+    {"Scan", 0, MANY, 1, MANY, ALL_DATA, false, scan_infer, scan_run, NULL, NULL, result_free},
+    {0},
+};

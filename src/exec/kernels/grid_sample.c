@@ -1,0 +1,176 @@
+/* GridSample over two spatial dims (opset 16; opset 20's names "linear" / "cubic" for the same
+ * modes): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in [-1, 1]). Reference kernel.
+ *
+ * The rules are PyTorch's grid_sample, which ONNX adopted: unnormalise (align_corners maps -1 and
+ * 1 to the corner pixels' centres, otherwise to their outer edges), then for nearest / bilinear
+ * apply the padding mode to the coordinate (border clamps, reflection mirrors at the edges) and
+ * read zeros outside; bicubic applies the padding mode to each of its 4 x 4 taps instead. Nearest
+ * rounds half to even (nearbyint). Output positions are independent: threads split them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels/values.h"
+#include "exec/op.h"
+
+typedef enum { M_BILINEAR, M_NEAREST, M_BICUBIC } gs_mode;
+typedef enum { P_ZEROS, P_BORDER, P_REFLECTION } gs_pad;
+
+typedef struct gs_params {
+    gs_mode mode;
+    gs_pad pad;
+    bool align;
+} gs_params;
+
+static calq_status gs_params_make(calq_op_ctx *c, gs_params *p)
+{
+    const calq_tensor *x = c->in[0], *g = c->in[1];
+    if (!calq__dtype_is_float(x->dtype) || !calq__dtype_is_float(g->dtype))
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "X and grid must be float tensors");
+    if (x->ndim != 4)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "calq samples 2 spatial dims (X is N x C x H x W); this X has %d dims", x->ndim);
+    if (g->ndim != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "the grid must be [N, H_out, W_out, 2] with X's batch");
+    const char *m = calq__attr_str(c->node, "mode", c->opset >= 20 ? "linear" : "bilinear");
+    const char *pm = calq__attr_str(c->node, "padding_mode", "zeros");
+    if (strcmp(m, "bilinear") == 0 || strcmp(m, "linear") == 0)
+        p->mode = M_BILINEAR;
+    else if (strcmp(m, "nearest") == 0)
+        p->mode = M_NEAREST;
+    else if (strcmp(m, "bicubic") == 0 || strcmp(m, "cubic") == 0)
+        p->mode = M_BICUBIC;
+    else
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "mode '%s' is not bilinear/linear, nearest or bicubic/cubic", m);
+    if (strcmp(pm, "zeros") == 0)
+        p->pad = P_ZEROS;
+    else if (strcmp(pm, "border") == 0)
+        p->pad = P_BORDER;
+    else if (strcmp(pm, "reflection") == 0)
+        p->pad = P_REFLECTION;
+    else
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "padding_mode '%s' is not zeros, border or reflection", pm);
+    p->align = calq__attr_int(c->node, "align_corners", 0) != 0;
+    return CALQ_OK;
+}
+
+static calq_status gs_infer(calq_op_ctx *c)
+{
+    gs_params p;
+    CALQ_TRY(gs_params_make(c, &p));
+    int64_t d[4] = {c->in[0]->dims[0], c->in[0]->dims[1], c->in[1]->dims[1], c->in[1]->dims[2]};
+    calq__set_shape(c->out[0], c->in[0]->dtype, d, 4);
+    return CALQ_OK;
+}
+
+static double unnormalize(double v, int64_t n, bool align)
+{
+    return align ? (v + 1.0) / 2.0 * (double)(n - 1) : ((v + 1.0) * (double)n - 1.0) / 2.0;
+}
+
+/* Mirrors v into [lo2/2, hi2/2] (bounds given doubled, so half-pixel edges stay exact). */
+static double reflect(double v, double lo2, double hi2)
+{
+    if (lo2 == hi2) return 0.0;
+    double lo = lo2 / 2.0, span = (hi2 - lo2) / 2.0;
+    v = fabs(v - lo);
+    double extra = fmod(v, span);
+    int64_t flips = (int64_t)floor(v / span);
+    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+
+static double pad_coord(double v, int64_t n, gs_pad pad, bool align)
+{
+    if (pad == P_BORDER) return fmin(fmax(v, 0.0), (double)(n - 1));
+    if (pad == P_REFLECTION) {
+        v = align ? reflect(v, 0.0, 2.0 * (double)(n - 1)) : reflect(v, -1.0, 2.0 * (double)n - 1.0);
+        return fmin(fmax(v, 0.0), (double)(n - 1));
+    }
+    return v;
+}
+
+/* Plane value at integer (y, x), zero outside. */
+static inline double at(const double *v, int64_t H, int64_t W, int64_t y, int64_t x)
+{
+    return y >= 0 && y < H && x >= 0 && x < W ? v[y * W + x] : 0.0;
+}
+
+/* Bicubic tap: the padding mode applies to the integer tap coordinate. */
+static inline double tap(const double *v, int64_t H, int64_t W, int64_t y, int64_t x, const gs_params *p)
+{
+    if (p->pad != P_ZEROS) {
+        y = (int64_t)pad_coord((double)y, H, p->pad, p->align);
+        x = (int64_t)pad_coord((double)x, W, p->pad, p->align);
+    }
+    return at(v, H, W, y, x);
+}
+
+/* Cubic convolution weights for fraction t (A = -0.75, as PyTorch and onnxruntime). */
+static void cubic_weights(double t, double *w)
+{
+    const double A = -0.75;
+    double x0 = t + 1, x1 = t, x2 = 1 - t, x3 = 2 - t;
+    w[0] = ((A * x0 - 5 * A) * x0 + 8 * A) * x0 - 4 * A;
+    w[1] = ((A + 2) * x1 - (A + 3)) * x1 * x1 + 1;
+    w[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;
+    w[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;
+}
+
+static double sample(const double *v, int64_t H, int64_t W, double gx, double gy, const gs_params *p)
+{
+    double x = unnormalize(gx, W, p->align), y = unnormalize(gy, H, p->align);
+    if (p->mode == M_BICUBIC) {
+        double fx = floor(x), fy = floor(y), wx[4], wy[4];
+        cubic_weights(x - fx, wx);
+        cubic_weights(y - fy, wy);
+        double acc = 0.0;
+        for (int i = 0; i < 4; i++) {
+            double row = 0.0;
+            for (int j = 0; j < 4; j++) row += wx[j] * tap(v, H, W, (int64_t)fy - 1 + i, (int64_t)fx - 1 + j, p);
+            acc += wy[i] * row;
+        }
+        return acc;
+    }
+    x = pad_coord(x, W, p->pad, p->align);
+    y = pad_coord(y, H, p->pad, p->align);
+    if (p->mode == M_NEAREST) return at(v, H, W, (int64_t)nearbyint(y), (int64_t)nearbyint(x));
+    double fx = floor(x), fy = floor(y), tx = x - fx, ty = y - fy;
+    int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+    return (1 - ty) * ((1 - tx) * at(v, H, W, y0, x0) + tx * at(v, H, W, y0, x0 + 1)) +
+           ty * ((1 - tx) * at(v, H, W, y0 + 1, x0) + tx * at(v, H, W, y0 + 1, x0 + 1));
+}
+
+static calq_status gs_run(calq_op_ctx *c)
+{
+    gs_params p;
+    CALQ_TRY(gs_params_make(c, &p));
+    const calq_tensor *x = c->in[0], *g = c->in[1];
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = g->dims[1], Wo = g->dims[2];
+    int64_t plane = H * W, opl = Ho * Wo;
+    double *v = malloc(sizeof(double) * (size_t)(plane + 1)), *grid = malloc(sizeof(double) * (size_t)(2 * opl + 1));
+    double *y = malloc(sizeof(double) * (size_t)(opl + 1));
+    if (!v || !grid || !y) {
+        free(v);
+        free(grid);
+        free(y);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int64_t n = 0; n < N; n++) {
+        calq__k_load(g, n * 2 * opl, 1, 2 * opl, grid);
+        for (int64_t ch = 0; ch < C; ch++) {
+            calq__k_load(x, (n * C + ch) * plane, 1, plane, v);
+#pragma omp parallel for schedule(static) if (opl > 4096)
+            for (int64_t o = 0; o < opl; o++) y[o] = sample(v, H, W, grid[2 * o], grid[2 * o + 1], &p);
+            calq__k_store(c->out[0], (n * C + ch) * opl, 1, opl, y);
+        }
+    }
+    free(v);
+    free(grid);
+    free(y);
+    return CALQ_OK;
+}
+
+const calq_op_def calq__ops_grid_sample[] = {
+    {"GridSample", 2, 2, 1, 1, 0, false, gs_infer, gs_run, NULL, NULL, NULL},
+    {0},
+};

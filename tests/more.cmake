@@ -94,3 +94,9 @@ add_test(NAME peer.ops_vs_onnxruntime
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/ops_vs_ort.py $<TARGET_FILE:calq_cli>
                  ${CMAKE_CURRENT_SOURCE_DIR}/peers/ort_run.js)
 set_tests_properties(peer.ops_vs_onnxruntime PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Every ONNX model of the shared zoo (detectors, segmentation, transformers, the LSTM/If audio
+# model) in calq and onnxruntime-node on its own images / audio: all outputs must match.
+add_test(NAME peer.zoo_vs_onnxruntime
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/zoo_vs_ort.py $<TARGET_FILE:calq_cli>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/peers/ort_run.js ${CALQ_SHARED_DIR})
+set_tests_properties(peer.zoo_vs_onnxruntime PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)

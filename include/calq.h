@@ -110,7 +110,7 @@ CALQ_API void calq_tensor_free_data(calq_tensor *t);
 
 typedef struct calq_model calq_model;
 
-/* Loads an ONNX model (opsets 7..17). Fails with one message listing every unsupported
+/* Loads an ONNX model (opsets 7..21). Fails with one message listing every unsupported
  * operator type and the nodes that use it. Free with calq_model_free(). */
 CALQ_API calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err);
 /* Same, from a buffer (the caller keeps ownership of `data`). `base_dir` is the folder that

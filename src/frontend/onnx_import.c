@@ -11,9 +11,10 @@
 #include "frontend/model.h"
 #include "frontend/onnx_tensor.h"
 
-/* Operator semantics follow opsets 7 to 17; older opsets load with those semantics (their
- * attributes are a subset), newer ones changed operators in ways calq would misread. */
-#define CALQ_MAX_OPSET 17
+/* Operator semantics follow opsets 7 to 21 (every operator reads its node's opset where the
+ * signature changed, docs/operators.md); older opsets load with those semantics (their
+ * attributes are a subset), newer ones may change operators in ways calq would misread. */
+#define CALQ_MAX_OPSET 21
 
 static calq_status value_info_shape(calq_graph *g, int v, const Onnx__ValueInfoProto *vi)
 {

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import TensorProto as TP
 from onnx import helper as h
 
@@ -46,10 +47,11 @@ def graph_model(nodes, inputs, outputs, opset=17, inits=()):
     for n, a in inputs:
         if n == "":
             continue
-        t = {np.float32: F, np.int64: I64, np.int32: TP.INT32, np.bool_: TP.BOOL}[a.dtype.type]
+        t = {np.float32: F, np.int64: I64, np.int32: TP.INT32, np.int8: TP.INT8, np.bool_: TP.BOOL}[a.dtype.type]
         ins.append(vi(n, t, list(a.shape)))
-    # "name" is a float output, "name:i64" an int64 one (shapes are left to the runtimes)
-    outs = [vi(o.split(":")[0], I64 if o.endswith(":i64") else F, None) for o in outputs]
+    # "name" is a float output, "name:i64" (:i32, :i8, :bool) an integer one (shapes are left to the runtimes)
+    kinds = {"i64": I64, "i32": TP.INT32, "i8": TP.INT8, "bool": TP.BOOL}
+    outs = [vi(o.split(":")[0], kinds[o.split(":")[1]] if ":" in o else F, None) for o in outputs]
     g = h.make_graph(nodes, "g", ins, outs, initializer=list(inits))
     m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
     m.ir_version = 8 if opset <= 18 else 9 if opset <= 20 else 10
@@ -218,6 +220,204 @@ def _():
     x = rng.integers(0, 3, size=(4, 6)).astype(np.float32)
     x[:, 3] = x[:, 1]
     return one_node("Unique", [("x", x)], ["y", "idx:i64", "inv:i64", "cnt:i64"], axis=1, sorted=0)
+
+
+# ---- opsets 18 to 21: the signatures that changed ------------------------------------------
+
+
+def const(name, arr):
+    return h.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(arr, name))
+
+
+def with_consts(op, data_inputs, consts, outputs, opset, **attrs):
+    """A node whose inputs are data_inputs (fed) followed by constants [(name, array)]."""
+    nodes = [const(n, a) for n, a in consts]
+    nodes.append(h.make_node(op, [n for n, _ in data_inputs] + [n for n, _ in consts], [o.split(":")[0] for o in outputs],
+                             **attrs))
+    return graph_model(nodes, data_inputs, outputs, opset)
+
+
+@case("opset18 ReduceMean axes input")
+def _():
+    return with_consts("ReduceMean", [("x", rnd(2, 3, 4))], [("ax", np.array([0, -1], np.int64))], ["y"], 18, keepdims=0)
+
+
+@case("opset18 ReduceSumSquare noop_with_empty_axes")
+def _():
+    return one_node("ReduceSumSquare", [("x", rnd(2, 3))], ["y"], opset=18, noop_with_empty_axes=1)
+
+
+@case("opset18 ReduceL1 noop_with_empty_axes")
+def _():
+    return one_node("ReduceL1", [("x", rnd(2, 3))], ["y"], opset=18, noop_with_empty_axes=1)
+
+
+@case("opset18 ReduceLogSumExp all axes")
+def _():
+    return one_node("ReduceLogSumExp", [("x", rnd(2, 3, 4))], ["y"], opset=18)
+
+
+@case("opset20 ReduceMax bool")
+def _():
+    x = rng.integers(0, 2, size=(3, 4)).astype(np.bool_)
+    return with_consts("ReduceMax", [("x", x)], [("ax", np.array([1], np.int64))], ["y:bool"], 20)
+
+
+@case("opset18 Pad axes input")
+def _():
+    return with_consts("Pad", [("x", rnd(2, 3, 4))], [("p", np.array([1, 2, 0, 3], np.int64)), ("v", np.array(0.5, np.float32)),
+                                                     ("ax", np.array([0, 2], np.int64))], ["y"], 18, mode="constant")
+
+
+@case("opset19 Pad wrap")
+def _():
+    return with_consts("Pad", [("x", rnd(1, 3, 4))], [("p", np.array([0, 1, 2, 0, 2, 1], np.int64))], ["y"], 19, mode="wrap")
+
+
+@case("opset18 Split num_outputs uneven")
+def _():
+    return one_node("Split", [("x", rnd(7, 3))], ["a", "b", "c"], opset=18, axis=0, num_outputs=3)
+
+
+def resize(consts, opset=18, x=None, **attrs):
+    x = rnd(1, 2, 9, 11) if x is None else x
+    return with_consts("Resize", [("x", x)], consts, ["y"], opset, **attrs)
+
+
+_r0 = ("roi", np.array([], np.float32))
+_r1 = ("sc", np.array([], np.float32))
+
+
+@case("opset18 Resize axes scales linear")
+def _():
+    return resize([_r0, ("sc", np.array([0.6, 1.7], np.float32))], axes=[2, 3], mode="linear")
+
+
+@case("opset18 Resize antialias linear downscale")
+def _():
+    return resize([_r0, ("sc", np.array([1, 1, 0.4, 0.6], np.float32))], x=rnd(1, 2, 20, 17), mode="linear", antialias=1)
+
+
+@case("opset18 Resize antialias cubic downscale")
+def _():
+    return resize([_r0, ("sc", np.array([1, 1, 0.35, 0.5], np.float32))], x=rnd(1, 2, 20, 17), mode="cubic", antialias=1)
+
+
+@case("opset18 Resize antialias cubic sizes axes")
+def _():
+    return resize([_r0, _r1, ("sz", np.array([7, 5], np.int64))], x=rnd(1, 2, 20, 17), axes=[2, 3], mode="cubic",
+                  antialias=1, exclude_outside=1)
+
+
+@case("opset18 Resize keep_aspect_ratio not_larger")
+def _():
+    return resize([_r0, _r1, ("sz", np.array([20, 20], np.int64))], axes=[2, 3], mode="linear",
+                  keep_aspect_ratio_policy="not_larger")
+
+
+@case("opset18 Resize keep_aspect_ratio not_smaller nearest")
+def _():
+    return resize([_r0, _r1, ("sz", np.array([5, 5], np.int64))], axes=[2, 3], mode="nearest",
+                  keep_aspect_ratio_policy="not_smaller")
+
+
+@case("opset19 Resize half_pixel_symmetric")
+def _():
+    return resize([_r0, ("sc", np.array([1, 1, 1.7, 0.45], np.float32))], opset=19, mode="linear",
+                  coordinate_transformation_mode="half_pixel_symmetric")
+
+
+@case("opset18 ScatterND max")
+def _():
+    return one_node("ScatterND", [("x", rnd(4, 3)), ("i", np.array([[1], [3], [1]], np.int64)), ("u", rnd(3, 3))], ["y"],
+                    opset=18, reduction="max")
+
+
+@case("opset18 ScatterElements min")
+def _():
+    return one_node("ScatterElements", [("x", rnd(3, 4)), ("i", np.array([[0, 3], [2, 2]], np.int64)), ("u", rnd(2, 2))],
+                    ["y"], opset=18, axis=1, reduction="min")
+
+
+@case("opset18 GroupNormalization")
+def _():
+    return one_node("GroupNormalization", [("x", rnd(2, 6, 3, 4)), ("s", rnd(3)), ("b", rnd(3))], ["y"], opset=18,
+                    num_groups=3)
+
+
+@case("opset21 GroupNormalization per channel")
+def _():
+    return one_node("GroupNormalization", [("x", rnd(2, 6, 3, 4)), ("s", rnd(6)), ("b", rnd(6))], ["y"], opset=21,
+                    num_groups=3, epsilon=1e-3)
+
+
+@case("opset20 Gelu")
+def _():
+    return one_node("Gelu", [("x", rnd(3, 40, lo=-4, hi=4))], ["y"], opset=20)
+
+
+@case("opset20 Gelu tanh")
+def _():
+    return one_node("Gelu", [("x", rnd(3, 40, lo=-4, hi=4))], ["y"], opset=20, approximate="tanh")
+
+
+@case("opset18 Mish")
+def _():
+    return one_node("Mish", [("x", rnd(3, 40, lo=-6, hi=6))], ["y"], opset=18)
+
+
+@case("opset18 Bitwise")
+def _():
+    a = rng.integers(-100, 100, size=(3, 4)).astype(np.int32)
+    b = rng.integers(-100, 100, size=(4,)).astype(np.int32)
+    nodes = [h.make_node("BitwiseAnd", ["a", "b"], ["and"]), h.make_node("BitwiseOr", ["a", "b"], ["or"]),
+             h.make_node("BitwiseXor", ["a", "b"], ["xor"]), h.make_node("BitwiseNot", ["a"], ["not"])]
+    return graph_model(nodes, [("a", a), ("b", b)], ["and:i32", "or:i32", "xor:i32", "not:i32"], 18)
+
+
+@case("opset18 CenterCropPad")
+def _():
+    return with_consts("CenterCropPad", [("x", rnd(2, 7, 4))], [("s", np.array([4, 7], np.int64))], ["y"], 18, axes=[1, 2])
+
+
+@case("opset18 Col2Im")
+def _():
+    return with_consts("Col2Im", [("x", rnd(1, 2 * 6, 25))], [("img", np.array([5, 6], np.int64)), ("blk", np.array([2, 3], np.int64))],
+                       ["y"], 18, strides=[1, 1], pads=[0, 1, 1, 0], dilations=[1, 1])
+
+
+@case("opset20 AffineGrid + GridSample linear")
+def _():
+    theta = np.array([[[0.9, 0.2, 0.1], [-0.1, 1.1, -0.05]], [[1.2, 0, 0], [0, 0.8, 0.1]]], np.float32)
+    nodes = [const("size", np.array([2, 3, 5, 7], np.int64)), h.make_node("AffineGrid", ["theta", "size"], ["grid"]),
+             h.make_node("GridSample", ["x", "grid"], ["y"], mode="linear", padding_mode="border")]
+    return graph_model(nodes, [("theta", theta), ("x", rnd(2, 3, 6, 6))], ["grid", "y"], 20)
+
+
+@case("opset20 GridSample cubic reflection")
+def _():
+    return one_node("GridSample", [("x", rnd(1, 2, 5, 6)), ("g", rnd(1, 4, 3, 2, lo=-1.2, hi=1.2))], ["y"], opset=20,
+                    mode="cubic", padding_mode="reflection", align_corners=1)
+
+
+@case("opset19 AveragePool dilations")
+def _():
+    return one_node("AveragePool", [("x", rnd(1, 2, 9, 9))], ["y"], opset=19, kernel_shape=[2, 3], dilations=[2, 2],
+                    strides=[1, 2], pads=[1, 0, 1, 1], count_include_pad=0)
+
+
+@case("opset21 DequantizeLinear blocked")
+def _():
+    x = rng.integers(-128, 127, size=(4, 6)).astype(np.int8)
+    return with_consts("DequantizeLinear", [("x", x)], [("s", rnd(4, 2, lo=0.01, hi=0.1)),
+                                                       ("z", rng.integers(-3, 3, size=(4, 2)).astype(np.int8))],
+                       ["y"], 21, axis=1, block_size=3)
+
+
+@case("opset21 QuantizeLinear blocked output_dtype")
+def _():
+    return with_consts("QuantizeLinear", [("x", rnd(4, 6))], [("s", rnd(2, 6, lo=0.01, hi=0.1))], ["y:i8"], 21, axis=0,
+                       block_size=2, output_dtype=TP.INT8)
 
 
 # ---- running -----------------------------------------------------------------------------------

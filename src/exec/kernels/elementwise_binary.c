@@ -58,6 +58,9 @@ static inline double ew_pymodd(double x, double y)
 #define AND_B(T)   ((x != 0) & (y != 0))
 #define OR_B(T)    ((x != 0) | (y != 0))
 #define XOR_B(T)   ((x != 0) ^ (y != 0))
+#define BITAND(T)  (T)(x & y)
+#define BITOR(T)   (T)(x | y)
+#define BITXOR(T)  (T)(x ^ y)
 #define PRELU_F(T) (x < 0 ? y * x : x)
 #define PRELU_S(T) (x < 0 ? (T)((uint64_t)x * (uint64_t)y) : x)
 
@@ -111,6 +114,17 @@ static const ew_row and_tab[EW_NDT] = {[CALQ_DTYPE_BOOL] = and_b};
 static const ew_row or_tab[EW_NDT] = {[CALQ_DTYPE_BOOL] = or_b};
 static const ew_row xor_tab[EW_NDT] = {[CALQ_DTYPE_BOOL] = xor_b};
 
+/* Bitwise operators (opset 18) on every integer type. */
+EW_FOR_SI(BIN_SAME, bitand, BITAND)
+EW_FOR_UI(BIN_SAME, bitand, BITAND)
+EW_FOR_SI(BIN_SAME, bitor, BITOR)
+EW_FOR_UI(BIN_SAME, bitor, BITOR)
+EW_FOR_SI(BIN_SAME, bitxor, BITXOR)
+EW_FOR_UI(BIN_SAME, bitxor, BITXOR)
+static const ew_row bitand_tab[EW_NDT] = {EW_TAB_SI(bitand), EW_TAB_UI(bitand)};
+static const ew_row bitor_tab[EW_NDT] = {EW_TAB_SI(bitor), EW_TAB_UI(bitor)};
+static const ew_row bitxor_tab[EW_NDT] = {EW_TAB_SI(bitxor), EW_TAB_UI(bitxor)};
+
 /* Mean's final division by the input count (in p->a), in place. */
 EW_UN_ROW(mean_f32, float, float, x / (float)p->a)
 EW_UN_ROW(mean_f64, double, double, x / p->a)
@@ -140,6 +154,9 @@ static const bin_desc bin_ops[] = {
     {"Xor", xor_tab, EW_BOOL, BIN_BOOL_OUT},
     {"Mod", pymod_tab, EW_NUM, BIN_INT_DIV},
     {"BitShift", shl_tab, EW_UI, 0},
+    {"BitwiseAnd", bitand_tab, EW_SI | EW_UI, 0},
+    {"BitwiseOr", bitor_tab, EW_SI | EW_UI, 0},
+    {"BitwiseXor", bitxor_tab, EW_SI | EW_UI, 0},
     {"Min", min_tab, EW_NUM, BIN_VARIADIC},
     {"Max", max_tab, EW_NUM, BIN_VARIADIC},
     {"Sum", add_tab, EW_NUM, BIN_VARIADIC},

@@ -55,6 +55,12 @@
 #define ISNAN(T)  (x != x)
 #define ISINF(T)  (isinf(x) && (x > 0 ? p->a != 0 : p->b != 0)) /* a: detect_positive, b: detect_negative */
 #define SHRINK(T) (x < -(T)p->a ? x + (T)p->b : x > (T)p->a ? x - (T)p->b : (T)0)
+/* Mish (opset 18): x * tanh(softplus(x)); Gelu (opset 20): the exact erf form, or with
+ * approximate = "tanh" the tanh form. */
+#define MISH(T)      (x * tanh(SOFTPLUS(T)))
+#define GELU(T)      ((T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440)))
+#define GELU_TANH(T) ((T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x))))
+#define BITNOT(T)    (T)(~x)
 
 #define UN_SAME(OP, SFX, T, M) EW_UN_ROW(OP##_##SFX, T, T, M(T))
 
@@ -90,6 +96,12 @@ FLOAT_OP(hswish, HSWISH)
 FLOAT_OP(lrelu, LRELU)
 FLOAT_OP(trelu, TRELU)
 FLOAT_OP(shrink, SHRINK)
+FLOAT_OP(mish, MISH)
+FLOAT_OP(gelu, GELU)
+FLOAT_OP(gelu_tanh, GELU_TANH)
+EW_FOR_SI(UN_SAME, bitnot, BITNOT)
+EW_FOR_UI(UN_SAME, bitnot, BITNOT)
+static const ew_row bitnot_tab[EW_NDT] = {EW_TAB_SI(bitnot), EW_TAB_UI(bitnot)};
 EW_UN_ROW(isnan_f32, float, uint8_t, ISNAN(float))
 EW_UN_ROW(isnan_f64, double, uint8_t, ISNAN(double))
 EW_UN_ROW(isinf_f32, float, uint8_t, ISINF(float))
@@ -168,7 +180,20 @@ static const un_desc un_ops[] = {
     {"IsNaN", isnan_tab, EW_F, {0}, {0}, true},
     {"IsInf", isinf_tab, EW_F, {"detect_positive", "detect_negative"}, {1, 1}, true},
     {"Shrink", shrink_tab, EW_F, {"lambd", "bias"}, {0.5f, 0.0f}, false},
+    {"Mish", mish_tab, EW_F, {0}, {0}, false},
+    {"Gelu", gelu_tab, EW_F, {0}, {0}, false},
+    {"BitwiseNot", bitnot_tab, EW_SI | EW_UI, {0}, {0}, false},
 };
+
+/* The kernels of ops whose string attributes pick the formula; NULL for an invalid one. */
+static const ew_row *un_table(const calq_op_ctx *c, const un_desc *d)
+{
+    if (strcmp(d->name, "Gelu") == 0) {
+        const char *a = calq__attr_str(c->node, "approximate", "none");
+        return strcmp(a, "none") == 0 ? gelu_tab : strcmp(a, "tanh") == 0 ? gelu_tanh_tab : NULL;
+    }
+    return d->tab;
+}
 
 static const un_desc *un_find(const calq_op_ctx *c)
 {
@@ -184,6 +209,9 @@ calq_status calq__ew_unary_infer(calq_op_ctx *c)
     CALQ_TRY(calq__ew_arity(c, 1, 1, 1));
     CALQ_TRY(calq__ew_input(c, 0, d->types, "input 0"));
     CALQ_TRY(calq__ew_output(c, 0));
+    if (!un_table(c, d))
+        return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "attribute 'approximate' must be \"none\" or \"tanh\", got \"%s\"",
+                             calq__attr_str(c->node, "approximate", ""));
     calq__set_shape(c->out[0], d->bool_out ? CALQ_DTYPE_BOOL : c->in[0]->dtype, c->in[0]->dims, c->in[0]->ndim);
     return CALQ_OK;
 }
@@ -192,7 +220,8 @@ calq_status calq__ew_unary_run(calq_op_ctx *c)
 {
     if (calq__ew_has_f16(c)) return calq__ew_run_promoted(c, calq__ew_unary_run);
     const un_desc *d = un_find(c);
-    ew_row row = d ? d->tab[c->in[0]->dtype] : NULL;
+    const ew_row *tab = d ? un_table(c, d) : NULL;
+    ew_row row = tab ? tab[c->in[0]->dtype] : NULL;
     if (!row) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "no kernel for dtype %s", calq_dtype_name(c->in[0]->dtype));
     ew_par p;
     memset(&p, 0, sizeof p);

@@ -1,4 +1,6 @@
-/* GridSample over two spatial dims (opset 16; opset 20's names "linear" / "cubic" for the same
+/* Sampling grids: AffineGrid (opset 20) makes them, GridSample uses them.
+ *
+ * GridSample over two spatial dims (opset 16; opset 20's names "linear" / "cubic" for the same
  * modes): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in [-1, 1]). Reference kernel.
  *
  * The rules are PyTorch's grid_sample, which ONNX adopted: unnormalise (align_corners maps -1 and
@@ -170,7 +172,77 @@ static calq_status gs_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* ---- AffineGrid ------------------------------------------------------------------------------ */
+
+/* theta [N, 2, 3] with size (N, C, H, W) gives grid [N, H, W, 2]; theta [N, 3, 4] with size
+ * (N, C, D, H, W) gives [N, D, H, W, 3]. Grid point = theta * (x, y[, z], 1) for the normalised
+ * pixel centres (align_corners: -1 and 1 on the corner pixels; otherwise on the outer edges). */
+static calq_status ag_params(calq_op_ctx *c, int64_t *sz, int *nsp)
+{
+    const calq_tensor *th = c->in[0], *s = c->in[1];
+    if (!calq__dtype_is_int(s->dtype) || s->ndim != 1 || (s->dims[0] != 4 && s->dims[0] != 5))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "size must be (N, C, H, W) or (N, C, D, H, W)");
+    if (!s->data) return calq__op_fail(c, CALQ_ERR_INTERNAL, "size is not known while inferring shapes");
+    *nsp = (int)s->dims[0] - 2;
+    for (int i = 0; i < s->dims[0]; i++) {
+        sz[i] = calq__tensor_get_i64(s, i);
+        if (sz[i] <= 0 || sz[i] > (1 << 24))
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "size[%d] = %lld is invalid", i, (long long)sz[i]);
+    }
+    if (!calq__dtype_is_float(th->dtype) || th->ndim != 3 || th->dims[0] != sz[0] || th->dims[1] != *nsp ||
+        th->dims[2] != *nsp + 1)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "theta must be a float [N, %d, %d] tensor for this size", *nsp,
+                             *nsp + 1);
+    return CALQ_OK;
+}
+
+static calq_status ag_infer(calq_op_ctx *c)
+{
+    int64_t sz[5];
+    int nsp = 2;
+    CALQ_TRY(ag_params(c, sz, &nsp));
+    int64_t d[5];
+    d[0] = sz[0];
+    for (int i = 0; i < nsp; i++) d[1 + i] = sz[2 + i];
+    d[1 + nsp] = nsp;
+    calq__set_shape(c->out[0], c->in[0]->dtype, d, nsp + 2);
+    return CALQ_OK;
+}
+
+static calq_status ag_run(calq_op_ctx *c)
+{
+    int64_t sz[5];
+    int nsp = 2;
+    CALQ_TRY(ag_params(c, sz, &nsp));
+    bool align = calq__attr_int(c->node, "align_corners", 0) != 0;
+    int64_t pts = 1;
+    for (int i = 0; i < nsp; i++) pts *= sz[2 + i];
+    double th[12], out[3];
+    for (int64_t n = 0; n < sz[0]; n++) {
+        calq__k_load(c->in[0], n * nsp * (nsp + 1), 1, nsp * (nsp + 1), th);
+        for (int64_t p = 0; p < pts; p++) {
+            /* coordinates in x, y, z order: x runs along the last spatial dim */
+            double v[4];
+            int64_t rem = p;
+            for (int k = 0; k < nsp; k++) {
+                int64_t len = sz[2 + nsp - 1 - k], i = rem % len;
+                rem /= len;
+                v[k] = align ? (len > 1 ? -1.0 + 2.0 * (double)i / (double)(len - 1) : 0.0)
+                             : (2.0 * (double)i + 1.0) / (double)len - 1.0;
+            }
+            v[nsp] = 1.0;
+            for (int r = 0; r < nsp; r++) {
+                out[r] = 0.0;
+                for (int k = 0; k <= nsp; k++) out[r] += th[r * (nsp + 1) + k] * v[k];
+            }
+            calq__k_store(c->out[0], (n * pts + p) * nsp, 1, nsp, out);
+        }
+    }
+    return CALQ_OK;
+}
+
 const calq_op_def calq__ops_grid_sample[] = {
     {"GridSample", 2, 2, 1, 1, 0, false, gs_infer, gs_run, NULL, NULL, NULL},
+    {"AffineGrid", 2, 2, 1, 1, 1u << 1, false, ag_infer, ag_run, NULL, NULL, NULL},
     {0},
 };

@@ -29,23 +29,56 @@ static int64_t get_int(const calq_tensor *t, int64_t i)
     }
 }
 
-/* Checks scale / zero point of a (De)QuantizeLinear and returns the axis geometry: element i
- * uses factor (i / inner) % n_f. */
-static calq_status qdq_params(calq_op_ctx *c, const calq_tensor *x, int64_t *inner, int64_t *nf)
+/* Which factor each element of a (De)QuantizeLinear uses: per tensor, per axis (element i uses
+ * (i / inner) % len), or from opset 21 per block of `block` elements along the axis (the scale
+ * then has x's shape with ceil(len / block) on the axis). */
+typedef struct qgeom {
+    int64_t inner, len, block; /* block 0: not blocked */
+} qgeom;
+
+static inline int64_t factor_at(const qgeom *g, int64_t i)
+{
+    if (!g->block) return (i / g->inner) % g->len;
+    int64_t in = i % g->inner, j = (i / g->inner) % g->len, o = i / (g->inner * g->len);
+    int64_t nb = (g->len + g->block - 1) / g->block;
+    return (o * nb + j / g->block) * g->inner + in;
+}
+
+/* Checks scale / zero point of a (De)QuantizeLinear and returns the factor geometry. */
+static calq_status qdq_params(calq_op_ctx *c, const calq_tensor *x, qgeom *g)
 {
     const calq_tensor *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
     if (s->dtype != CALQ_DTYPE_FLOAT32) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "scale must be float32");
     int64_t n = calq_tensor_numel(s);
     if (z && calq_tensor_numel(z) != n) return calq__op_fail(c, CALQ_ERR_SHAPE, "scale and zero point differ in size");
-    *inner = 1;
-    *nf = 1;
-    if (s->ndim == 0 || n == 1) return CALQ_OK;
-    if (s->ndim != 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "scale must be a scalar or 1-D");
+    g->inner = g->len = 1;
+    g->block = 0;
+    int64_t block = c->opset >= 21 ? calq__attr_int(c->node, "block_size", 0) : 0;
+    if (block < 0) return calq__op_fail(c, CALQ_ERR_SHAPE, "block_size %lld is negative", (long long)block);
+    if ((s->ndim == 0 || n == 1) && !block) return CALQ_OK;
     int axis = calq__norm_axis(calq__attr_int(c->node, "axis", 1), x->ndim);
-    if (axis < 0 || x->dims[axis] != n)
+    if (axis < 0) return calq__op_fail(c, CALQ_ERR_SHAPE, "axis is out of range for a rank-%d input", x->ndim);
+    for (int d = axis + 1; d < x->ndim; d++) g->inner *= x->dims[d];
+    g->len = x->dims[axis];
+    if (block) {
+        /* blocked: scale has x's rank, ceil(len / block) on the axis and x's dims elsewhere */
+        bool ok = s->ndim == x->ndim;
+        for (int d = 0; ok && d < x->ndim; d++)
+            ok = d == axis ? s->dims[d] == (x->dims[d] + block - 1) / block : s->dims[d] == x->dims[d];
+        if (!ok) {
+            char a[96], b[96];
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "scale shape %s does not fit blocks of %lld along axis %d of %s",
+                                 calq__shape_str(s->dims, s->ndim, a, sizeof a), (long long)block, axis,
+                                 calq__shape_str(x->dims, x->ndim, b, sizeof b));
+        }
+        if (z && !calq__shape_equal(z->dims, z->ndim, s->dims, s->ndim))
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "zero point and scale shapes differ");
+        g->block = block;
+        return CALQ_OK;
+    }
+    if (s->ndim != 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "scale must be a scalar or 1-D");
+    if (x->dims[axis] != n)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "scale has %lld entries, which does not match the axis", (long long)n);
-    for (int d = axis + 1; d < x->ndim; d++) *inner *= x->dims[d];
-    *nf = n;
     return CALQ_OK;
 }
 
@@ -53,6 +86,15 @@ static calq_status quantize_infer(calq_op_ctx *c)
 {
     const calq_tensor *z = c->n_in > 2 ? c->in[2] : NULL;
     calq_dtype t = z ? z->dtype : CALQ_DTYPE_UINT8;
+    const calq_attr *od = c->opset >= 21 ? calq__attr(c->node, "output_dtype") : NULL;
+    if (od && od->type == CALQ_ATTR_INT && od->i != 0) {
+        /* opset 21: the output type without a zero point (it must agree with one) */
+        const char *name = "";
+        calq_dtype w = calq__op_onnx_dtype(od->i, &name);
+        if (z && w != t)
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "output_dtype %s differs from the zero point's type", name);
+        t = w;
+    }
     if (!calq__dtype_is_q8(t)) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "zero point must be int8 or uint8");
     if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32) return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input must be float32");
     CALQ_TRY(calq__qscale_check(c, c->in[1], "y_scale"));
@@ -63,13 +105,13 @@ static calq_status quantize_infer(calq_op_ctx *c)
 static calq_status quantize_run(calq_op_ctx *c)
 {
     const calq_tensor *x = c->in[0], *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
-    int64_t inner, nf;
-    CALQ_TRY(qdq_params(c, x, &inner, &nf));
+    qgeom g;
+    CALQ_TRY(qdq_params(c, x, &g));
     CALQ_TRY(calq__qscale_check(c, s, "y_scale"));
     const float *xd = x->data, *sd = s->data;
     int64_t n = calq_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
-        int64_t f = (i / inner) % nf;
+        int64_t f = factor_at(&g, i);
         calq__store_q(c->out[0], i, xd[i] / sd[f], z ? get_int(z, f) : 0);
     }
     return CALQ_OK;
@@ -87,13 +129,13 @@ static calq_status dequantize_infer(calq_op_ctx *c)
 static calq_status dequantize_run(calq_op_ctx *c)
 {
     const calq_tensor *x = c->in[0], *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
-    int64_t inner, nf;
-    CALQ_TRY(qdq_params(c, x, &inner, &nf));
+    qgeom g;
+    CALQ_TRY(qdq_params(c, x, &g));
     const float *sd = s->data;
     float *y = c->out[0]->data;
     int64_t n = calq_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
-        int64_t f = (i / inner) % nf;
+        int64_t f = factor_at(&g, i);
         y[i] = (float)(get_int(x, i) - (z ? get_int(z, f) : 0)) * sd[f];
     }
     return CALQ_OK;

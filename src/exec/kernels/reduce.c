@@ -144,7 +144,7 @@ static void fold_vec(acc_kind a, double *acc, const double *v, int64_t n, const 
 
 /* Axes and output shape of one reduction node. */
 typedef struct red_plan {
-    bool noop; /* empty axes with noop_with_empty_axes: the output is the input */
+    bool noop; /* empty axes with noop_with_empty_axes: nothing is reduced (see reduce_run) */
     bool red[CALQ_MAX_DIMS];
     int out_nd;
     int64_t out[CALQ_MAX_DIMS];
@@ -164,7 +164,10 @@ static calq_status red_plan_make(calq_op_ctx *c, red_plan *p)
     int64_t axes[CALQ_MAX_DIMS];
     int n = 0;
     memset(p, 0, sizeof *p);
-    if (!calq__k_numeric(x->dtype))
+    /* Opset 20 lets ReduceMax / ReduceMin take bool (any / all). */
+    bool bool_ok = x->dtype == CALQ_DTYPE_BOOL && c->opset >= 20 &&
+                   (strcmp(c->node->op_type, "ReduceMax") == 0 || strcmp(c->node->op_type, "ReduceMin") == 0);
+    if (!calq__k_numeric(x->dtype) && !bool_ok)
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED, "input dtype %s is not supported", calq_dtype_name(x->dtype));
     if (axes_from_input(c)) {
         if (ax) {
@@ -356,13 +359,26 @@ static calq_status reduce_run(calq_op_ctx *c)
     CALQ_TRY(red_plan_make(c, &p));
     const calq_tensor *x = c->in[0];
     calq_tensor *y = c->out[0];
-    if (p.noop) {
-        memcpy(y->data, x->data, calq__tensor_nbytes(x));
-        return CALQ_OK;
-    }
     red_kind k = kind_of(c);
     acc_kind a = acc_of(k);
     bool is_int = calq__dtype_is_int(x->dtype);
+    if (p.noop) {
+        /* Nothing is summed, but each element still goes through the reduction's own map
+         * (ReduceSumSquare squares, ReduceL1 takes |x|, ReduceLogSum the log, ...), as the
+         * ONNX reference and onnxruntime do. */
+        if (k == R_SUM || k == R_MEAN || k == R_MAX || k == R_MIN || k == R_PROD || k == R_LOGSUMEXP) {
+            memcpy(y->data, x->data, calq__tensor_nbytes(x));
+            return CALQ_OK;
+        }
+        int64_t n = calq_tensor_numel(x);
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            calq__k_load(x, i, 1, 1, &v);
+            v = finish(k, fold_run(a, acc_init(a), &v, 1, 0.0), 0.0, 1, is_int);
+            calq__k_store(y, i, 1, 1, &v);
+        }
+        return CALQ_OK;
+    }
     int64_t n_out = calq__shape_numel(p.out, p.out_nd);
     if (n_out == 0) return CALQ_OK;
     if (p.count == 0) { /* empty reduction: the identity of the operation */

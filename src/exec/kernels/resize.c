@@ -1,4 +1,7 @@
-/* Resize (opsets 10-13) and Upsample (opsets 7-9), reference kernels.
+/* Resize (opsets 10-19) and Upsample (opsets 7-9), reference kernels. Opset 18 added `axes`
+ * (roi / scales / sizes for a subset of the axes), keep_aspect_ratio_policy and antialias (the
+ * linear / cubic filter stretched by 1 / scale when shrinking); opset 19 the
+ * half_pixel_symmetric transform.
  *
  * Every output coordinate is mapped back to a source coordinate per axis, and the value is
  * interpolated from 1 (nearest), 2 (linear) or 4 (cubic) source taps per axis with edge
@@ -25,7 +28,8 @@ typedef enum rz_coord {
     CT_PYTORCH_HALF_PIXEL,
     CT_ALIGN_CORNERS,
     CT_TF_HALF_PIXEL_FOR_NN,
-    CT_TF_CROP_AND_RESIZE
+    CT_TF_CROP_AND_RESIZE,
+    CT_HALF_PIXEL_SYMMETRIC
 } rz_coord;
 
 typedef enum rz_round {
@@ -47,11 +51,14 @@ typedef struct rz_params {
     rz_round round;
     double cubic_a;
     bool exclude_outside;
+    bool antialias;
     double extrapolation;
+    int max_taps[CALQ_MAX_DIMS]; /* taps per output position on each axis */
 } rz_params;
 
-static const char *const coord_names[] = {"half_pixel",    "asymmetric",           "pytorch_half_pixel",
-                                          "align_corners", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+static const char *const coord_names[] = {"half_pixel",          "asymmetric",           "pytorch_half_pixel",
+                                          "align_corners",       "tf_half_pixel_for_nn", "tf_crop_and_resize",
+                                          "half_pixel_symmetric"};
 static const char *const round_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
 
 static int find_name(const char *s, const char *const *names, int n)
@@ -75,43 +82,101 @@ static calq_status need_data(calq_op_ctx *c, const calq_tensor *t, const char *w
         return calq__op_fail(c, CALQ_ERR_SHAPE, "the %s input must be a constant (its values set the output shape)",
                              what);
     if (calq_tensor_numel(t) != count)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "%s has %lld values, expected %lld (one per input dimension)", what,
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "%s has %lld values, expected %lld (one per resized axis)", what,
                              (long long)calq_tensor_numel(t), (long long)count);
     return CALQ_OK;
 }
 
-/* Reads scales from `t` (or the float list `attr`), sets output lengths floor(in*scale).
- * The align_corners / crop formulas keep the unrounded in*scale as the resized length, as the
- * ONNX reference implementation does (onnxruntime uses the rounded length, so the two differ
- * when in*scale is not whole, e.g. test_resize_downsample_scales_linear_align_corners). */
-static calq_status take_scales(calq_op_ctx *c, rz_params *p, const calq_tensor *t, const float *attr)
+/* Reads scales from `t` (or the float list `attr`) for axes ax[0..n) (the others keep scale 1),
+ * sets output lengths floor(in*scale). The align_corners / crop formulas keep the unrounded
+ * in*scale as the resized length, as the ONNX reference implementation does (onnxruntime uses
+ * the rounded length, so the two differ when in*scale is not whole, e.g.
+ * test_resize_downsample_scales_linear_align_corners). */
+static calq_status take_scales(calq_op_ctx *c, rz_params *p, const calq_tensor *t, const float *attr, const int *ax,
+                               int n)
 {
-    for (int i = 0; i < p->rank; i++) {
-        double s = t ? calq__tensor_get_f64(t, i) : (double)attr[i];
+    for (int i = 0; i < p->rank; i++) p->scale[i] = 1.0;
+    for (int k = 0; k < n; k++) {
+        int i = ax[k];
+        double s = t ? calq__tensor_get_f64(t, k) : (double)attr[k];
         if (!(s > 0.0) || !isfinite(s))
-            return calq__op_fail(c, CALQ_ERR_SHAPE, "scale %d is %g; scales must be positive and finite", i, s);
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "scale %d is %g; scales must be positive and finite", k, s);
+        p->scale[i] = s;
+    }
+    for (int i = 0; i < p->rank; i++) {
         double span = p->coord == CT_TF_CROP_AND_RESIZE ? p->roi_hi[i] - p->roi_lo[i] : 1.0;
-        double len = (double)p->in[i] * span * s;
+        double len = (double)p->in[i] * span * p->scale[i];
         if (!(len >= 0.0) || len > RZ_MAX_LEN)
             return calq__op_fail(c, CALQ_ERR_SHAPE, "output dimension %d (%g) is out of range", i, len);
-        p->scale[i] = s;
         p->out_len[i] = len;
-        p->out[i] = (int64_t)floor(len);
+        /* The length is rounded down from the float32 product, as onnxruntime computes it (the
+         * double product of a scale like 0.35f and 20 falls just below 7). */
+        p->out[i] = (int64_t)floorf((float)p->in[i] * (float)span * (float)p->scale[i]);
     }
     return CALQ_OK;
 }
 
-static calq_status take_sizes(calq_op_ctx *c, rz_params *p, const calq_tensor *t)
+/* Sizes for axes ax[0..n) (the others keep their length). keep_aspect_ratio_policy (opset 18)
+ * not_larger / not_smaller replaces the per-axis ratios by their minimum / maximum s over the
+ * given axes and sizes them round_half_up(s * in), as the ONNX reference does. */
+static calq_status take_sizes(calq_op_ctx *c, rz_params *p, const calq_tensor *t, const int *ax, int n)
 {
     if (!calq__dtype_is_int(t->dtype))
         return calq__op_fail(c, CALQ_ERR_SHAPE, "sizes must be int64, got %s", calq_dtype_name(t->dtype));
     for (int i = 0; i < p->rank; i++) {
-        int64_t v = calq__tensor_get_i64(t, i);
+        p->out[i] = p->in[i];
+        p->out_len[i] = (double)p->in[i];
+        p->scale[i] = 1.0;
+    }
+    for (int k = 0; k < n; k++) {
+        int i = ax[k];
+        int64_t v = calq__tensor_get_i64(t, k);
         if (v < 0 || (double)v > RZ_MAX_LEN)
-            return calq__op_fail(c, CALQ_ERR_SHAPE, "sizes[%d] = %lld is out of range", i, (long long)v);
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "sizes[%d] = %lld is out of range", k, (long long)v);
         p->out[i] = v;
         p->out_len[i] = (double)v;
         p->scale[i] = p->in[i] > 0 ? (double)v / (double)p->in[i] : 1.0;
+    }
+    const char *kp = c->opset >= 18 ? calq__attr_str(c->node, "keep_aspect_ratio_policy", "stretch") : "stretch";
+    bool not_larger = strcmp(kp, "not_larger") == 0, not_smaller = strcmp(kp, "not_smaller") == 0;
+    if (!not_larger && !not_smaller) {
+        if (strcmp(kp, "stretch") != 0)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "unknown keep_aspect_ratio_policy '%s' (stretch, not_larger, not_smaller)", kp);
+        return CALQ_OK;
+    }
+    double s = p->scale[ax[0]];
+    for (int k = 1; k < n; k++) s = not_larger ? fmin(s, p->scale[ax[k]]) : fmax(s, p->scale[ax[k]]);
+    for (int k = 0; k < n; k++) {
+        int i = ax[k];
+        double len = s * (double)p->in[i];
+        if (len > RZ_MAX_LEN) return calq__op_fail(c, CALQ_ERR_SHAPE, "output dimension %d is out of range", i);
+        p->scale[i] = s;
+        p->out_len[i] = len;
+        p->out[i] = (int64_t)(len + 0.5);
+    }
+    return CALQ_OK;
+}
+
+/* Antialiasing stretches the filter by 1 / scale when shrinking: linear then reads
+ * 2 - 2 * (floor(-1 / s) + 1) taps, cubic 2 - 2 * (floor(-2 / s) + 1) (the ONNX reference's
+ * footprints). Scales below 1/1024 would need thousands of taps per output: refused. */
+static int antialias_taps(const rz_params *p, int a)
+{
+    double s = p->scale[a];
+    if (!p->antialias || s >= 1.0) return p->mode == RZ_CUBIC ? 4 : p->mode == RZ_LINEAR ? 2 : 1;
+    int64_t start = (int64_t)floor((p->mode == RZ_CUBIC ? -2.0 : -1.0) / s) + 1;
+    return (int)(2 - 2 * start);
+}
+
+static calq_status set_max_taps(calq_op_ctx *c, rz_params *p)
+{
+    for (int a = 0; a < p->rank; a++) {
+        if (p->antialias && p->scale[a] < 1.0 / 1024)
+            return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                                 "antialiasing a scale of %g (axis %d) is not supported (1/1024 at least)", p->scale[a],
+                                 a);
+        p->max_taps[a] = antialias_taps(p, a);
     }
     return CALQ_OK;
 }
@@ -134,6 +199,8 @@ static calq_status rz_parse(calq_op_ctx *c, rz_params *p)
         p->roi_hi[i] = 1.0;
     }
 
+    int all[CALQ_MAX_DIMS];
+    for (int i = 0; i < p->rank; i++) all[i] = i;
     const char *mode = calq__attr_str(c->node, "mode", "nearest");
     bool legacy = upsample || c->opset < 11;
     if (strcmp(mode, "nearest") == 0)
@@ -160,11 +227,13 @@ static calq_status rz_parse(calq_op_ctx *c, rz_params *p)
             if (n != p->rank)
                 return calq__op_fail(c, CALQ_ERR_SHAPE, "scales has %d values, expected %d (one per input dimension)",
                                      n, p->rank);
-            return take_scales(c, p, NULL, sc);
+            CALQ_TRY(take_scales(c, p, NULL, sc, all, p->rank));
+            return set_max_taps(c, p);
         }
         if (c->n_in < 2 || !c->in[1]) return calq__op_fail(c, CALQ_ERR_SHAPE, "the scales input is required");
         CALQ_TRY(need_data(c, c->in[1], "scales", p->rank));
-        return take_scales(c, p, c->in[1], NULL);
+        CALQ_TRY(take_scales(c, p, c->in[1], NULL, all, p->rank));
+        return set_max_taps(c, p);
     }
 
     const char *ct = calq__attr_str(c->node, "coordinate_transformation_mode", "half_pixel");
@@ -182,13 +251,35 @@ static calq_status rz_parse(calq_op_ctx *c, rz_params *p)
     p->extrapolation = calq__attr_float(c->node, "extrapolation_value", 0.0f);
     if (!isfinite(p->cubic_a)) return calq__op_fail(c, CALQ_ERR_SHAPE, "cubic_coeff_a must be finite");
 
+    /* Opset 18: roi, scales and sizes may list a subset of the axes. */
+    int ax[CALQ_MAX_DIMS], n_ax = p->rank;
+    memcpy(ax, all, sizeof ax);
+    const int64_t *axv = NULL;
+    int na = c->opset >= 18 ? calq__attr_ints(c->node, "axes", &axv) : -1;
+    if (na >= 0) {
+        bool seen[CALQ_MAX_DIMS] = {false};
+        if (na > p->rank) return calq__op_fail(c, CALQ_ERR_SHAPE, "%d axes for a rank-%d input", na, p->rank);
+        for (int k = 0; k < na; k++) {
+            int a = calq__norm_axis(axv[k], p->rank);
+            if (a < 0 || seen[a])
+                return calq__op_fail(c, CALQ_ERR_SHAPE, "axis %lld is out of range or repeated", (long long)axv[k]);
+            seen[a] = true;
+            ax[k] = a;
+        }
+        n_ax = na;
+    }
+    int64_t aa = c->opset >= 18 ? calq__attr_int(c->node, "antialias", 0) : 0;
+    if (aa != 0 && aa != 1) return calq__op_fail(c, CALQ_ERR_SHAPE, "antialias must be 0 or 1");
+    p->antialias = aa == 1 && p->mode != RZ_NEAREST;
+
     if (p->coord == CT_TF_CROP_AND_RESIZE) {
         const calq_tensor *roi = given(c, 1);
         if (!roi) return calq__op_fail(c, CALQ_ERR_SHAPE, "tf_crop_and_resize needs the roi input");
-        CALQ_TRY(need_data(c, roi, "roi", 2 * (int64_t)p->rank));
-        for (int i = 0; i < p->rank; i++) {
-            p->roi_lo[i] = calq__tensor_get_f64(roi, i);
-            p->roi_hi[i] = calq__tensor_get_f64(roi, p->rank + i);
+        CALQ_TRY(need_data(c, roi, "roi", 2 * (int64_t)n_ax));
+        for (int k = 0; k < n_ax; k++) {
+            int i = ax[k];
+            p->roi_lo[i] = calq__tensor_get_f64(roi, k);
+            p->roi_hi[i] = calq__tensor_get_f64(roi, n_ax + k);
             if (!isfinite(p->roi_lo[i]) || !isfinite(p->roi_hi[i]))
                 return calq__op_fail(c, CALQ_ERR_SHAPE, "roi values must be finite");
         }
@@ -197,11 +288,13 @@ static calq_status rz_parse(calq_op_ctx *c, rz_params *p)
     if (scales && sizes) return calq__op_fail(c, CALQ_ERR_SHAPE, "only one of scales and sizes may be given");
     if (!scales && !sizes) return calq__op_fail(c, CALQ_ERR_SHAPE, "one of scales and sizes must be given");
     if (scales) {
-        CALQ_TRY(need_data(c, scales, "scales", p->rank));
-        return take_scales(c, p, scales, NULL);
+        CALQ_TRY(need_data(c, scales, "scales", n_ax));
+        CALQ_TRY(take_scales(c, p, scales, NULL, ax, n_ax));
+    } else {
+        CALQ_TRY(need_data(c, sizes, "sizes", n_ax));
+        CALQ_TRY(take_sizes(c, p, sizes, ax, n_ax));
     }
-    CALQ_TRY(need_data(c, sizes, "sizes", p->rank));
-    return take_sizes(c, p, sizes);
+    return set_max_taps(c, p);
 }
 
 static calq_status rz_infer(calq_op_ctx *c)
@@ -231,6 +324,12 @@ static double rz_source(const rz_params *p, int a, int64_t xo, bool *outside)
     case CT_PYTORCH_HALF_PIXEL: return len == 1.0 ? -0.5 : (x + 0.5) / s - 0.5;
     case CT_ALIGN_CORNERS: return len == 1.0 ? 0.0 : x * (in - 1.0) / (len - 1.0);
     case CT_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
+    case CT_HALF_PIXEL_SYMMETRIC: {
+        /* Centres the implicit roi in the output: differs from half_pixel only when the
+         * output length was rounded (out_len = in * scale is not whole). */
+        double adjust = len > 0.0 ? (double)p->out[a] / len : 1.0;
+        return in / 2.0 * (1.0 - adjust) + (x + 0.5) / s - 0.5;
+    }
     case CT_TF_CROP_AND_RESIZE: {
         double lo = p->roi_lo[a], hi = p->roi_hi[a], v;
         v = len == 1.0 ? (hi - lo) * (in - 1.0) / 2.0 : x * (hi - lo) * (in - 1.0) / (len - 1.0);
@@ -263,19 +362,66 @@ static int64_t rz_nearest(const rz_params *p, int a, double v)
     return clamp_idx(pick, p->in[a]);
 }
 
-/* Up to four (index, weight) taps of one output position on one axis. */
+/* The (index, weight) taps of one output position on one axis: up to p->max_taps[a] of them,
+ * in idx[] / w[] (storage the caller provides). */
 typedef struct rz_taps {
-    int64_t idx[4];
-    double w[4];
+    int64_t *idx;
+    double *w;
     int n;
     bool outside;
 } rz_taps;
+
+/* Antialiased taps (the ONNX reference): with base = ceil(v) - 1 and r = v - base in (0, 1],
+ * tap base + i weighs f(s * (i - r)) for the triangle (linear) or Keys cubic (cubic) kernel f,
+ * normalised to sum 1; taps beyond the edges read the edge (or, with exclude_outside, are
+ * dropped and the rest renormalised). */
+static void rz_antialias_taps(const rz_params *p, int a, double v, rz_taps *t)
+{
+    double s = p->scale[a] < 1.0 ? p->scale[a] : 1.0, A = p->cubic_a, sum = 0.0;
+    double base = ceil(v) - 1.0, r = v - base;
+    bool cubic = p->mode == RZ_CUBIC;
+    int64_t start = (int64_t)floor((cubic ? -2.0 : -1.0) / s) + 1;
+    int n = p->max_taps[a];
+    double w[4096];
+    for (int k = 0; k < n; k++) {
+        double d = fabs(s * ((double)(start + k) - r)), f;
+        if (cubic)
+            f = d <= 1.0  ? ((A + 2) * d - (A + 3)) * d * d + 1
+                : d < 2.0 ? ((A * d - 5 * A) * d + 8 * A) * d - 4 * A
+                          : 0.0;
+        else
+            f = d < 1.0 ? 1.0 - d : 0.0;
+        w[k] = f;
+        sum += f;
+    }
+    for (int k = 0; k < n && sum != 0.0; k++) w[k] /= sum;
+    if (p->exclude_outside) {
+        sum = 0.0;
+        for (int k = 0; k < n; k++) {
+            double pos = base + (double)(start + k);
+            if (pos < 0 || pos >= (double)p->in[a]) w[k] = 0.0;
+            sum += w[k];
+        }
+        for (int k = 0; k < n && sum != 0.0; k++) w[k] /= sum;
+    }
+    t->n = 0;
+    for (int k = 0; k < n; k++) {
+        if (w[k] == 0.0) continue;
+        t->idx[t->n] = clamp_idx(base + (double)(start + k), p->in[a]);
+        t->w[t->n] = w[k];
+        t->n++;
+    }
+}
 
 static void rz_make_taps(const rz_params *p, int a, int64_t xo, rz_taps *t)
 {
     double v = rz_source(p, a, xo, &t->outside);
     t->n = 0;
     if (t->outside) return;
+    if (p->antialias && p->scale[a] < 1.0) {
+        rz_antialias_taps(p, a, v, t);
+        return;
+    }
     /* Every tap beyond the edges clamps to the edge anyway; bounding v keeps the integer
      * conversions below defined whatever the attributes. */
     if (!(v >= -2.0)) v = -2.0;
@@ -320,6 +466,38 @@ static void rz_make_taps(const rz_params *p, int a, int64_t xo, rz_taps *t)
     }
 }
 
+/* Taps of every output position of one axis, with their storage. */
+typedef struct rz_axis_taps {
+    rz_taps *t;
+    int64_t *idx;
+    double *w;
+} rz_axis_taps;
+
+static void axis_taps_free(rz_axis_taps *at)
+{
+    free(at->t);
+    free(at->idx);
+    free(at->w);
+}
+
+static bool axis_taps_make(const rz_params *p, int a, rz_axis_taps *at)
+{
+    int64_t n = p->out[a], m = p->max_taps[a] > 0 ? p->max_taps[a] : 1;
+    at->t = malloc(sizeof(rz_taps) * (size_t)(n + 1));
+    at->idx = malloc(sizeof(int64_t) * (size_t)(n * m + 1));
+    at->w = malloc(sizeof(double) * (size_t)(n * m + 1));
+    if (!at->t || !at->idx || !at->w) {
+        axis_taps_free(at);
+        return false;
+    }
+    for (int64_t o = 0; o < n; o++) {
+        at->t[o].idx = at->idx + o * m;
+        at->t[o].w = at->w + o * m;
+        rz_make_taps(p, a, o, &at->t[o]);
+    }
+    return true;
+}
+
 /* ---- nearest: a gather, any dtype --------------------------------------------------------- */
 
 static void copy_elem(char *dst, const char *src, size_t es)
@@ -350,7 +528,9 @@ static calq_status rz_run_nearest(calq_op_ctx *c, const rz_params *p)
     }
     for (int a = 0; a < R; a++)
         for (int64_t o = 0; o < p->out[a]; o++) {
-            rz_taps t;
+            int64_t ti[4];
+            double tw[4];
+            rz_taps t = {ti, tw, 0, false};
             rz_make_taps(p, a, o, &t);
             src[off[a] + o] = t.outside ? -1 : t.idx[0] * istr[a];
         }
@@ -450,12 +630,13 @@ static calq_status rz_run_interp(calq_op_ctx *c, const rz_params *p)
     int64_t cur[CALQ_MAX_DIMS];
     for (int a = 0; a < R; a++) cur[a] = p->in[a];
     int64_t ymax = 0;
+    rz_axis_taps at[CALQ_MAX_DIMS] = {{0}};
     rz_taps *taps[CALQ_MAX_DIMS] = {0};
     calq_status st = CALQ_OK;
     for (int a = 0; a < R && st == CALQ_OK; a++) {
-        taps[a] = malloc(sizeof(rz_taps) * (size_t)(p->out[a] + 1));
-        if (!taps[a]) st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
-        for (int64_t o = 0; taps[a] && o < p->out[a]; o++) rz_make_taps(p, a, o, &taps[a][o]);
+        if (!axis_taps_make(p, a, &at[a]))
+            st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
+        taps[a] = at[a].t;
     }
     /* Size of the largest intermediate, to allocate the ping-pong buffers once. */
     int pending = 0, passes[CALQ_MAX_DIMS];
@@ -489,7 +670,7 @@ static calq_status rz_run_interp(calq_op_ctx *c, const rz_params *p)
     }
     free(buf[0]);
     free(buf[1]);
-    for (int a = 0; a < R; a++) free(taps[a]);
+    for (int a = 0; a < R; a++) axis_taps_free(&at[a]);
     return st;
 }
 

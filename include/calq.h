@@ -562,6 +562,22 @@ CALQ_API calq_status calq_save_model_config(const calq_model *m, const char *rec
 CALQ_API calq_status calq_save_models(const calq_model *m, const char *record, const char *config,
                                       const calq_save_format *fmts, int n_fmts, const char *prefix, calq_error *err);
 
+/* A format calq_save_models_available left out, and why (the message its save gave). */
+typedef struct calq_save_skip {
+    calq_save_format format;
+    calq_status status;
+    char reason[512];
+} calq_save_skip;
+
+/* calq_save_models for formats the user did not choose one by one (the CLI's default "all"):
+ * a format that cannot be written for this model (QDQ / QOperator when the model cannot be
+ * raised to opset 13, ...) is skipped and listed in skipped[0 .. *n_skipped) (room for n_fmts
+ * entries) instead of failing the save; the others are written and committed together. Fails,
+ * writing nothing, when the record or config check fails or no format can be written. */
+CALQ_API calq_status calq_save_models_available(const calq_model *m, const char *record, const char *config,
+                                                const calq_save_format *fmts, int n_fmts, const char *prefix,
+                                                calq_save_skip *skipped, int *n_skipped, calq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

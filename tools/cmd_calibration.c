@@ -231,7 +231,7 @@ int calq_cmd_calibration(int argc, char **argv)
     co.config_out = config_path;
     if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
     fprintf(stderr, "calq: wrote %s and %s\n", record_path, config_path);
-    if (n_fmts && calq_save_models(m, record_path, config_path, fmts, n_fmts, save, &err) != CALQ_OK) {
+    if (n_fmts && cli_save(m, record_path, config_path, format != NULL, fmts, n_fmts, save, &err) != CALQ_OK) {
         cli_fail(&err);
         fprintf(stderr, "calq: no model written (the record and config are kept: fix the cause and run calq save).\n");
         goto done;

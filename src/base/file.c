@@ -165,9 +165,9 @@ calq_status calq__staged_commit(calq_staged_files *s, calq_error *err)
     return st;
 }
 
-void calq__staged_abort(calq_staged_files *s)
+void calq__staged_truncate(calq_staged_files *s, int n)
 {
-    for (int i = 0; i < s->n; i++) {
+    for (int i = n; i < s->n; i++) {
         calq_atomic_file *f = &s->f[i];
         if (f->fp) fclose(f->fp);
         if (f->tmp_path) remove(f->tmp_path); /* fails harmlessly for a renamed file */
@@ -175,5 +175,10 @@ void calq__staged_abort(calq_staged_files *s)
         free(f->tmp_path);
         memset(f, 0, sizeof *f);
     }
-    s->n = 0;
+    if (n < s->n) s->n = n;
+}
+
+void calq__staged_abort(calq_staged_files *s)
+{
+    calq__staged_truncate(s, 0);
 }

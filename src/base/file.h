@@ -43,6 +43,8 @@ calq_status calq__staged_write(calq_staged_files *s, const char *path, const voi
 calq_status calq__staged_commit(calq_staged_files *s, calq_error *err);
 /* Drops every temporary file; the final paths stay as they were. Safe on a released s. */
 void calq__staged_abort(calq_staged_files *s);
+/* Drops the outputs opened after the first n (a part of the operation that failed). */
+void calq__staged_truncate(calq_staged_files *s, int n);
 
 /* Directory part of `path` ("." when none) into buf. */
 void calq__dirname(const char *path, char *buf, size_t n);

@@ -379,7 +379,11 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt, .out = out};
     const Onnx__GraphProto *gp = c.mp->graph;
     c.opset_in = m->g->opset;
-    c.upgrade = c.opset_in < 13;
+    /* QDQ / QOperator need opset 13 (per-channel DequantizeLinear); AMCT's models need 11
+     * (Round, Clip with bound inputs), so an opset 11-12 model keeps its opset there, and a
+     * model below 11 is raised to 13 like the others (one converter, export_upgrade.c). */
+    bool ascend = fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || fmt == CALQ_SAVE_ASCEND_DEPLOY;
+    c.upgrade = c.opset_in < (ascend ? 11 : 13);
     int n_fold = 0;
     calq_status st = calq__graph_clone(m->g, &c.g, err);
     if (st == CALQ_OK && cfg->do_fusion)

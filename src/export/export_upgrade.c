@@ -3,18 +3,28 @@
  *
  * Why 13: DequantizeLinear with a per-channel scale (the `axis` attribute) exists from opset
  * 13; the record's Conv weights are per channel (§8.2). Opset 10 would allow per-tensor
- * weights only, which would not reproduce the record's scale_w. So a model below 13 is raised,
- * and every node is checked: operators whose meaning did not change between the model's opset
- * and 13 are kept; those whose attributes became inputs are converted (Unsqueeze, Squeeze:
- * axes at 13; Split: split at 13; ReduceSum: axes at 13; Slice: starts/ends/axes at 10; Clip:
- * min/max at 11; Dropout: ratio at 12, an identity at inference); Pad and Resize from opset 11
- * are the same at 13 (but Resize's removed tf_half_pixel_for_nn mode); Softmax, LogSoftmax
- * and Hardmax are kept when they act on the last axis, where their 2-D (before 13) and per-axis
- * (13) definitions agree; any other operator stops the save with its name. */
+ * weights only, which would not reproduce the record's scale_w. So a model below 13 is raised
+ * (AMCT's formats raise models below 11 only: export_onnx_qdq.c), and every node is checked, as
+ * the ONNX version converter's adapters for 7..12 -> 13 do:
+ *  - operators whose meaning did not change between the model's opset and 13 are kept;
+ *  - attributes that became inputs are converted (Unsqueeze, Squeeze: axes at 13; Split: split
+ *    at 13; ReduceSum: axes at 13; Slice: starts/ends/axes at 10; TopK: k at 10; Pad: pads and
+ *    value at 11; Clip: min/max at 11; Dropout: ratio at 12, an identity at inference);
+ *  - Upsample (opsets 7-9, deprecated at 10) and Resize-10 become Resize-13 with the asymmetric
+ *    transform they implied and the nearest rounding calq and onnxruntime give them (floor when
+ *    enlarging, ceil when shrinking); Resize-11's tf_half_pixel_for_nn (removed at 13) with
+ *    floor rounding becomes half_pixel with round_prefer_ceil, the same positions;
+ *  - Scatter becomes ScatterElements; BatchNormalization loses the opset 7-8 `spatial`
+ *    attribute (1, its only form at 9+);
+ *  - Softmax, LogSoftmax and Hardmax are kept when they act on the last axis, where their 2-D
+ *    (before 13) and per-axis (13) definitions agree, and become Flatten -> op -> Reshape
+ *    otherwise (the version converter's rewrite);
+ *  - nodes with subgraphs (If, Loop, Scan) and any other operator stop the save with their name. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/tensor.h"
 #include "export/export_onnx.h"
 
 static calq_status oom(calq_error *err)
@@ -23,81 +33,133 @@ static calq_status oom(calq_error *err)
 }
 
 /* Operators whose signature and meaning are the same at every opset from 7 up to 13 for the
- * attributes a model below 13 can carry; and the quantizable kinds (graph/qkind.h), whose
- * nodes the writers copy as they are, so each kind's op is one of them by the table's rule. */
+ * attributes a model below 13 can carry. */
+/* Operators whose signature and meaning are the same at every opset from 7 up to 13 for the
+ * attributes a model below 13 can carry (later opsets only added types or optional attributes
+ * whose defaults keep the old meaning); and the quantizable kinds (graph/qkind.h), whose nodes
+ * the writers copy as they are, so each kind's op is one of them by the table's rule. Sorted. */
 static const char *const unchanged[] = {
     "Abs",
+    "Acos",
+    "Acosh",
     "Add",
     "And",
     "ArgMax",
     "ArgMin",
-    "BatchNormalization",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "BitShift",
     "Cast",
     "Ceil",
+    "Celu",
+    "Compress",
     "Concat",
     "Constant",
     "ConstantOfShape",
+    "Cos",
+    "Cosh",
+    "CumSum",
+    "DepthToSpace",
+    "DequantizeLinear",
     "Div",
+    "Einsum",
     "Elu",
     "Equal",
     "Erf",
     "Exp",
     "Expand",
+    "EyeLike",
     "Flatten",
     "Floor",
+    "GRU",
     "Gather",
+    "GatherElements",
+    "GatherND",
     "GlobalAveragePool",
     "GlobalMaxPool",
     "Greater",
+    "GreaterOrEqual",
     "HardSigmoid",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
+    "LRN",
+    "LSTM",
     "LeakyRelu",
     "Less",
+    "LessOrEqual",
     "Log",
-    "LRN",
     "Max",
     "MaxPool",
     "Mean",
+    "MeanVarianceNormalization",
     "Min",
+    "Mod",
     "Mul",
     "Neg",
+    "NonMaxSuppression",
+    "NonZero",
     "Not",
+    "OneHot",
     "Or",
     "PRelu",
     "Pow",
+    "QuantizeLinear",
+    "RNN",
+    "Range",
     "Reciprocal",
+    "ReduceL1",
     "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
     "ReduceMax",
     "ReduceMean",
     "ReduceMin",
     "ReduceProd",
+    "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "ReverseSequence",
+    "RoiAlign",
+    "Round",
+    "ScatterElements",
+    "ScatterND",
     "Selu",
     "Shape",
+    "Shrink",
     "Sigmoid",
     "Sign",
     "Sin",
-    "Cos",
+    "Sinh",
+    "Size",
     "Softplus",
     "Softsign",
+    "SpaceToDepth",
     "Sqrt",
     "Sub",
     "Sum",
+    "Tan",
     "Tanh",
+    "ThresholdedRelu",
     "Tile",
     "Transpose",
+    "Unique",
     "Where",
     "Xor",
 };
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static bool is_unchanged(const char *op)
 {
     if (calq__qkind_by_onnx(op)) return true;
-    for (size_t i = 0; i < sizeof unchanged / sizeof unchanged[0]; i++)
-        if (strcmp(op, unchanged[i]) == 0) return true;
-    return false;
+    return bsearch(&op, unchanged, sizeof unchanged / sizeof unchanged[0], sizeof unchanged[0], cmp_name) != NULL;
 }
 
 /* Moves INTS attribute `attr` of nd into a new int64 initializer input at position pos. */
@@ -153,6 +215,78 @@ static int value_rank(const calq__xctx *c, const Onnx__NodeProto *n)
     return -1;
 }
 
+/* The float values of constant tensor `name` (an initializer or Constant of the model), or -1
+ * when it is not a constant. */
+static int constant_floats(const calq__xctx *c, const char *name, double *v, int max)
+{
+    int id = calq__graph_find(c->m->g, name);
+    const calq_tensor *t = id >= 0 ? c->m->g->values[id].constant : NULL;
+    if (!t || !t->data || calq_tensor_numel(t) > max) return -1;
+    int n = (int)calq_tensor_numel(t);
+    for (int i = 0; i < n; i++) v[i] = calq__tensor_get_f64(t, i);
+    return n;
+}
+
+/* Upsample (opsets 7-9) and Resize-10 as Resize-13: inputs (X, roi "", scales), the
+ * asymmetric transform (output x reads input x / scale) and, for nearest, the rounding the old
+ * operators had in calq and onnxruntime: down when enlarging, up when shrinking. Opset 13 has
+ * one rounding for every axis, so a resize that enlarges one axis and shrinks another cannot be
+ * expressed and is refused. */
+static calq_status legacy_resize(calq__xctx *c, Onnx__NodeProto *nd, const Onnx__NodeProto *src, const char *name,
+                                 calq_error *err)
+{
+    double sc[CALQ_MAX_DIMS];
+    int n = -1;
+    const char *scales = NULL;
+    const Onnx__AttributeProto *at = calq__xg_attr_find(src, "scales");
+    if (at && at->n_floats) { /* Upsample-7: scales is an attribute */
+        n = (int)at->n_floats > CALQ_MAX_DIMS ? -1 : (int)at->n_floats;
+        for (int i = 0; i < n; i++) sc[i] = at->floats[i];
+        int64_t dims = n;
+        char *sname = calq__xname(c, "%s.scales", name);
+        Onnx__TensorProto *t = sname ? calq__xg_tensor(&c->x, sname, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &dims, 1,
+                                                       at->floats, sizeof(float) * at->n_floats)
+                                     : NULL;
+        if (!t || !calq__xg_init_add(&c->x, t)) return oom(err);
+        scales = sname;
+        calq__xg_attr_remove(&c->x, nd, "scales");
+    } else if (src->n_input >= 2) {
+        scales = src->input[1];
+        n = constant_floats(c, scales, sc, CALQ_MAX_DIMS);
+    }
+    if (!scales) return calq__fail(err, CALQ_ERR_BAD_FORMAT, name, "save: %s \"%s\" has no scales", src->op_type, name);
+    const Onnx__AttributeProto *ma = calq__xg_attr_find(src, "mode");
+    bool nearest = !ma || !ma->has_s || (ma->s.len == 7 && !memcmp(ma->s.data, "nearest", 7));
+    bool grow = false, shrink = false;
+    for (int i = 0; i < n; i++) {
+        grow |= sc[i] > 1.0;
+        shrink |= sc[i] < 1.0;
+    }
+    if (nearest && (n < 0 || (grow && shrink)))
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
+                          n < 0
+                              ? "save: %s \"%s\" (nearest) has computed scales; opset 13's Resize (needed for "
+                                "per-channel weights) fixes one rounding for all axes and calq cannot tell which the "
+                                "model needs. Re-export the model at opset 13 or later"
+                              : "save: %s \"%s\" (nearest) enlarges one axis and shrinks another; opset 13's Resize "
+                                "(needed for per-channel weights) rounds every axis the same way. Re-export the model "
+                                "at opset 13 or later",
+                          src->op_type, name);
+    char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * 3);
+    if (!in) return oom(err);
+    in[0] = src->input[0];
+    in[1] = "";
+    in[2] = (char *)scales;
+    nd->input = in;
+    nd->n_input = 3;
+    nd->op_type = "Resize";
+    calq__xg_attr_remove(&c->x, nd, "mode");
+    bool ok = calq__xg_attr_str(&c->x, nd, "mode", nearest ? "nearest" : "linear") &&
+              calq__xg_attr_str(&c->x, nd, "coordinate_transformation_mode", "asymmetric") &&
+              (!nearest || calq__xg_attr_str(&c->x, nd, "nearest_mode", shrink ? "ceil" : "floor"));
+    return ok ? CALQ_OK : oom(err);
+}
+
 calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out, calq_error *err)
 {
     *out = (Onnx__NodeProto *)src;
@@ -177,13 +311,60 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
         if (ok && nd->input[1][0] == '\0') nd->n_input = 1;
     } else if (!strcmp(op, "Pad") && c->opset_in >= 11) {
         /* pads and constant_value are inputs since 11 */
+    } else if (!strcmp(op, "Pad")) {
+        /* before 11: pads and value were attributes (value a float; calq's models pad float data) */
+        const Onnx__AttributeProto *va = calq__xg_attr_find(src, "value");
+        ok = attr_to_input(c, nd, "pads", 1, false) && (!va || va->f == 0.0f || attr_to_input(c, nd, "value", 2, true));
+        calq__xg_attr_remove(&c->x, nd, "value");
+    } else if (!strcmp(op, "TopK") && c->opset_in < 10) {
+        /* k became an input at 10 (a 1-D int64 tensor) */
+        const Onnx__AttributeProto *ka = calq__xg_attr_find(src, "k");
+        char *kname = calq__xname(c, "%s.k", name);
+        int64_t one = 1, k = ka ? ka->i : 0;
+        Onnx__TensorProto *t =
+            kname ? calq__xg_tensor(&c->x, kname, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &one, 1, &k, sizeof k) : NULL;
+        char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * 2);
+        ok = t && in && calq__xg_init_add(&c->x, t);
+        if (ok) {
+            in[0] = src->input[0];
+            in[1] = kname;
+            nd->input = in;
+            nd->n_input = 2;
+            calq__xg_attr_remove(&c->x, nd, "k");
+        }
+    } else if (!strcmp(op, "TopK")) {
+    } else if (!strcmp(op, "Upsample") || (!strcmp(op, "Resize") && c->opset_in < 11)) {
+        CALQ_TRY(legacy_resize(c, nd, src, name, err));
+    } else if (!strcmp(op, "Scatter")) {
+        nd->op_type = "ScatterElements"; /* renamed at 11, same meaning */
+    } else if (!strcmp(op, "BatchNormalization")) {
+        /* opsets 7-8 had `spatial`; 9 kept only its default form (per channel) */
+        const Onnx__AttributeProto *sp = calq__xg_attr_find(src, "spatial");
+        if (sp && sp->i == 0)
+            return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
+                              "save: BatchNormalization \"%s\" has spatial = 0 (statistics per channel and position), "
+                              "which opset 13 (needed for per-channel weights) cannot express",
+                              name);
+        calq__xg_attr_remove(&c->x, nd, "spatial");
     } else if (!strcmp(op, "Resize") && c->opset_in >= 11) {
         const Onnx__AttributeProto *at = calq__xg_attr_find(src, "coordinate_transformation_mode");
-        if (at && at->has_s && at->s.len == 20 && !memcmp(at->s.data, "tf_half_pixel_for_nn", 20))
-            return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
-                              "save: Resize \"%s\" uses coordinate_transformation_mode tf_half_pixel_for_nn, which "
-                              "opset 13 (needed for per-channel weights) removed; re-export the model at opset 13",
-                              name);
+        const Onnx__AttributeProto *nm = calq__xg_attr_find(src, "nearest_mode");
+        bool floor_mode = nm && nm->has_s && nm->s.len == 5 && !memcmp(nm->s.data, "floor", 5);
+        if (at && at->has_s && at->s.len == 20 && !memcmp(at->s.data, "tf_half_pixel_for_nn", 20)) {
+            /* Opset 13 removed the mode. With floor rounding (TensorFlow's half_pixel_centers
+             * nearest resize) it is exactly half_pixel with round_prefer_ceil:
+             * floor((x + 0.5) / s) = round_prefer_ceil((x + 0.5) / s - 0.5). */
+            if (!floor_mode)
+                return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
+                                  "save: Resize \"%s\" uses coordinate_transformation_mode tf_half_pixel_for_nn with a "
+                                  "nearest_mode other than floor, which opset 13 (needed for per-channel weights) "
+                                  "cannot express; re-export the model at opset 13",
+                                  name);
+            calq__xg_attr_remove(&c->x, nd, "coordinate_transformation_mode");
+            calq__xg_attr_remove(&c->x, nd, "nearest_mode");
+            ok = calq__xg_attr_str(&c->x, nd, "coordinate_transformation_mode", "half_pixel") &&
+                 calq__xg_attr_str(&c->x, nd, "nearest_mode", "round_prefer_ceil");
+        }
     } else if (!strcmp(op, "Dropout")) {
         /* inference: the identity at every opset; `ratio` became an input at 12 */
         calq__xg_attr_remove(&c->x, nd, "ratio");
@@ -195,14 +376,41 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
         const Onnx__AttributeProto *at = calq__xg_attr_find(src, "axis");
         int64_t axis = at ? at->i : 1;
         int r = value_rank(c, src);
-        if (r < 0 || (axis < 0 ? axis + r : axis) != r - 1)
-            return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
-                              "save: %s \"%s\" (opset %d) works on axis %lld of a rank-%d input; raising the model to "
-                              "opset 13 (needed for per-channel weights) changes its meaning unless the axis is the "
-                              "last one (rank -1: unknown). Re-export the model at opset 13 or later",
-                              op, name, c->opset_in, (long long)axis, r);
         calq__xg_attr_remove(&c->x, nd, "axis");
         ok = calq__xg_attr_int(&c->x, nd, "axis", -1);
+        if (ok && (r < 0 || (axis < 0 ? axis + r : axis) != r - 1)) {
+            /* Before 13 the operator normalised the input flattened to 2-D at `axis`; at 13 it
+             * works on one axis. Exact for any rank (the version converter's rewrite):
+             * Flatten(axis) -> op(axis -1) -> Reshape to Shape(x). */
+            char *shp = calq__xname(c, "%s.shape", name), *flat = calq__xname(c, "%s.flat", name);
+            char *soft = calq__xname(c, "%s.2d", name);
+            const char *in0[1] = {src->input[0]}, *o_shp[1] = {shp}, *o_flat[1] = {flat};
+            Onnx__NodeProto *ns = shp && flat && soft ? calq__xg_new_node(&c->x, "Shape", shp, in0, 1, o_shp, 1) : NULL;
+            Onnx__NodeProto *nf = ns ? calq__xg_new_node(&c->x, "Flatten", flat, in0, 1, o_flat, 1) : NULL;
+            ok = nf && calq__xg_attr_int(&c->x, nf, "axis", axis) && calq__xg_node(&c->x, ns) &&
+                 calq__xg_node(&c->x, nf);
+            if (ok) {
+                nd->input[0] = flat;
+                nd->output = calq__xa_alloc(&c->x.a, sizeof(char *));
+                ok = nd->output != NULL;
+            }
+            if (ok) {
+                nd->output[0] = soft;
+                nd->n_output = 1;
+                ok = calq__xg_node(&c->x, nd);
+            }
+            const char *in_r[2] = {soft, shp}, *o_r[1] = {src->output[0]};
+            Onnx__NodeProto *nr = ok ? calq__xg_new_node(&c->x, "Reshape", name, in_r, 2, o_r, 1) : NULL;
+            if (!nr) return oom(err);
+            *out = nr;
+            return CALQ_OK;
+        }
+    } else if (!strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan")) {
+        return calq__fail(
+            err, CALQ_ERR_UNSUPPORTED, name,
+            "save: the model is opset %d and per-channel DequantizeLinear needs opset 13; %s \"%s\" holds "
+            "subgraphs, whose nodes calq does not convert. Re-export the model at opset 13 or later",
+            c->opset_in, op, name);
     } else {
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
                           "save: the model is opset %d and per-channel DequantizeLinear needs opset 13; calq does not "
@@ -270,7 +478,7 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
         if (!o->domain || !o->domain[0] || !strcmp(o->domain, "ai.onnx")) {
             *def = *o;
-            if (def->version < 13) def->version = 13;
+            if (c->upgrade && def->version < 13) def->version = 13;
             ops[i] = def;
             have_default = true;
         } else {

@@ -37,9 +37,25 @@ static calq_status save_one(const calq_model *m, const calq_record *rec, const c
     return st;
 }
 
-calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
-                             int n_fmts, const char *prefix, calq_error *err)
+static const char *format_name(calq_save_format f)
 {
+    switch (f) {
+    case CALQ_SAVE_QDQ: return "qdq";
+    case CALQ_SAVE_QOPERATOR: return "qoperator";
+    case CALQ_SAVE_ASCEND_FAKE_QUANT: return "ascend fake-quant";
+    case CALQ_SAVE_ASCEND_DEPLOY: return "ascend deploy";
+    }
+    return "?";
+}
+
+/* skipped == NULL: every format must be written (any failure fails the save). Otherwise a
+ * format whose export fails is left out, its reason in skipped[*n_skipped]; the record and
+ * config checks, and the final commit, still fail the whole save. */
+static calq_status save_models(const calq_model *m, const char *record, const char *config,
+                               const calq_save_format *fmts, int n_fmts, const char *prefix, calq_save_skip *skipped,
+                               int *n_skipped, calq_error *err)
+{
+    if (n_skipped) *n_skipped = 0;
     if (!m || !record || !prefix || !fmts || n_fmts < 1)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_model: model, record, prefix and at least one format are required");
@@ -60,7 +76,26 @@ calq_status calq_save_models(const calq_model *m, const char *record, const char
     calq_status st = calq__record_read_file(record, &rec, err);
     if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
     if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
-    for (int i = 0; i < n_fmts && st == CALQ_OK; i++) st = save_one(m, rec, cfg, fmts[i], prefix, &out, err);
+    int written = 0;
+    for (int i = 0; i < n_fmts && st == CALQ_OK; i++) {
+        int before = out.n;
+        st = save_one(m, rec, cfg, fmts[i], prefix, &out, err);
+        if (st == CALQ_OK) {
+            written++;
+        } else if (skipped && st != CALQ_ERR_OUT_OF_MEMORY) {
+            calq__staged_truncate(&out, before);
+            calq_save_skip *k = &skipped[(*n_skipped)++];
+            k->format = fmts[i];
+            k->status = st;
+            snprintf(k->reason, sizeof k->reason, "%s", err->message);
+            err->status = CALQ_OK;
+            err->message[0] = 0;
+            st = CALQ_OK;
+        }
+    }
+    if (st == CALQ_OK && !written)
+        st = calq__fail(err, skipped[0].status, NULL, "save: no format could be written (the %s model: %s)",
+                        format_name(skipped[0].format), skipped[0].reason);
     /* the names, for the log line, before commit releases them */
     char *names = NULL;
     size_t len = 0;
@@ -78,6 +113,22 @@ calq_status calq_save_models(const calq_model *m, const char *record, const char
     calq_config_free(cfg);
     calq__record_free(rec);
     return st;
+}
+
+calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
+                             int n_fmts, const char *prefix, calq_error *err)
+{
+    return save_models(m, record, config, fmts, n_fmts, prefix, NULL, NULL, err);
+}
+
+calq_status calq_save_models_available(const calq_model *m, const char *record, const char *config,
+                                       const calq_save_format *fmts, int n_fmts, const char *prefix,
+                                       calq_save_skip *skipped, int *n_skipped, calq_error *err)
+{
+    if (!skipped || !n_skipped)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_save_models_available: skipped (n_fmts entries) and n_skipped are required");
+    return save_models(m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
 }
 
 calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,

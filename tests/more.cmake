@@ -68,6 +68,11 @@ set_tests_properties(peer.calib_memory PROPERTIES LABELS "peer;bench" TIMEOUT 60
 add_test(NAME peer.save_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_onnx.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_onnx PROPERTIES LABELS peer TIMEOUT 2400)
+# Attention (issue 12, item 4): a torch model with MatMuls of two variable inputs and a dynamic
+# sequence axis, calibrated, saved in every format, run in onnxruntime-node and calq.
+add_test(NAME peer.save_attention
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_attention.sh $<TARGET_FILE:calq_cli>)
+set_tests_properties(peer.save_attention PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
 # AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
 add_test(NAME peer.save_ascend_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

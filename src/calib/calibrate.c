@@ -32,11 +32,12 @@ static void log_stored(const calq__calib *cal)
 {
     for (int i = 0; i < cal->n_layers; i++) {
         const calq_layer_config *lc = cal->layers[i].cfg;
+        const char *key = cal->layers[i].key;
         if (cal->caffe_log)
-            calq__log(CALQ_LOG_INFO, "Doing layer: \"%s\" calibration, already store %d/%d data.", lc->name,
-                      cal->batch + 1, cal->batch_num);
+            calq__log(CALQ_LOG_INFO, "Doing layer: \"%s\" calibration, already store %d/%d data.", key, cal->batch + 1,
+                      cal->batch_num);
         else
-            calq__log(CALQ_LOG_INFO, "Doing layer %s data calibration: data already %s %d/%d", lc->name,
+            calq__log(CALQ_LOG_INFO, "Doing layer %s data calibration: data already %s %d/%d", key,
                       lc->act.algo == CALQ_ACT_HFMG ? "preprocess" : "stored", cal->batch + 1, cal->batch_num);
     }
 }
@@ -46,12 +47,13 @@ static void log_done(const calq__calib *cal)
     for (int i = 0; i < cal->n_layers; i++) {
         if (calq__calib_layer_failed(cal, i)) continue;
         const calq_layer_config *lc = cal->layers[i].cfg;
+        const char *key = cal->layers[i].key;
         if (cal->caffe_log) {
             if (lc->act.algo == CALQ_ACT_IFMR) calq__log(CALQ_LOG_INFO, "Start to do ifmr quant.");
-            calq__log(CALQ_LOG_INFO, "Do layer:\"%s\" activation calibration success!", lc->name);
+            calq__log(CALQ_LOG_INFO, "Do layer:\"%s\" activation calibration success!", key);
         } else {
-            calq__log(CALQ_LOG_INFO, "Use %d batch to do layer %s data calibration.", cal->batch_num, lc->name);
-            calq__log(CALQ_LOG_INFO, "Do layer %s data calibration succeeded!", lc->name);
+            calq__log(CALQ_LOG_INFO, "Use %d batch to do layer %s data calibration.", cal->batch_num, key);
+            calq__log(CALQ_LOG_INFO, "Do layer %s data calibration succeeded!", key);
         }
     }
 }
@@ -179,11 +181,12 @@ static calq_status build_record(const calq__calib *cal, calq_record **out, calq_
         const calq__calib_layer *l = &cal->layers[i];
         if (l->skipped) continue;
         const calq__calib_group *gr = &cal->groups[l->group];
-        calq_record_layer *rl = calq__record_add(r, l->cfg->name, err);
+        calq_record_layer *rl = calq__record_add(r, l->key, err);
         if (!rl) goto fail;
         rl->has_scale_d = rl->has_offset_d = true;
         rl->scale_d = gr->scale_d;
         rl->offset_d = gr->offset_d;
+        if (!l->n_w) continue; /* no weight factors (§7.1) */
         rl->scale_w = malloc((size_t)l->n_w * sizeof(float));
         rl->offset_w = malloc((size_t)l->n_w * sizeof(int64_t));
         if (!rl->scale_w || !rl->offset_w) {
@@ -220,11 +223,15 @@ static calq_status write_config(const calq__calib *cal, const char *path, calq_e
 
 static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const char *record_out, calq_error *err)
 {
-    int n_failed = 0;
-    for (int i = 0; i < cal->n_layers; i++) n_failed += calq__calib_layer_failed(cal, i);
-    if (n_failed && (!o->skip_illegal || n_failed == cal->n_layers)) {
+    int n_failed = 0, n_entries = 0; /* layers of the config (a layer may have several entries here) */
+    for (int i = 0; i < cal->n_layers; i++)
+        if (cal->layers[i].primary == i) {
+            n_entries++;
+            n_failed += calq__calib_layer_failed(cal, i);
+        }
+    if (n_failed && (!o->skip_illegal || n_failed == n_entries)) {
         calq__calib_report(cal, err);
-        if (n_failed == cal->n_layers && o->skip_illegal)
+        if (n_failed == n_entries && o->skip_illegal)
             calq__prefix(err, "no layer is left to quantize with --skip-illegal");
         return err->status;
     }
@@ -252,7 +259,7 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const 
         size_t at = 0;
         list[0] = 0;
         for (int i = 0; i < cal->n_layers && at < sizeof list; i++)
-            if (cal->layers[i].skipped)
+            if (cal->layers[i].skipped && cal->layers[i].primary == i)
                 at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", cal->layers[i].cfg->name);
         calq__log(CALQ_LOG_INFO, "calq: skipped (kept in float, quant_enable false in %s): %s",
                   o->config_out ? o->config_out : "the config", list);

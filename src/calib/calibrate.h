@@ -42,12 +42,18 @@ typedef struct calq__calib_group {
     calq__tensor_stats stats;
 } calq__calib_group;
 
+/* One calibrated input of a layer. A layer entry gets one per activation input of its kind
+ * (input 0; MatMul with two variable inputs also input 1, §8.1), all next to each other, the
+ * first one (input 0) holding the weights. */
 typedef struct calq__calib_layer {
     const calq_layer_config *cfg; /* borrowed from the config */
-    int group;                    /* index into calq__calib.groups */
-    int n_w;                      /* scale_w / offset_w entries (1 for AveragePool: 1.0 and 0, §7.1) */
-    float *scale_w;               /* owned */
-    int *offset_w;                /* owned */
+    int input;                    /* the node input calibrated */
+    char *key;      /* its record key (§7.1): the layer name for input 0, else "<layer>:<input>" (owned) */
+    int primary;    /* index of the layer's first entry here (itself for input 0) */
+    int group;      /* index into calq__calib.groups */
+    int n_w;        /* scale_w / offset_w entries (1 for AveragePool: 1.0 and 0, §7.1) */
+    float *scale_w; /* owned */
+    int *offset_w;  /* owned */
     bool w_failed;
     calq_error w_err;
     bool skipped; /* left out of the record (skip_illegal) */
@@ -87,7 +93,8 @@ double calq__now(void);
 void calq__bar_update(calq__calib *cal);
 void calq__bar_clear(calq__calib *cal);
 
-/* diagnose.c: true when the layer cannot be quantized (its calibrator or its weights failed). */
+/* diagnose.c: true when the layer of entry i cannot be quantized (the calibrator of one of its
+ * inputs, or its weights, failed). */
 bool calq__calib_layer_failed(const calq__calib *cal, int i);
 /* The one error for every failed layer (user-journeys §2): the rule broken, the range, NaN/Inf
  * counts, where the bad value first appeared, the skip_layers line. Status NOT_SUPPORT when a

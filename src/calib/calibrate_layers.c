@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "calib/calibrate.h"
+#include "calib/record.h"
 #include "graph/quantizable.h"
 
 static int find_node(const calq_graph *g, const char *name)
@@ -42,34 +43,57 @@ static calq_status new_group(calq__calib *cal, const char *tensor, int layer, ca
     return CALQ_OK;
 }
 
+/* The group calibrating `tensor` the way entry li wants it, or a new one. Layers reading one
+ * tensor share it (§3.2), except that a symmetric-only kind (§8.1) does not share with an
+ * asymmetric reader: its factors must have offset 0. */
+static calq_status join_group(calq__calib *cal, int li, const char *tensor, calq_error *err)
+{
+    bool asym = cal->layers[li].cfg->act.asymmetric;
+    int gi = -1;
+    for (int k = 0; k < cal->n_groups && gi < 0; k++)
+        if (strcmp(cal->groups[k].tensor, tensor) == 0 &&
+            cal->layers[cal->groups[k].first_layer].cfg->act.asymmetric == asym)
+            gi = k;
+    if (gi < 0) {
+        gi = cal->n_groups;
+        CALQ_TRY(new_group(cal, tensor, li, err));
+    }
+    cal->layers[li].group = gi;
+    cal->groups[gi].n_layers++;
+    return CALQ_OK;
+}
+
 calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
 {
     const calq_config *c = cal->cfg;
-    cal->layers = calloc((size_t)c->n_layers + 1, sizeof *cal->layers);
-    cal->groups = calloc((size_t)c->n_layers + 1, sizeof *cal->groups);
+    /* at most two calibrated inputs per layer entry (graph/qkind.h act_inputs) */
+    size_t cap = 2 * (size_t)c->n_layers + 1;
+    cal->layers = calloc(cap, sizeof *cal->layers);
+    cal->groups = calloc(cap, sizeof *cal->groups);
     if (!cal->layers || !cal->groups)
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
     for (int i = 0; i < c->n_layers; i++) {
         const calq_layer_config *lc = &c->layers[i];
         if (!lc->quant_enable) continue;
         int ni = find_node(cal->g, lc->name);
-        if (ni < 0 || cal->g->nodes[ni].n_inputs < 1 || cal->g->nodes[ni].inputs[0] < 0)
+        const calq_node *n = ni >= 0 ? &cal->g->nodes[ni] : NULL;
+        if (!n || n->n_inputs < 1 || n->inputs[0] < 0)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, lc->name,
                               "calibration: the config enables layer \"%s\", which the model (after fusion, "
                               "amct-reference.md §8.3) does not have; was the config written for another model?",
                               lc->name);
-        const char *tensor = cal->g->values[cal->g->nodes[ni].inputs[0]].name;
-        int li = cal->n_layers++;
-        cal->layers[li].cfg = lc;
-        int gi = -1;
-        for (int k = 0; k < cal->n_groups && gi < 0; k++)
-            if (strcmp(cal->groups[k].tensor, tensor) == 0) gi = k;
-        if (gi < 0) {
-            gi = cal->n_groups;
-            CALQ_TRY(new_group(cal, tensor, li, err));
+        int primary = cal->n_layers;
+        for (int in = 0; in < n->n_inputs && in < 2; in++) {
+            if (!((lc->kind->act_inputs >> in) & 1u) || n->inputs[in] < 0) continue;
+            int li = cal->n_layers++;
+            calq__calib_layer *l = &cal->layers[li];
+            l->cfg = lc;
+            l->input = in;
+            l->primary = primary;
+            l->key = in == 0 ? strdup(lc->name) : calq__record_key(lc->name, in);
+            if (!l->key) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "calibration: out of memory");
+            CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[in]].name, err));
         }
-        cal->layers[li].group = gi;
-        cal->groups[gi].n_layers++;
     }
     return CALQ_OK;
 }
@@ -79,6 +103,7 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
 {
     const calq_layer_config *lc = l->cfg;
     const calq_qkind *k = lc->kind;
+    if (l->input != 0) return CALQ_OK;           /* the weights go with the layer's first entry */
     if (k->weights == CALQ_QKIND_WEIGHTS_UNIT) { /* AveragePool: AMCT writes scale_w 1.0, offset_w 0 itself (§7.1) */
         l->n_w = 1;
         l->scale_w = malloc(sizeof(float));
@@ -127,7 +152,7 @@ calq_status calq__calib_weights(calq__calib *cal, calq_error *err)
     for (int i = 0; i < cal->n_layers; i++) {
         calq__calib_layer *l = &cal->layers[i];
         CALQ_TRY(layer_weights(cal, l, err));
-        if (!l->w_failed && l->cfg->has_weights && cal->log)
+        if (!l->w_failed && l->cfg->has_weights && l->input == 0 && cal->log)
             calq__log(CALQ_LOG_INFO, "Do layer:'%s' weights calibration success!", l->cfg->name);
     }
     return CALQ_OK;
@@ -142,6 +167,7 @@ void calq__calib_free(calq__calib *cal)
     for (int i = 0; i < cal->n_layers; i++) {
         free(cal->layers[i].scale_w);
         free(cal->layers[i].offset_w);
+        free(cal->layers[i].key);
     }
     free(cal->groups);
     free(cal->layers);

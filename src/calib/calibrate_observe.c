@@ -67,7 +67,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
         if (strcmp(cal->groups[k].tensor, tensor_name) == 0) gr = &cal->groups[k];
     if (!gr || gr->failed || gr->done) return 0;
     calq_error e = {0};
-    const char *layer = cal->layers[gr->first_layer].cfg->name;
+    const char *layer = cal->layers[gr->first_layer].key;
     if (t->dtype != CALQ_DTYPE_FLOAT32) {
         calq__fail(&e, CALQ_ERR_UNSUPPORTED, layer,
                    "the input of layer \"%s\" (tensor \"%s\") is %s; activations must be float32 to be calibrated "

@@ -85,7 +85,8 @@ void calq__layer_config_defaults(calq_layer_config *l, const calq_qkind *k, bool
     l->act.search_range[0] = 0.7;
     l->act.search_range[1] = 1.3;
     l->act.search_step = 0.01;
-    l->act.asymmetric = activation_offset;
+    /* §8.1: MatMul with two variable inputs is quantized symmetric whatever activation_offset says */
+    l->act.asymmetric = activation_offset && !k->act_symmetric;
     l->act.num_of_bins = 4096;
     /* ARQ is channel-wise where the kind allows it (§8.1 CHANNEL_WISE_ONNX_TYPES, §11). */
     l->kind = k;
@@ -228,6 +229,11 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
                               "%s: %snum_of_bins is %d; it must be 1024, 2048, 4096 or 8192 (amct-reference.md §5)",
                               where, act, b);
     }
+    if (a->asymmetric && l->kind->act_symmetric)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %sasymmetric is true but layer '%s' is a %s with two variable inputs, which AMCT "
+                          "quantizes as INT8 symmetric only (amct-reference.md §8.1); set it to false",
+                          where, act, l->name, l->op_type);
     const char *wts = json ? "weight_quant_params." : "arq_quantize.";
     if (!l->has_weights && l->wts.channel_wise)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,

@@ -488,6 +488,9 @@ static calq_status build(cfg_ctx *x, calq_config *c)
         if (!l->kind->channel_wise) l->wts.channel_wise = false;
         for (int k = 0; k < x->n_types; k++)
             if (strcmp(x->types[k].key, ni.op_type) == 0) apply_level(l, &x->types[k].level);
+        /* likewise common_config's and a MatMul type's asymmetric: MatMul with two variable inputs
+         * is symmetric only (§8.1); asked of the layer by name, it is an error */
+        if (l->kind->act_symmetric) l->act.asymmetric = false;
         for (int k = 0; k < x->n_layers; k++)
             if (strcmp(x->layers[k].key, ni.name) == 0) apply_level(l, &x->layers[k].level);
         char where[CALQ_ERROR_NAME_MAX + 512];

@@ -13,7 +13,16 @@
 
 bool calq__calib_layer_failed(const calq__calib *cal, int i)
 {
-    return cal->layers[i].w_failed || cal->groups[cal->layers[i].group].failed;
+    const int p = cal->layers[i].primary;
+    for (int k = p; k < cal->n_layers && cal->layers[k].primary == p; k++)
+        if (cal->layers[k].w_failed || cal->groups[cal->layers[k].group].failed) return true;
+    return false;
+}
+
+/* Entry i is the first of its layer: the one layer lists and counts name. */
+static bool first_of_layer(const calq__calib *cal, int i)
+{
+    return cal->layers[i].primary == i;
 }
 
 typedef struct sbuf {
@@ -75,7 +84,7 @@ static void where(const calq__calib *cal, int batch, int sample, char *buf, size
 static void group_line(const calq__calib *cal, const calq__calib_group *gr, sbuf *b)
 {
     const calq__tensor_stats *s = &gr->stats;
-    const char *name = cal->layers[gr->first_layer].cfg->name;
+    const char *name = cal->layers[gr->first_layer].key;
     char rule[512], at[1200];
     double scale;
     rule_text(gr->err.message, rule, sizeof rule, &scale);
@@ -83,8 +92,7 @@ static void group_line(const calq__calib *cal, const calq__calib_group *gr, sbuf
     if (gr->n_layers > 1) {
         put(b, "(input shared with");
         for (int i = 0; i < cal->n_layers; i++)
-            if (cal->layers[i].group == gr - cal->groups && i != gr->first_layer)
-                put(b, " %s", cal->layers[i].cfg->name);
+            if (cal->layers[i].group == gr - cal->groups && i != gr->first_layer) put(b, " %s", cal->layers[i].key);
         put(b, ") ");
     }
     uint64_t bad = s->nan_count + s->pos_inf_count + s->neg_inf_count;
@@ -122,7 +130,7 @@ calq_status calq__calib_report(const calq__calib *cal, calq_error *err)
     bool all_act_range = true;
     calq_status first = CALQ_OK;
     for (int i = 0; i < cal->n_layers; i++)
-        if (calq__calib_layer_failed(cal, i)) n_failed++;
+        if (first_of_layer(cal, i) && calq__calib_layer_failed(cal, i)) n_failed++;
     for (int k = 0; k < cal->n_groups; k++)
         if (cal->groups[k].failed) {
             if (cal->groups[k].err.status != CALQ_ERR_NOT_SUPPORT) all_act_range = false;
@@ -173,7 +181,8 @@ calq_status calq__calib_report(const calq__calib *cal, calq_error *err)
     put(&b, "  To quantize the rest and keep these layers in float, add them to the config:\n      \"skip_layers\": [");
     int k = 0;
     for (int i = 0; i < cal->n_layers; i++)
-        if (calq__calib_layer_failed(cal, i)) put(&b, "%s\"%s\"", k++ ? ", " : "", cal->layers[i].cfg->name);
+        if (first_of_layer(cal, i) && calq__calib_layer_failed(cal, i))
+            put(&b, "%s\"%s\"", k++ ? ", " : "", cal->layers[i].cfg->name);
     put(&b, "]    (or run again with --skip-illegal)");
     (void)n_items;
     const char *layer = NULL;

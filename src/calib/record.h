@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "calq.h"
+#include "graph/graph.h"
 
 typedef struct calq_record_layer {
     char *name; /* the key: a layer (node) name */
@@ -42,6 +43,17 @@ void calq__record_free(calq_record *r);
 calq_record_layer *calq__record_add(calq_record *r, const char *name, calq_error *err);
 /* Entry for `name`, or NULL. */
 const calq_record_layer *calq__record_find(const calq_record *r, const char *name);
+
+/* ---- keys ---------------------------------------------------------------------------------- */
+
+/* The key of input `input` of layer `layer` when it is not the layer's own "<layer>" (input 0 of a
+ * quantized layer): "<layer>:<input>", the form §7.1 gives tensor_quantize entries, which calq also
+ * uses for input 1 of MatMul with two variable inputs (AMCT documents no key for it). Owner:
+ * caller (free); NULL on out-of-memory. */
+char *calq__record_key(const char *layer, int input);
+/* The node of graph g a key names, or -1: a node named `key` itself (*input = -1: the layer's
+ * own entry), else "<node>:<input>" with a decimal input index (*input >= 0). */
+int calq__record_key_node(const calq_graph *g, const char *key, int *input);
 
 /* Writes r in AMCT's text format (floats shortest round-trip, so reading gives the same bits),
  * atomically: a temporary file, then rename; on failure `path` is untouched. */

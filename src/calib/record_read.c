@@ -147,13 +147,6 @@ calq_status calq__record_read_file(const char *path, calq_record **out, calq_err
 
 /* ---- §4.4 ---------------------------------------------------------------------------------- */
 
-static int find_node(const calq_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, name) == 0) return i;
-    return -1;
-}
-
 /* Output channels a per-channel scale_w must have for node i of kind k (§8.2): 1 for kinds
  * quantized per tensor only (§8.4), 0 when unknown. */
 static int64_t weight_channels(const calq_graph *g, int i, const calq_qkind *k)
@@ -183,10 +176,12 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
                           "%s: record_file is empty, no layers to be quantized. please ensure calibration is finished "
                           "(run calq calibration for batch_num batches) or that the config enables some layer.",
                           rf);
-    /* keys against the graph */
+    /* keys against the graph: a quantizable layer, or "<layer>:<input>" for an input quantized
+     * on its own (§7.1: tensor_quantize, and input 1 of MatMul with two variable inputs) */
     for (int i = 0; i < r->n_layers; i++) {
         const calq_record_layer *l = &r->layers[i];
-        int ni = find_node(g, l->name);
+        int input;
+        int ni = calq__record_key_node(g, l->name, &input);
         if (ni < 0)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "find %s failure in %s. Please match %s and %s. (line %d of the record names a layer the "
@@ -194,20 +189,30 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
                               l->name, mf, mf, rf, l->line);
         calq_node_info info;
         calq_model_node_info(m, ni, &info);
-        if (!info.quantizable)
+        if (input < 0 && !info.quantizable)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "layer %s cannot be quantized (%s: line %d; it is a %s, not one of the quantizable layer "
                               "types of amct-reference.md §8.1). Remove its entry from the record.",
                               l->name, rf, l->line, info.op_type);
+        if (input >= 0 && !calq__qkind_of_input(g, ni, input))
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                              "input %d of layer %s (a %s with %d inputs) cannot be quantized on its own (%s: line %d, "
+                              "key \"%s\"): a \"<layer>:<input>\" key is for a variable input of MaxPool, Add, ... "
+                              "(tensor_quantize, amct-reference.md §7.2) or input 1 of a MatMul with two variable "
+                              "inputs (§8.1). Remove the entry from the record.",
+                              input, g->nodes[ni].name, info.op_type, g->nodes[ni].n_inputs, rf, l->line, l->name);
     }
     /* presence and shape of the fields */
     for (int i = 0; i < r->n_layers; i++) {
         const calq_record_layer *l = &r->layers[i];
-        int ni = find_node(g, l->name);
+        int input;
+        int ni = calq__record_key_node(g, l->name, &input);
         const calq_node *n = &g->nodes[ni];
-        const calq_qkind *k = calq__qkind_of_node(g, ni);
-        /* AveragePool has no weights but a scale_w of 1 (§7.1); tensor-only kinds none at all */
-        bool weights = k->weights == CALQ_QKIND_WEIGHTS_CONST, unit = k->weights == CALQ_QKIND_WEIGHTS_UNIT;
+        const calq_qkind *k = input < 0 ? calq__qkind_of_node(g, ni) : calq__qkind_of_input(g, ni, input);
+        /* AveragePool has no weights but a scale_w of 1 (§7.1); tensor-only kinds and the inputs
+         * keyed on their own (scale_d / offset_d only, §7.1) none at all */
+        bool weights = input < 0 && k->weights == CALQ_QKIND_WEIGHTS_CONST;
+        bool unit = input < 0 && k->weights == CALQ_QKIND_WEIGHTS_UNIT;
         if (!l->has_scale_d || !l->has_offset_d)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find %s of layer %s in record_file, please check data calibration process! (%s, "
@@ -226,7 +231,7 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
                               "find undesirable scale_w of layer %s in record_file (%s, line %d): %s layers have no "
                               "weights; AMCT writes %s for them (§7.1)",
                               l->name, rf, l->line, n->op_type, unit ? "only scale_w: 1" : "no scale_w");
-        if (!k->shift_bit && l->n_shift_bit)
+        if ((!k->shift_bit || input >= 0) && l->n_shift_bit)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "shift_bit is not support, please delete shift_bit of layer %s in record_file (%s, line "
                               "%d): %s layers have no shift_bit (§6.4)",
@@ -256,6 +261,14 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "offset_d's value should be in [-128, 127] in layer %s. (%s, line %d: offset_d is %lld)",
                               l->name, rf, l->line, (long long)l->offset_d);
+        int input;
+        int ni = calq__record_key_node(g, l->name, &input);
+        const calq_qkind *k = input < 0 ? calq__qkind_of_node(g, ni) : calq__qkind_of_input(g, ni, input);
+        if (k->act_symmetric && l->offset_d != 0)
+            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                              "offset_d of %s is %lld (%s, line %d); a %s with two variable inputs is quantized INT8 "
+                              "symmetric (amct-reference.md §8.1), offset_d 0",
+                              l->name, (long long)l->offset_d, rf, l->line, g->nodes[ni].op_type);
         for (int c = 0; c < l->n_offset_w; c++)
             if (l->offset_w[c] != 0)
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,

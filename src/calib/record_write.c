@@ -2,6 +2,7 @@
  * writers produce: `record { key value { scale_d offset_d scale_w* offset_w* shift_bit* } }`,
  * floats in shortest round-trip form (calq_tp_add_float), so reading the file back gives the
  * same bits. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,35 @@ const calq_record_layer *calq__record_find(const calq_record *r, const char *nam
     for (int i = 0; i < r->n_layers; i++)
         if (strcmp(r->layers[i].name, name) == 0) return &r->layers[i];
     return NULL;
+}
+
+char *calq__record_key(const char *layer, int input)
+{
+    size_t n = strlen(layer) + 16;
+    char *k = malloc(n);
+    if (k) snprintf(k, n, "%s:%d", layer, input);
+    return k;
+}
+
+int calq__record_key_node(const calq_graph *g, const char *key, int *input)
+{
+    *input = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, key) == 0) return i;
+    const char *colon = strrchr(key, ':');
+    if (!colon || colon == key || !colon[1] || strlen(colon + 1) > 4) return -1;
+    int k = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        k = 10 * k + (*p - '0');
+    }
+    size_t len = (size_t)(colon - key);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strlen(g->nodes[i].name) == len && strncmp(g->nodes[i].name, key, len) == 0) {
+            *input = k;
+            return i;
+        }
+    return -1;
 }
 
 /* One `record { ... }` entry; false on out-of-memory. */

@@ -55,6 +55,11 @@ void calq__plan_free(calq_plan *p);
 /* True when the plan was built for exactly these input shapes. */
 bool calq__plan_matches(const calq_plan *p, const calq_tensor *inputs, int n_inputs);
 
+/* Gives every value of g whose rank is unknown the shape a plan for g's declared input shapes
+ * infers (input dims that are unknown taken as dflt_dim); values whose shapes depend on data
+ * known only at run time keep theirs (exec/shapes.c). *n_filled counts the values filled. */
+calq_status calq__infer_value_shapes(calq_graph *g, int64_t dflt_dim, int *n_filled, calq_error *err);
+
 /* Runs a step's kernel on its current inputs (infers and allocates first for dynamic steps). */
 calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err);
 /* Frees dynamic values whose last use was step s. */

@@ -248,22 +248,36 @@ calq_status calq__save_check(const calq_model *m, const calq_record *r, const ca
     if (!list) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
     list[0] = '\0';
     const char *first = NULL;
-    for (int i = 0; i < cfg->n_layers; i++) {
-        const calq_layer_config *lc = &cfg->layers[i];
-        if (!lc->quant_enable || calq__record_find(r, lc->name)) continue;
-        size_t need = len + strlen(lc->name) + 3;
+    for (int i = 0; i < cfg->n_layers * 2; i++) {
+        /* each enabled layer's key, and "<layer>:1" of a MatMul with two variable inputs (§8.1) */
+        const calq_layer_config *lc = &cfg->layers[i / 2];
+        if (!lc->quant_enable || (i % 2 && !((lc->kind->act_inputs >> 1) & 1u))) continue;
+        char *own = i % 2 ? calq__record_key(lc->name, 1) : NULL;
+        const char *key = i % 2 ? own : lc->name;
+        if (!key) {
+            free(list);
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+        }
+        bool have = calq__record_find(r, key) != NULL;
+        size_t need = len + strlen(key) + 3;
+        if (have) {
+            free(own);
+            continue;
+        }
         if (need > cap) {
             while (cap < need) cap *= 2;
             char *p = realloc(list, cap);
             if (!p) {
+                free(own);
                 free(list);
                 return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
             }
             list = p;
         }
-        len += (size_t)sprintf(list + len, "%s%s", n_missing ? ", " : "", lc->name);
+        len += (size_t)sprintf(list + len, "%s%s", n_missing ? ", " : "", key);
         if (!n_missing) first = lc->name;
         n_missing++;
+        free(own);
     }
     calq_status st = CALQ_OK;
     if (n_missing)

@@ -48,6 +48,13 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
 calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, const char *owner,
                            bool want_dq);
 
+/* The record entry of input k of quantized layer node ni: the layer's own for k = 0, the
+ * "<layer>:<k>" one otherwise (MatMul with two variable inputs, §8.1); NULL when absent (the
+ * save checks make that impossible for the layers they passed). */
+const calq_record_layer *calq__x_input_record(const calq__xctx *c, int ni, int k);
+/* True when input k >= 1 of layer node ni is an activation its kind quantizes (§8.1). */
+bool calq__x_act_input(const calq__xctx *c, int ni, int k);
+
 /* int8 weight and int32 bias of layer node `ni` (folded graph) with the record's factors.
  * *wq (int8, w's layout) and *bq (int32, n_bias entries, or NULL without a quantizable bias)
  * are arena memory. Fails naming the layer on int32 bias overflow (§8.4). */

@@ -10,7 +10,9 @@
  *     -> AscendDequant(x, <layer>.dequant.param: uint64 [C], §6.3){dtype 0} -> float
  * Node and tensor names follow AMCT's (<layer>.quant, <layer>.dequant, <layer>.dequant.param).
  * Layers reading the same tensor with the same factors share one quantize chain: AMCT's
- * quant fusion (§8.3). AveragePool has no weight: its deq_scale is scale_d (scale_w = 1).
+ * quant fusion (§8.3). AveragePool has no weight: its deq_scale is scale_d (scale_w = 1). A MatMul
+ * with two variable inputs (§8.1) quantizes both, each with its record entry, and its deq_scale is
+ * scale_d * scale_d1.
  * A bias that is not one value per output channel (a Gemm C that broadcasts) stays float and
  * is added after the dequantization. The Ascend operators are in the default domain, where
  * AMCT writes them and ATC looks for them. */
@@ -104,6 +106,21 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     nd->input = in;
     nd->n_input = (size_t)n->n_inputs;
     in[0] = (char *)xq;
+    /* input 1 of a MatMul with two variable inputs: its own chain, named <layer>_input1.quant...,
+     * and it takes the weight's place in deq_scale = scale_d * scale_d1 (§6.2, §8.1) */
+    const calq_record_layer *r1 = NULL;
+    for (int k = 1; k < n->n_inputs; k++) {
+        if (!calq__x_act_input(c, ni, k)) continue;
+        const calq_record_layer *rk = calq__x_input_record(c, ni, k);
+        char *base = calq__xa_printf(&c->x.a, "%s_input%d", n->name, k);
+        if (!rk || !base)
+            return rk ? oom(err)
+                      : calq__fail(err, CALQ_ERR_RECORD_FILE, n->name, "save: no record for input %d of %s", k,
+                                   n->name);
+        if (!(in[k] = (char *)act_quant(c, base, c->g->values[n->inputs[k]].name, rk->scale_d, rk->offset_d)))
+            return oom(err);
+        if (k == 1) r1 = rk;
+    }
 
     /* deq_scale per output channel (or one), §6.2; AvgPool: scale_d (§6.3) */
     int64_t n_deq = 1;
@@ -157,7 +174,10 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     } else {
         deq = calq__xa_alloc(&c->x.a, sizeof(float));
         if (!deq) return oom(err);
-        deq[0] = rl->scale_d;
+        if (r1)
+            calq_deq_scale(rl->scale_d, &r1->scale_d, 1, 1, deq);
+        else
+            deq[0] = rl->scale_d;
     }
     for (int k = 1; k < (int)nd->n_input; k++)
         if (!in[k] && !(in[k] = n->inputs[k] < 0 ? "" : (char *)calq__xvalue(c, n->inputs[k], err))) return err->status;

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "export/export_onnx.h"
+#include "exec/plan.h"
 #include "graph/passes.h"
 #include "graph/quantizable.h"
 
@@ -105,6 +106,22 @@ calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64
         a->has_dq = true;
     }
     return a;
+}
+
+bool calq__x_act_input(const calq__xctx *c, int ni, int k)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    return k >= 1 && k < n->n_inputs && k < 32 && n->inputs[k] >= 0 && ((c->kinds[ni]->act_inputs >> k) & 1u);
+}
+
+const calq_record_layer *calq__x_input_record(const calq__xctx *c, int ni, int k)
+{
+    const char *layer = c->g->nodes[ni].name;
+    if (k == 0) return calq__record_find(c->rec, layer);
+    char *key = calq__record_key(layer, k);
+    const calq_record_layer *rl = key ? calq__record_find(c->rec, key) : NULL;
+    free(key);
+    return rl;
 }
 
 const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
@@ -241,6 +258,16 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
     nd->input = in;
     nd->n_input = (size_t)n->n_inputs;
     in[0] = act->dq;
+    /* the other activation inputs (MatMul with two variable inputs, §8.1), each with its own key */
+    for (int k = 1; k < n->n_inputs; k++) {
+        if (!calq__x_act_input(c, ni, k)) continue;
+        const calq_record_layer *rk = calq__x_input_record(c, ni, k);
+        if (!rk)
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name, "save: no record for input %d of %s", k, n->name);
+        calq__xact *ak = calq__xact_get(c, c->g->values[n->inputs[k]].name, rk->scale_d, rk->offset_d, owner, true);
+        if (!ak) return oom(err);
+        in[k] = ak->dq;
+    }
     for (int k = 0; k < n->n_outputs && k < (int)nd->n_output; k++)
         if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
     if (rl->n_scale_w > 0 && kind->weights == CALQ_QKIND_WEIGHTS_CONST) {
@@ -334,6 +361,32 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
     return calq__xg_node(&c->x, (Onnx__NodeProto *)nd) ? CALQ_OK : oom(err);
 }
 
+/* Ranks the writers need (Softmax's axis when the opset is raised, the shape of a per-channel
+ * dequantization scale) are unknown in a model with dynamic axes until shapes are inferred: from
+ * the input shapes the model has now (those calibration ran with, or --input_shape), unknown input
+ * dims taken as 1. A model whose shapes cannot be inferred so keeps its unknown ranks, and a writer
+ * that needs one says so. */
+static calq_status infer_shapes(calq__xctx *c, calq_error *err)
+{
+    bool unknown = false, dyn_input = false;
+    for (int v = 0; v < c->g->n_values && !unknown; v++)
+        unknown = c->g->values[v].ndim < 0 && !c->g->values[v].constant;
+    if (!unknown) return CALQ_OK;
+    for (int i = 0; i < c->g->n_inputs; i++) {
+        const calq_value *x = &c->g->values[c->g->inputs[i]];
+        for (int d = 0; d < x->ndim; d++) dyn_input |= x->dims[d] < 0;
+    }
+    calq_error e = {0};
+    int n = 0;
+    if (calq__infer_value_shapes(c->g, 1, &n, &e) != CALQ_OK)
+        calq__log(CALQ_LOG_DEBUG, "calq: save: the model's shapes could not be inferred (%s)", e.message);
+    else if (n)
+        calq__log(CALQ_LOG_DEBUG, "calq: save: inferred the shapes of %d tensors%s", n,
+                  dyn_input ? " (dynamic input dims taken as 1)" : "");
+    (void)err;
+    return CALQ_OK;
+}
+
 static calq_status export_walk(calq__xctx *c, calq_error *err)
 {
     const Onnx__GraphProto *gp = c->mp->graph;
@@ -389,17 +442,18 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     if (st == CALQ_OK && cfg->do_fusion)
         st = calq__pass_fold_conv_affine(c.g, (const char *const *)cfg->skip_fusion_layers, cfg->n_skip_fusion_layers,
                                          &n_fold, err);
+    if (st == CALQ_OK) st = infer_shapes(&c, err);
     if (st == CALQ_OK) {
-        /* every layer adds at most 8 nodes (the fake-quant chain, §9.2) and 10 initializers;
-         * upgrades add one initializer each */
+        /* every node adds at most 16 nodes (two fake-quant chains of §9.2 and the layer's own) and
+         * 20 initializers; upgrades add one initializer each */
         size_t nl = (size_t)c.g->n_nodes;
-        st = calq__xg_init(&c.x, gp->n_node + 8 * nl + 16, gp->n_initializer + 10 * nl + gp->n_node * 3 + 16, err);
+        st = calq__xg_init(&c.x, gp->n_node + 16 * nl + 16, gp->n_initializer + 20 * nl + gp->n_node * 3 + 16, err);
     }
     if (st == CALQ_OK) {
         c.kinds = calq__xa_alloc(&c.x.a, sizeof(*c.kinds) * (size_t)(c.g->n_nodes + 1));
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.skip = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
-        c.cap_acts = c.g->n_nodes + 1;
+        c.cap_acts = 3 * c.g->n_nodes + c.g->n_values + 1; /* per (tensor, factors, owner): a bound */
         c.acts = calq__xa_alloc(&c.x.a, sizeof(calq__xact) * (size_t)c.cap_acts);
         if (!c.kinds || !c.quantized || !c.skip || !c.acts) st = oom(err);
     }

@@ -33,8 +33,9 @@ static bool readers_factors(const calq__xctx *c, int v, const calq_record_layer 
         const calq_node *n = &c->g->nodes[i];
         for (int k = 0; k < n->n_inputs; k++) {
             if (n->inputs[k] != v) continue;
-            if (!c->quantized[i] || k != 0) return false;
-            const calq_record_layer *rl = calq__record_find(c->rec, n->name);
+            if (!c->quantized[i] || (k != 0 && !calq__x_act_input(c, i, k))) return false;
+            const calq_record_layer *rl = calq__x_input_record(c, i, k);
+            if (!rl) return false;
             if (common && (common->scale_d != rl->scale_d || common->offset_d != rl->offset_d)) return false;
             common = rl;
             (*n_readers)++;
@@ -80,6 +81,50 @@ static calq__xact *register_output(calq__xctx *c, const char *tensor, const calq
     return a;
 }
 
+/* The output factors of layer node ni (the readers' input factors, or a Relu's readers' with
+ * offset -128, as described above); false when they are unknown. *relu: the absorbed Relu or -1. */
+static bool output_factors(const calq__xctx *c, int ni, const calq_record_layer **out, int *relu)
+{
+    int y = c->g->nodes[ni].outputs[0], nr = 0;
+    *relu = -1;
+    if (readers_factors(c, y, out, &nr)) return true;
+    int r = single_reader(c, y);
+    if (r < 0 || strcmp(c->g->nodes[r].op_type, "Relu") != 0 || c->g->nodes[r].outputs[0] < 0) return false;
+    if (!readers_factors(c, c->g->nodes[r].outputs[0], out, &nr) || (*out)->offset_d != -128) return false;
+    *relu = r;
+    return true;
+}
+
+/* MatMul with two variable inputs (§8.1) as QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp,
+ * y_scale, y_zp): both inputs int8 with their record factors, no weight. */
+static calq_status qop_matmul2(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+                               bool *done, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_record_layer *r1 = calq__x_input_record(c, ni, 1), *out = NULL;
+    int relu;
+    if (!r1 || n->n_inputs != 2 || !output_factors(c, ni, &out, &relu)) return CALQ_OK;
+    calq__xact *a = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, NULL, false);
+    calq__xact *b =
+        a ? calq__xact_get(c, c->g->values[n->inputs[1]].name, r1->scale_d, r1->offset_d, NULL, false) : NULL;
+    int yv = relu >= 0 ? c->g->nodes[relu].outputs[0] : n->outputs[0];
+    calq__xact *o = b ? register_output(c, c->g->values[yv].name, out) : NULL;
+    Onnx__NodeProto *nd = o ? calq__xg_copy_node(&c->x, orig) : NULL;
+    char **iv = nd ? calq__xa_alloc(&c->x.a, sizeof(char *) * 8) : NULL;
+    if (!iv) return oom(err);
+    const char *ins[8] = {a->q, a->scale_name, a->zp_name, b->q, b->scale_name, b->zp_name, o->scale_name, o->zp_name};
+    memcpy(iv, ins, sizeof ins);
+    nd->input = iv;
+    nd->n_input = 8;
+    nd->op_type = "QLinearMatMul";
+    nd->output[0] = o->q;
+    if (!calq__xg_node(&c->x, nd)) return oom(err);
+    if (relu >= 0) c->skip[relu] = true;
+    c->n_qop++;
+    *done = true;
+    return CALQ_OK;
+}
+
 calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,
                             calq_error *err)
 {
@@ -88,7 +133,9 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
     /* the kinds with an ONNX QOperator form: Conv -> QLinearConv, MatMul -> QLinearMatMul */
     const calq_qkind *kind = c->kinds[ni];
     bool conv = kind->id == CALQ_QKIND_CONV, matmul = kind->id == CALQ_QKIND_MATMUL;
-    if ((!conv && !matmul) || n->n_outputs != 1 || n->outputs[0] < 0) return CALQ_OK;
+    bool matmul2 = kind->id == CALQ_QKIND_MATMUL_VAR;
+    if ((!conv && !matmul && !matmul2) || n->n_outputs != 1 || n->outputs[0] < 0) return CALQ_OK;
+    if (matmul2) return qop_matmul2(c, ni, orig, rl, done, err);
     const calq_tensor *w = c->g->values[n->inputs[kind->weight_input]].constant;
     if (matmul && (w->ndim != 2 || rl->n_scale_w != 1)) return CALQ_OK;
     int y = n->outputs[0], relu = -1, nr = 0;

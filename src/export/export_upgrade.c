@@ -202,8 +202,8 @@ static int proto_rank(Onnx__ValueInfoProto *const *vi, size_t n, const char *nam
  * (Softmax keeps the rank). */
 static int value_rank(const calq__xctx *c, const Onnx__NodeProto *n)
 {
-    int v = calq__graph_find(c->m->g, n->input[0]);
-    if (v >= 0 && c->m->g->values[v].ndim >= 0) return c->m->g->values[v].ndim;
+    int v = calq__graph_find(c->g, n->input[0]); /* the save's copy, with inferred shapes */
+    if (v >= 0 && c->g->values[v].ndim >= 0) return c->g->values[v].ndim;
     const Onnx__GraphProto *g = c->mp->graph;
     for (int k = 0; k < 2; k++) {
         const char *nm = k ? n->output[0] : n->input[0];

@@ -482,11 +482,13 @@ static calq_status fuse_matmul(fq *f, int t, bool *done, int *n_removed, calq_er
         return CALQ_OK; /* int8 needs x86's recoding */
     if (!per_tensor(g, a) || (y && (q_output_type(f, y) != ta || !per_tensor(g, y)))) return CALQ_OK;
     /* b: per tensor for QLinearMatMul (calq's condition); per tensor or per column (a 1-D scale on
-     * b's last axis) for MatMulIntegerToFloat, as onnxruntime fuses it */
+     * b's last axis) for MatMulIntegerToFloat, as onnxruntime fuses it; b may be an activation (a
+     * MatMul with two variable inputs, §8.1), per tensor, of a rank known only at run time */
     const calq_value *bv = &g->values[b->inputs[0]];
     const int rank = bv->constant ? bv->constant->ndim : bv->ndim;
     const int64_t cols = rank >= 1 ? (bv->constant ? bv->constant->dims[rank - 1] : bv->dims[rank - 1]) : -1;
-    if (y ? !per_tensor(g, b) : rank < 1 || !weight_dq_ok(g, b, rank - 1, cols, rank)) return CALQ_OK;
+    if (y ? !per_tensor(g, b) : !per_tensor(g, b) && (rank < 1 || !weight_dq_ok(g, b, rank - 1, cols, rank)))
+        return CALQ_OK;
     const int v = n->outputs[0];
     drop_output_side(f, q, clip, n_removed);
     if (y) {

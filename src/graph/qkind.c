@@ -83,6 +83,24 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
         .shift_bit = true,
         .weight_ranks = RANK(2) | RANK(3),
     },
+    /* MatMul with two variable inputs (attention's Q·K^T and A·V): "only as INT8 symmetric" (§8.1),
+     * both inputs calibrated, no weights. The record has scale_d / offset_d (offset 0) of input 0
+     * under "<layer>" and of input 1 under "<layer>:1", the key tensor_quantize uses (§7.1; AMCT
+     * documents no key for the second input); deq_scale = scale_d0 * scale_d1 (§6.2 with input 1
+     * in the place of the weight). Any rank (numpy matmul). */
+    {
+        .id = CALQ_QKIND_MATMUL_VAR,
+        .onnx = "MatMul",
+        .act_inputs = (1u << 0) | (1u << 1),
+        .act_symmetric = true,
+        .weights = CALQ_QKIND_WEIGHTS_NONE,
+        .weight_input = -1,
+        .weight2_input = -1,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_MATRIX,
+        .weight_channel_axis = -1,
+        .output_channel_axis = -1,
+    },
     /* AveragePool: 4-D input (§8.1; Caffe Pooling AVE, non-global: full quantization, no shift
      * N); no weight, scale_w 1 (§7.1). */
     {

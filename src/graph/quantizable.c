@@ -70,7 +70,40 @@ bool calq__qkind_match(const calq_qkind *k, const calq_graph *g, int i)
 const calq_qkind *calq__qkind_of_node(const calq_graph *g, int i)
 {
     for (int r = 0; r < calq__qkind_count(); r++)
-        if (calq__qkind_match(calq__qkind_at(r), g, i)) return calq__qkind_at(r);
+        if (!calq__qkind_at(r)->tensor_only && calq__qkind_match(calq__qkind_at(r), g, i)) return calq__qkind_at(r);
+    return NULL;
+}
+
+static bool has_act_input(const calq_qkind *k, int in)
+{
+    return k->act_inputs == CALQ_QKIND_EVERY_INPUT || (in < 32 && ((k->act_inputs >> in) & 1u));
+}
+
+/* A tensor-only row's conditions for input `in` alone: the op, the input a float non-constant
+ * tensor, input 0's rank and the attributes (the other inputs may be constants: Add(x, bias)). */
+static bool tensor_row_holds(const calq_qkind *k, const calq_graph *g, int i, int in)
+{
+    const calq_node *n = &g->nodes[i];
+    if (n->domain[0] || strcmp(n->op_type, k->onnx) != 0 || !has_act_input(k, in)) return false;
+    if (!float_input(g, n, in) || g->values[n->inputs[in]].constant) return false;
+    if (k->input_ranks) {
+        const calq_value *x = n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
+        if (x && x->ndim >= 0 && !rank_ok(k->input_ranks, x->ndim)) return false;
+    }
+    for (int a = 0; a < CALQ_QKIND_MAX_ATTRS && k->attrs[a].rule != CALQ_QKIND_ATTR_END; a++)
+        if (!attr_ok(&k->attrs[a], n)) return false;
+    return true;
+}
+
+const calq_qkind *calq__qkind_of_input(const calq_graph *g, int i, int k)
+{
+    if (i < 0 || i >= g->n_nodes || k < 0 || k >= g->nodes[i].n_inputs || g->nodes[i].inputs[k] < 0) return NULL;
+    const calq_qkind *layer = calq__qkind_of_node(g, i);
+    if (layer && k >= 1 && has_act_input(layer, k)) return layer;
+    for (int r = 0; r < calq__qkind_count(); r++) {
+        const calq_qkind *t = calq__qkind_at(r);
+        if (t->tensor_only && tensor_row_holds(t, g, i, k)) return t;
+    }
     return NULL;
 }
 

@@ -13,8 +13,15 @@
  * activation inputs are float (or of unknown type), its weights are constant float tensors of
  * an allowed rank, input 0 has an allowed rank, and the attribute conditions hold. */
 bool calq__qkind_match(const calq_qkind *k, const calq_graph *g, int i);
-/* The kind of node i: the first row that holds for it, or NULL when calq does not quantize it. */
+/* The kind of node i as a layer: the first row that is not tensor-only and holds for it, or NULL
+ * when calq does not quantize it as a layer (tensor-only rows quantize inputs, calq__qkind_of_input). */
 const calq_qkind *calq__qkind_of_node(const calq_graph *g, int i);
+/* The row under which input k of node i is quantized under its own record key "<node>:<k>"
+ * (§7.1): the node's layer kind when k >= 1 is one of its activation inputs (MatMul with two
+ * variable inputs, §8.1); else a tensor-only row (§7.2 tensor_quantize) of the node's op type
+ * whose act_inputs include k, where input k is a float tensor that is not a constant and the
+ * row's other conditions hold for the node; NULL otherwise. */
+const calq_qkind *calq__qkind_of_input(const calq_graph *g, int i, int k);
 /* calq__qkind_of_node(g, i) != NULL. */
 bool calq__node_quantizable(const calq_graph *g, int i);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "calib/record.h"
+#include "frontend/model.h"
 #include "calib_model.h"
 
 #include "expect.h"
@@ -162,6 +163,29 @@ static void test_checks(void)
     expect_fail("records { key: \"conv\" }", CALQ_ERR_BAD_FORMAT, "unknown field 'records'");
     expect_fail("record { key: \"conv\" junk: 1 }", CALQ_ERR_BAD_FORMAT, "unknown field 'junk'");
     expect_fail("record { value { scale_d: 1 } }", CALQ_ERR_BAD_FORMAT, "has no key");
+    /* "<layer>:<input>" keys (§7.1): only for inputs quantized on their own; mm's input 1 is its weight */
+    expect_fail("record { key: \"mm:1\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
+                "input 1 of layer mm (a MatMul with 2 inputs) cannot be quantized on its own");
+    expect_fail("record { key: \"conv:7\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
+                "input 7 of layer conv");
+    expect_fail("record { key: \"nope:1\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
+                "find nope:1 failure in m.onnx");
+}
+
+/* Keys name a node, or "<node>:<input>" (decimal); a node whose own name looks like that wins. */
+static void test_keys(void)
+{
+    const calq_graph *g = model->g;
+    int in = 0, conv = calq__record_key_node(g, "conv", &in);
+    EXPECT(conv >= 0 && in == -1 && !strcmp(g->nodes[conv].name, "conv"));
+    EXPECT(calq__record_key_node(g, "conv:1", &in) == conv && in == 1);
+    EXPECT(calq__record_key_node(g, "conv:12", &in) == conv && in == 12);
+    EXPECT(calq__record_key_node(g, "conv:", &in) < 0 && calq__record_key_node(g, "conv:1a", &in) < 0);
+    EXPECT(calq__record_key_node(g, "con:1", &in) < 0 && calq__record_key_node(g, ":1", &in) < 0);
+    EXPECT(calq__record_key_node(g, "conv:123456", &in) < 0); /* not an input index */
+    char *k = calq__record_key("a:b", 3);
+    EXPECT(k && !strcmp(k, "a:b:3"));
+    free(k);
 }
 
 int main(void)
@@ -173,6 +197,7 @@ int main(void)
         return 1;
     }
     test_round_trip();
+    test_keys();
     test_flavours();
     test_checks();
     calq_model_free(model);

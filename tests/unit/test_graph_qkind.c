@@ -187,7 +187,9 @@ static void test_conditions(void)
     int mm = node(g, "MatMul", "", (int[]){x, m}, 2);
     int mm4 = node(g, "MatMul", "", (int[]){x, m_4}, 2);
     int mm_var = node(g, "MatMul", "", (int[]){x, mv}, 2);
-    EXPECT(kind_of(g, mm) == calq__qkind(CALQ_QKIND_MATMUL) && !kind_of(g, mm4) && !kind_of(g, mm_var));
+    EXPECT(kind_of(g, mm) == calq__qkind(CALQ_QKIND_MATMUL) && !kind_of(g, mm4));
+    /* a variable second input: the two-variable-input row (§8.1), whatever its rank */
+    EXPECT(kind_of(g, mm_var) == calq__qkind(CALQ_QKIND_MATMUL_VAR));
 
     int pool = node(g, "AveragePool", "", &x, 1);
     int pool_unknown = node(g, "AveragePool", "", &xu, 1);
@@ -238,8 +240,13 @@ static void test_future_rows(void)
                             .output_channel_axis = -1};
     int mm_var = node(g, "MatMul", "", (int[]){a, b}, 2), mm_const = node(g, "MatMul", "", (int[]){a, bc}, 2);
     EXPECT(calq__qkind_match(&mm2, g, mm_var) && !calq__qkind_match(&mm2, g, mm_const));
-    /* the constant-weight row still takes the other one, and the variable one is not a MatMul kind today */
-    EXPECT(kind_of(g, mm_const) == calq__qkind(CALQ_QKIND_MATMUL) && !kind_of(g, mm_var));
+    /* the table's row is that one: the constant-weight row takes the other MatMul */
+    const calq_qkind *row = calq__qkind(CALQ_QKIND_MATMUL_VAR);
+    EXPECT(kind_of(g, mm_const) == calq__qkind(CALQ_QKIND_MATMUL) && kind_of(g, mm_var) == row);
+    EXPECT(row->act_inputs == mm2.act_inputs && row->act_symmetric && row->weights == CALQ_QKIND_WEIGHTS_NONE);
+    /* its input 1 has its own record key; input 0 is the layer's, the constant MatMul's weight none */
+    EXPECT(calq__qkind_of_input(g, mm_var, 1) == row && !calq__qkind_of_input(g, mm_var, 0));
+    EXPECT(!calq__qkind_of_input(g, mm_const, 1) && !calq__qkind_of_input(g, mm_var, 2));
 
     /* tensor-only Add and Concat (§7.2 tensor_quantize) */
     const calq_qkind add = {.onnx = "Add",

@@ -1,6 +1,7 @@
 #include "base/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,44 +9,118 @@
 
 #include "base/error.h"
 
-calq_status calq__read_file(const char *path, char **out, size_t *size, calq_error *err)
+/* What kind of file st is, for the message refusing it. */
+static const char *file_kind(const struct stat *st)
+{
+    if (S_ISDIR(st->st_mode)) return "a folder";
+    if (S_ISFIFO(st->st_mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(st->st_mode)) return "a character device";
+    if (S_ISBLK(st->st_mode)) return "a block device";
+    if (S_ISSOCK(st->st_mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* The open descriptor of a regular file of at most max bytes, or -1 with err filled. */
+static int open_regular_fd(const char *path, size_t max, const char *what, size_t *size, calq_error *err)
+{
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it does nothing for the
+     * regular files that pass the check below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it is %s; calq reads only regular files", path, what,
+                   file_kind(&st));
+        close(fd);
+        return -1;
+    }
+    if (st.st_size < 0 || (unsigned long long)st.st_size > (unsigned long long)max) {
+        calq__fail(err, CALQ_ERR_IO, NULL,
+                   "cannot read %s as %s: it has %lld bytes, more than the %zu calq reads as %s (is it the right "
+                   "file?)",
+                   path, what, (long long)st.st_size, max, what);
+        close(fd);
+        return -1;
+    }
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+calq_status calq__open_regular(const char *path, size_t max, const char *what, FILE **fp, size_t *size, calq_error *err)
+{
+    *fp = NULL;
+    int fd = open_regular_fd(path, max, what, size, err);
+    if (fd < 0) return err->status;
+    *fp = fdopen(fd, "rb");
+    if (!*fp) {
+        close(fd);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory opening %s", path);
+    }
+    return CALQ_OK;
+}
+
+calq_status calq__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *size,
+                                calq_error *err)
 {
     *out = NULL;
     *size = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    if (max > CALQ_READ_MAX_BYTES) max = CALQ_READ_MAX_BYTES;
+    size_t want;
+    int fd = open_regular_fd(path, max, what, &want, err);
+    if (fd < 0) return err->status;
+    /* The size is a hint (a file can grow while it is read; /proc files say 0): read until the
+     * end, but never past max. */
+    size_t cap = want + 1 > 4096 ? want + 1 : 4096, n = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        fclose(fp);
-        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
-    }
-    for (;;) {
+    calq_status st = buf ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+    while (st == CALQ_OK) {
         if (cap - n < 2) {
-            if (cap > SIZE_MAX / 2) break;
-            char *nb = realloc(buf, cap * 2);
+            if (n > max) {
+                st = calq__fail(err, CALQ_ERR_IO, NULL,
+                                "cannot read %s as %s: it grew past the %zu bytes calq reads as %s", path, what, max,
+                                what);
+                break;
+            }
+            size_t nc = cap > max / 2 ? max + 2 : cap * 2;
+            char *nb = realloc(buf, nc);
             if (!nb) {
-                free(buf);
-                fclose(fp);
-                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+                st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+                break;
             }
             buf = nb;
-            cap *= 2;
+            cap = nc;
         }
-        size_t r = fread(buf + n, 1, cap - n - 1, fp);
-        n += r;
-        if (r == 0) break;
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+        if (r <= 0) break;
+        n += (size_t)r;
     }
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad) {
+    close(fd);
+    if (st == CALQ_OK && n > max)
+        st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it grew past the %zu bytes calq reads as %s",
+                        path, what, max, what);
+    if (st != CALQ_OK) {
         free(buf);
-        return calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s", path);
+        return st;
     }
     buf[n] = 0;
     *out = buf;
     *size = n;
     return CALQ_OK;
+}
+
+calq_status calq__read_file(const char *path, char **out, size_t *size, calq_error *err)
+{
+    return calq__read_file_max(path, CALQ_READ_MAX_BYTES, "a model or data file", out, size, err);
 }
 
 void calq__dirname(const char *path, char *buf, size_t n)

@@ -8,8 +8,25 @@
 #include "calq.h"
 
 /* Reads all of `path`. *out is malloc'ed (owner: caller, free()) and NUL-terminated one byte
- * past *size, so text parsers can use it directly. */
+ * past *size, so text parsers can use it directly. Only regular files are read (a folder, a
+ * FIFO or a device such as /dev/zero is refused before anything is read or allocated, and
+ * opening a FIFO does not wait for a writer), and at most CALQ_READ_MAX_BYTES. */
 calq_status calq__read_file(const char *path, char **out, size_t *size, calq_error *err);
+/* The same with a smaller cap: a file of more than `max` bytes is refused naming `what` (e.g.
+ * "a record file") and the cap, before it is read. */
+calq_status calq__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *size,
+                                calq_error *err);
+/* Everything calq reads whole is a protobuf message (ONNX, caffemodel) or smaller text: protobuf
+ * limits a message to 2 GiB (larger ONNX models keep their weights in external data files). */
+#define CALQ_READ_MAX_BYTES ((size_t)0x7fffffff)
+/* Text files calq reads whole (prototxt, JSON and .cfg configs): real ones are kilobytes. */
+#define CALQ_TEXT_MAX_BYTES ((size_t)64 << 20)
+
+/* Opens `path` for reading when it is a regular file of at most `max` bytes (its size in
+ * *size), with the messages of calq__read_file_max; for readers that stream (.npy, .bin data,
+ * images, external ONNX data). */
+calq_status calq__open_regular(const char *path, size_t max, const char *what, FILE **fp, size_t *size,
+                               calq_error *err);
 
 /* An output being written: `fp` writes to a temporary file next to `path`. */
 typedef struct calq_atomic_file {

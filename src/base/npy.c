@@ -545,8 +545,9 @@ calq_status calq_npy_read(const char *path, calq_tensor *out, calq_error *err)
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no output tensor");
     memset(out, 0, sizeof *out);
     if (!path) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no path");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", path, strerror(errno));
+    FILE *fp;
+    size_t size;
+    CALQ_TRY(calq__open_regular(path, SIZE_MAX, "a .npy file", &fp, &size, err));
     calq_status st = read_npy_file(fp, path, out, err);
     fclose(fp);
     return st;

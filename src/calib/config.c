@@ -276,7 +276,7 @@ calq_status calq_config_load(const calq_model *m, const char *path, calq_config 
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    CALQ_TRY(calq__read_file(path, &text, &len, err));
+    CALQ_TRY(calq__read_file_max(path, CALQ_TEXT_MAX_BYTES, "a config file", &text, &len, err));
     calq_status st = ends_with(path, ".cfg") ? calq__config_parse_cfg(m, text, len, path, out, err)
                                              : calq__config_parse_json(m, text, len, path, out, err);
     free(text);
@@ -295,7 +295,7 @@ calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts
     if (opts->config_defination) {
         char *text = NULL;
         size_t len = 0;
-        CALQ_TRY(calq__read_file(opts->config_defination, &text, &len, err));
+        CALQ_TRY(calq__read_file_max(opts->config_defination, CALQ_TEXT_MAX_BYTES, "a config file", &text, &len, err));
         calq_status st = calq__config_parse_cfg(m, text, len, opts->config_defination, out, err);
         free(text);
         return st;

@@ -10,6 +10,8 @@
 #define CALQ_CALIB_DATA_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "calq.h"
 
@@ -69,6 +71,13 @@ calq_status calq__data_bin_check(const calq_data *d, const calq_value_info *inpu
 calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
 calq_status calq__data_npy_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
 calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+/* Images: at most 256 MiB of file and 2^27 pixels (134 megapixels, 400 MB decoded), so a
+ * hostile header cannot make stb allocate gigabytes (issue 14). */
+#define CALQ_IMAGE_MAX_BYTES  ((size_t)256 << 20)
+#define CALQ_IMAGE_MAX_PIXELS ((uint64_t)1 << 27)
+/* Opens an image file and reads its header: *fp is positioned for stbi_load_from_file (owner:
+ * the caller, fclose); *w x *h within the caps above. */
+calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_error *err);
 calq_status calq__data_images_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
 calq_status calq__data_images_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
 

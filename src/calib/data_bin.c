@@ -2,12 +2,14 @@
  * folder per model input, each file one batch of raw (native little-endian) values of the
  * --data_types entry for that folder, read in ascending name order. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/tensor.h"
 #include "calib/data.h"
 
@@ -115,6 +117,11 @@ calq_status calq__data_bin_check(const calq_data *d, const calq_value_info *inpu
             struct stat sb;
             if (stat(s->files[k], &sb) != 0)
                 return calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", s->files[k], strerror(errno));
+            if (!S_ISREG(sb.st_mode))
+                return calq__fail(err, CALQ_ERR_IO, NULL,
+                                  "cannot read %s as a .bin data file: it is not a regular file (a folder, FIFO or "
+                                  "device); calq reads only regular files",
+                                  s->files[k]);
             if ((unsigned long long)sb.st_size != want)
                 return wrong_size(s->files[k], (long long)sb.st_size, in, s->dtype, err);
         }
@@ -133,8 +140,9 @@ calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, ca
                               calq_dtype_name(s->dtype), calq_dtype_name(t->dtype));
         int64_t numel = calq_tensor_numel(t);
         size_t bytes = (size_t)numel * calq_dtype_size(s->dtype);
-        FILE *fp = fopen(file, "rb");
-        if (!fp) return calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", file, strerror(errno));
+        FILE *fp;
+        size_t fsize;
+        CALQ_TRY(calq__open_regular(file, SIZE_MAX, "a .bin data file", &fp, &fsize, err));
         struct stat sb;
         if (fstat(fileno(fp), &sb) != 0 || (unsigned long long)sb.st_size != bytes) {
             long long have = fstat(fileno(fp), &sb) == 0 ? (long long)sb.st_size : -1;

@@ -1,6 +1,8 @@
 /* Calibration data from a folder of photos (JPEG, PNG, BMP), read in name order through
  * calq_image_load with the user's preprocessing. Batch i is images [i*N, (i+1)*N), N being
  * dim 0 of the model's one input; a partial last batch is not used. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,10 +72,14 @@ calq_status calq__data_images_check(const calq_data *d, const calq_value_info *i
      * still reported by name when its batch is read. */
     const calq_data_stream *s = &d->streams[0];
     for (int k = 0; k < n_batches * d->batch_size; k++) {
-        int w, h, comp;
-        if (!stbi_info(s->files[k], &w, &h, &comp))
-            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable image (%s); remove it from %s",
-                              s->files[k], stbi_failure_reason() ? stbi_failure_reason() : "unknown format", s->label);
+        int w, h;
+        FILE *fp;
+        if (calq__image_open(s->files[k], &fp, &w, &h, err) != CALQ_OK) {
+            size_t at = strlen(err->message);
+            snprintf(err->message + at, sizeof err->message - at, "; remove it from %s", s->label);
+            return err->status;
+        }
+        fclose(fp);
         if (!d->image_opts.width && (w != in->dims[3] || h != in->dims[2]))
             return calq__fail(err, CALQ_ERR_SHAPE, NULL,
                               "%s is %dx%d but input '%s' takes %lldx%lld images (W x H): add --resize %lldx%lld",

@@ -7,6 +7,31 @@
 #include <stb_image_resize.h>
 
 #include "base/error.h"
+#include "base/file.h"
+#include "calib/data.h"
+
+calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_error *err)
+{
+    size_t size;
+    CALQ_TRY(calq__open_regular(path, CALQ_IMAGE_MAX_BYTES, "an image", fp, &size, err));
+    int comp;
+    if (!stbi_info_from_file(*fp, w, h, &comp)) {
+        fclose(*fp);
+        *fp = NULL;
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable image (%s)", path,
+                          stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+    }
+    if (*w <= 0 || *h <= 0 || (uint64_t)*w * (uint64_t)*h > CALQ_IMAGE_MAX_PIXELS) {
+        fclose(*fp);
+        *fp = NULL;
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "%s: the image claims %dx%d pixels, more than the %llu calq decodes (a photo of up to "
+                          "%llu megapixels); scale it down first",
+                          path, *w, *h, (unsigned long long)CALQ_IMAGE_MAX_PIXELS,
+                          (unsigned long long)CALQ_IMAGE_MAX_PIXELS >> 20);
+    }
+    return CALQ_OK;
+}
 
 void calq_image_opts_init(calq_image_opts *o)
 {
@@ -28,8 +53,15 @@ calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_ten
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the std of channel %d must not be 0", c);
     if (o->width < 0 || o->height < 0 || (o->width == 0) != (o->height == 0))
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "resize needs both a width and a height (e.g. 320x240)");
+    if ((uint64_t)o->width * (uint64_t)o->height > CALQ_IMAGE_MAX_PIXELS)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "resize to %dx%d is more than the %llu pixels calq makes of an image", o->width, o->height,
+                          (unsigned long long)CALQ_IMAGE_MAX_PIXELS);
     int w, h, ch;
-    unsigned char *px = stbi_load(path, &w, &h, &ch, 3);
+    FILE *fp;
+    CALQ_TRY(calq__image_open(path, &fp, &w, &h, err));
+    unsigned char *px = stbi_load_from_file(fp, &w, &h, &ch, 3);
+    fclose(fp);
     if (!px)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: cannot decode the image (%s)", path,
                           stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");

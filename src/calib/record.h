@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/strmap.h"
 #include "calq.h"
 #include "graph/graph.h"
 
@@ -32,7 +33,13 @@ typedef struct calq_record_layer {
 typedef struct calq_record {
     int n_layers, cap_layers;
     calq_record_layer *layers; /* in file order (calq writes the model's layer order) */
+    calq_strmap index;         /* layer name -> position in layers (keys: the layers' names) */
 } calq_record;
+
+/* The largest record file calq reads: one entry per quantized layer is a few hundred bytes
+ * (tens of kilobytes with per-channel scales), so 64 MiB is far above any real model and keeps
+ * a hostile file from costing minutes and gigabytes (issue 14). */
+#define CALQ_RECORD_MAX_BYTES (64u << 20)
 
 /* An empty record (owner: caller, calq__record_free); NULL on out-of-memory. */
 calq_record *calq__record_new(void);
@@ -60,11 +67,21 @@ int calq__record_key_node(const calq_graph *g, const char *key, int *input);
 calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err);
 
 /* Parses a record from `len` bytes; `filename` labels messages (NULL: "record"). Accepts both
- * flavours of §7.1: fields calq does not use (skip_fusion, channels, height, width, act_type,
- * wts_type, ...) are read over. Syntax errors and mistyped fields say file:line:col; a key given
- * twice is an error. */
+ * flavours of §7.1: the fields it documents that calq does not use (skip_fusion, channels,
+ * height, width, act_type, wts_type, ...) are type-checked and read over; act_type / wts_type /
+ * dst_type other than INT8 and a tensor_balance_factor other than 1 are refused (calq would
+ * ignore what they mean); any other field is an error naming it. Syntax errors and mistyped fields say file:line:col; a
+ * key given twice is an error. */
 calq_status calq__record_parse(const char *text, size_t len, const char *filename, calq_record **out, calq_error *err);
+/* At most CALQ_RECORD_MAX_BYTES, from a regular file. */
 calq_status calq__record_read_file(const char *path, calq_record **out, calq_error *err);
+/* The same, checking each key against model m (labelled model_label in messages) as soon as it
+ * is read: the first key that is not a quantizable layer of m stops the read with
+ * calq__record_check's message, and a layer's scale_w may not outnumber its output channels. */
+calq_status calq__record_parse_for(const char *text, size_t len, const char *filename, const calq_model *m,
+                                   const char *model_label, calq_record **out, calq_error *err);
+calq_status calq__record_read_file_for(const char *path, const calq_model *m, const char *model_label,
+                                       calq_record **out, calq_error *err);
 
 /* The save-time checks of §4.4 against model m, in AMCT's order and with AMCT's text (plus
  * where: the file and the layer): an empty record; keys that are not layers of the model or

@@ -1,13 +1,20 @@
 /* Reading a record file (amct-reference.md §7.1) and the save-time checks of §4.4. The reader
- * takes AMCT's Caffe and ONNX flavours and calq's own: the five factor fields are read and
- * typed; every other field of a value (skip_fusion, channels, height, width, act_type, ...) is
- * read over, as protobuf would accept it. */
+ * takes AMCT's Caffe, ONNX and PyTorch flavours and calq's own: the five factor fields are read
+ * and typed; the other fields §7.1 documents (skip_fusion, channels, height, width, act_type,
+ * ...) are type-checked and otherwise read over; any other field is an error, as protobuf's
+ * text parser makes it.
+ *
+ * Cost (issue 14): the file is parsed one `record { }` entry at a time (calq_tp_parse_each),
+ * names are found through hash maps, and when the model is known each key is checked against
+ * it as soon as it is read, so a hostile file stops at its first bad entry with memory for one
+ * entry, and a good one takes time linear in its size. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/file.h"
+#include "base/strmap.h"
 #include "calib/record.h"
 #include "frontend/model.h"
 #include "graph/quantizable.h"
@@ -18,55 +25,236 @@ static const char *label_or(const char *s, const char *dflt)
     return s && *s ? s : dflt;
 }
 
-/* Appends a repeated scalar; false on out-of-memory. */
-static bool push(void **arr, int *n, size_t elem, const void *v)
+/* What the reader does with each field of a `value { }` (§7.1). */
+typedef enum value_use {
+    USE_SCALE_D,
+    USE_OFFSET_D,
+    USE_SCALE_W,
+    USE_OFFSET_W,
+    USE_SHIFT_BIT,
+    IGNORE_UINT,  /* Caffe's channels / height / width */
+    IGNORE_BOOL,  /* skip_fusion, is_tensor_quantize */
+    IGNORE_ANY,   /* op_data_type, PyTorch's kv_cache_value / prune_record: read over */
+    CHECK_INT8,   /* act_type / wts_type / dst_type: calq quantizes to INT8 only */
+    CHECK_BALANCE /* tensor_balance_factor (DMQ balancing): calq's models would not apply it */
+} value_use;
+
+static const struct value_field {
+    const char *name;
+    value_use use;
+} VALUE_FIELDS[] = {
+    {"scale_d", USE_SCALE_D},
+    {"offset_d", USE_OFFSET_D},
+    {"scale_w", USE_SCALE_W},
+    {"offset_w", USE_OFFSET_W},
+    {"shift_bit", USE_SHIFT_BIT},
+    {"channels", IGNORE_UINT},
+    {"height", IGNORE_UINT},
+    {"width", IGNORE_UINT},
+    {"skip_fusion", IGNORE_BOOL},
+    {"is_tensor_quantize", IGNORE_BOOL},
+    {"tensor_balance_factor", CHECK_BALANCE},
+    {"op_data_type", IGNORE_ANY},
+    {"act_type", CHECK_INT8},
+    {"wts_type", CHECK_INT8},
+    {"dst_type", CHECK_INT8},
+    {"kv_cache_value", IGNORE_ANY},
+    {"prune_record", IGNORE_ANY},
+};
+#define N_VALUE_FIELDS ((int)(sizeof VALUE_FIELDS / sizeof VALUE_FIELDS[0]))
+
+typedef struct reader {
+    const char *file; /* labels messages */
+    calq_record *r;
+    const calq_model *m; /* NULL: keys are checked later, by calq__record_check */
+    const char *mf;
+    calq_strmap nodes; /* m's node names -> index */
+    /* capacities of the arrays of the entry being read (one at a time) */
+    int cap_scale_w, cap_offset_w, cap_shift_bit;
+    int64_t max_scale_w; /* the entry's layer's output channels when known, else 0 */
+} reader;
+
+/* Appends a repeated scalar, doubling the array; false on out-of-memory. */
+static bool push(void **arr, int *n, int *cap, size_t elem, const void *v)
 {
-    void *p = realloc(*arr, (size_t)(*n + 1) * elem);
-    if (!p) return false;
-    memcpy((char *)p + (size_t)*n * elem, v, elem);
-    *arr = p;
+    if (*n == *cap) {
+        int nc = *cap ? 2 * *cap : 4;
+        void *p = realloc(*arr, (size_t)nc * elem);
+        if (!p) return false;
+        *arr = p;
+        *cap = nc;
+    }
+    memcpy((char *)*arr + (size_t)*n * elem, v, elem);
     (*n)++;
     return true;
 }
 
-static calq_status read_value(const calq_tp_node *v, const char *file, calq_record_layer *l, calq_error *err)
+static calq_status check_int8_type(const calq_tp_node *f, const char *file, const calq_record_layer *l, calq_error *err)
 {
+    const char *t;
+    CALQ_TRY(calq_tp_string(f, file, &t, err));
+    if (strcmp(t, "INT8") != 0)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, l->name,
+                          "%s:%d:%d: %s of layer %s is \"%s\"; calq quantizes to INT8 only (AMCT's default, §7.1): "
+                          "calibrate this layer for INT8 or remove its entry",
+                          file, f->line, f->col, f->name, l->name, t);
+    return CALQ_OK;
+}
+
+static calq_status unknown_value_field(const calq_tp_node *f, const char *file, const calq_record_layer *l,
+                                       calq_error *err)
+{
+    char names[512];
+    size_t at = 0;
+    names[0] = 0;
+    for (int i = 0; i < N_VALUE_FIELDS && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", VALUE_FIELDS[i].name);
+    return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name,
+                      "%s:%d:%d: unknown field '%s' in the value of layer \"%s\" (a record value holds %s: the "
+                      "fields of AMCT's record flavours, amct-reference.md §7.1); check its spelling",
+                      file, f->line, f->col, f->name, l->name, names);
+}
+
+static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_layer *l, calq_error *err)
+{
+    const char *file = rd->file;
     for (int i = 0; i < v->n_children; i++) {
         const calq_tp_node *f = v->children[i];
+        int k = 0;
+        while (k < N_VALUE_FIELDS && strcmp(f->name, VALUE_FIELDS[k].name) != 0) k++;
+        if (k == N_VALUE_FIELDS) return unknown_value_field(f, file, l, err);
         bool ok = true;
-        if (strcmp(f->name, "scale_d") == 0) {
+        switch (VALUE_FIELDS[k].use) {
+        case USE_SCALE_D:
             if (l->has_scale_d)
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: scale_d of layer %s is given twice",
                                   file, f->line, f->col, l->name);
             CALQ_TRY(calq_tp_float(f, file, &l->scale_d, err));
             l->has_scale_d = true;
-        } else if (strcmp(f->name, "offset_d") == 0) {
+            break;
+        case USE_OFFSET_D:
             if (l->has_offset_d)
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: offset_d of layer %s is given twice",
                                   file, f->line, f->col, l->name);
             CALQ_TRY(calq_tp_int(f, file, &l->offset_d, err));
             l->has_offset_d = true;
-        } else if (strcmp(f->name, "scale_w") == 0) {
+            break;
+        case USE_SCALE_W: {
             float x;
             CALQ_TRY(calq_tp_float(f, file, &x, err));
-            ok = push((void **)&l->scale_w, &l->n_scale_w, sizeof x, &x);
-        } else if (strcmp(f->name, "offset_w") == 0) {
+            if (rd->max_scale_w > 1 && l->n_scale_w == rd->max_scale_w)
+                return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                                  "%s:%d:%d: layer %s has more scale_w values than its weight's %lld output channels; "
+                                  "give one per output channel or a single one",
+                                  file, f->line, f->col, l->name, (long long)rd->max_scale_w);
+            ok = push((void **)&l->scale_w, &l->n_scale_w, &rd->cap_scale_w, sizeof x, &x);
+            break;
+        }
+        case USE_OFFSET_W: {
             int64_t x;
             CALQ_TRY(calq_tp_int(f, file, &x, err));
-            ok = push((void **)&l->offset_w, &l->n_offset_w, sizeof x, &x);
-        } else if (strcmp(f->name, "shift_bit") == 0) {
+            ok = push((void **)&l->offset_w, &l->n_offset_w, &rd->cap_offset_w, sizeof x, &x);
+            break;
+        }
+        case USE_SHIFT_BIT: {
             uint64_t x;
             CALQ_TRY(calq_tp_uint(f, file, &x, err));
-            ok = push((void **)&l->shift_bit, &l->n_shift_bit, sizeof x, &x);
+            ok = push((void **)&l->shift_bit, &l->n_shift_bit, &rd->cap_shift_bit, sizeof x, &x);
+            break;
         }
-        /* any other field belongs to one of AMCT's flavours (§7.1) and does not matter here */
+        case IGNORE_UINT: {
+            uint64_t x;
+            CALQ_TRY(calq_tp_uint(f, file, &x, err));
+            break;
+        }
+        case IGNORE_BOOL: {
+            bool x;
+            CALQ_TRY(calq_tp_bool(f, file, &x, err));
+            break;
+        }
+        case IGNORE_ANY: break;
+        case CHECK_INT8: CALQ_TRY(check_int8_type(f, file, l, err)); break;
+        case CHECK_BALANCE: {
+            float x;
+            CALQ_TRY(calq_tp_float(f, file, &x, err));
+            if (x != 1.0f)
+                return calq__fail(err, CALQ_ERR_UNSUPPORTED, l->name,
+                                  "%s:%d:%d: layer %s has tensor_balance_factor %.9g: AMCT's DMQ balancing (§7.1) is "
+                                  "not supported by calq, whose models would not apply it; calibrate without it",
+                                  file, f->line, f->col, l->name, (double)x);
+            break;
+        }
+        }
         if (!ok) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, l->name, "%s: out of memory", file);
     }
     return CALQ_OK;
 }
 
-static calq_status read_entry(const calq_tp_node *rec, const char *file, calq_record *r, calq_error *err)
+/* The node a key names through the map of node names (calq__record_key_node's rule, in
+ * constant time): a node named `key` (*input -1), else "<node>:<input>" (*input >= 0); -1 when
+ * none. */
+static int key_node(const calq_strmap *nodes, const char *key, int *input)
 {
+    *input = -1;
+    int ni = calq__strmap_get(nodes, key);
+    if (ni >= 0) return ni;
+    const char *colon = strrchr(key, ':');
+    if (!colon || colon == key || !colon[1] || strlen(colon + 1) > 4) return -1;
+    int k = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        k = 10 * k + (*p - '0');
+    }
+    size_t len = (size_t)(colon - key);
+    char *layer = malloc(len + 1);
+    if (!layer) return -1;
+    memcpy(layer, key, len);
+    layer[len] = 0;
+    ni = calq__strmap_get(nodes, layer);
+    free(layer);
+    if (ni >= 0) *input = k;
+    return ni;
+}
+
+/* The key checks of §4.4 (the layer exists, it is quantizable, or the input a "<layer>:<input>"
+ * key names is), shared by the reader and calq__record_check. ni: the node, or -1. */
+static calq_status check_key(const calq_model *m, int ni, int input, const calq_record_layer *l, const char *mf,
+                             const char *rf, calq_error *err)
+{
+    if (ni < 0)
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                          "find %s failure in %s. Please match %s and %s. (line %d of the record names a layer the "
+                          "model does not have; the record belongs to another model, or the layer was renamed)",
+                          l->name, mf, mf, rf, l->line);
+    calq_node_info info;
+    calq_model_node_info(m, ni, &info);
+    if (input < 0 && !info.quantizable)
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                          "layer %s cannot be quantized (%s: line %d; it is a %s, not one of the quantizable layer "
+                          "types of amct-reference.md §8.1). Remove its entry from the record.",
+                          l->name, rf, l->line, info.op_type);
+    const calq_graph *g = m->g;
+    if (input >= 0 && !calq__qkind_of_input(g, ni, input))
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                          "input %d of layer %s (a %s with %d inputs) cannot be quantized on its own (%s: line %d, "
+                          "key \"%s\"): a \"<layer>:<input>\" key is for a variable input of MaxPool, Add, ... "
+                          "(tensor_quantize, amct-reference.md §7.2) or input 1 of a MatMul with two variable "
+                          "inputs (§8.1). Remove the entry from the record.",
+                          input, g->nodes[ni].name, info.op_type, g->nodes[ni].n_inputs, rf, l->line, l->name);
+    return CALQ_OK;
+}
+
+static int64_t weight_channels(const calq_graph *g, int i, const calq_qkind *k);
+
+static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *err)
+{
+    reader *rd = user;
+    const char *file = rd->file;
+    if (strcmp(rec->name, "record") != 0)
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "%s:%d:%d: unknown field '%s' at the top of a record file (only 'record' entries belong "
+                          "there, amct-reference.md §7.1)",
+                          file, rec->line, rec->col, rec->name);
     if (rec->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
                           "%s:%d:%d: 'record' must be a message: record { key: ... value { ... } }", file, rec->line,
@@ -92,57 +280,78 @@ static calq_status read_entry(const calq_tp_node *rec, const char *file, calq_re
     if (key->type != CALQ_TP_STRING || strlen(name) != key->text_len || !*name)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s:%d:%d: key must be a non-empty quoted layer name", file,
                           key->line, key->col);
-    const calq_record_layer *dup = calq__record_find(r, name);
+    const calq_record_layer *dup = calq__record_find(rd->r, name);
     if (dup)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name,
                           "%s:%d:%d: layer \"%s\" appears twice in the record (first at line %d); keep one entry", file,
                           key->line, key->col, name, dup->line);
-    calq_record_layer *l = calq__record_add(r, name, err);
+    calq_record_layer *l = calq__record_add(rd->r, name, err);
     if (!l) return err->status;
     l->line = rec->line;
     l->col = rec->col;
+    rd->max_scale_w = 0;
+    if (rd->m) {
+        int input;
+        int ni = key_node(&rd->nodes, name, &input);
+        CALQ_TRY(check_key(rd->m, ni, input, l, rd->mf, file, err));
+        const calq_qkind *k = input < 0 ? calq__qkind_of_node(rd->m->g, ni) : NULL;
+        if (k && k->weights == CALQ_QKIND_WEIGHTS_CONST) rd->max_scale_w = weight_channels(rd->m->g, ni, k);
+    }
     if (value && value->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name, "%s:%d:%d: 'value' of layer \"%s\" must be a message", file,
                           value->line, value->col, name);
-    return value ? read_value(value, file, l, err) : CALQ_OK;
+    rd->cap_scale_w = rd->cap_offset_w = rd->cap_shift_bit = 0;
+    return value ? read_value(rd, value, l, err) : CALQ_OK;
+}
+
+/* m's node names -> node index; false on out-of-memory. */
+static bool index_nodes(const calq_graph *g, calq_strmap *map)
+{
+    if (!calq__strmap_init(map, (size_t)g->n_nodes)) return false;
+    for (int i = g->n_nodes - 1; i >= 0; i--) /* the first node of a name wins, as a linear search finds it */
+        if (!calq__strmap_put(map, g->nodes[i].name, i)) return false;
+    return true;
+}
+
+calq_status calq__record_parse_for(const char *text, size_t len, const char *filename, const calq_model *m,
+                                   const char *model_label, calq_record **out, calq_error *err)
+{
+    *out = NULL;
+    reader rd = {.file = label_or(filename, "record"), .m = m, .mf = label_or(model_label, "model")};
+    rd.r = calq__record_new();
+    calq_status st = rd.r ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "%s: out of memory", rd.file);
+    if (st == CALQ_OK && m && !index_nodes(m->g, &rd.nodes))
+        st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "%s: out of memory", rd.file);
+    if (st == CALQ_OK) st = calq_tp_parse_each(text, len, rd.file, read_entry, &rd, err);
+    calq__strmap_free(&rd.nodes);
+    if (st != CALQ_OK) {
+        calq__record_free(rd.r);
+        return st;
+    }
+    *out = rd.r;
+    return CALQ_OK;
 }
 
 calq_status calq__record_parse(const char *text, size_t len, const char *filename, calq_record **out, calq_error *err)
 {
-    *out = NULL;
-    const char *file = label_or(filename, "record");
-    calq_tp_node *root = NULL;
-    CALQ_TRY(calq_tp_parse(text, len, file, &root, err));
-    calq_record *r = calq__record_new();
-    calq_status st = r ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "%s: out of memory", file);
-    for (int i = 0; st == CALQ_OK && i < root->n_children; i++) {
-        const calq_tp_node *f = root->children[i];
-        if (strcmp(f->name, "record") != 0)
-            st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
-                            "%s:%d:%d: unknown field '%s' at the top of a record file (only 'record' entries belong "
-                            "there, amct-reference.md §7.1)",
-                            file, f->line, f->col, f->name);
-        else
-            st = read_entry(f, file, r, err);
-    }
-    calq_tp_free(root);
-    if (st != CALQ_OK) {
-        calq__record_free(r);
-        return st;
-    }
-    *out = r;
-    return CALQ_OK;
+    return calq__record_parse_for(text, len, filename, NULL, NULL, out, err);
 }
 
-calq_status calq__record_read_file(const char *path, calq_record **out, calq_error *err)
+calq_status calq__record_read_file_for(const char *path, const calq_model *m, const char *model_label,
+                                       calq_record **out, calq_error *err)
 {
     char *text = NULL;
     size_t size = 0;
     *out = NULL;
-    CALQ_TRY(calq__read_file(path, &text, &size, err));
-    calq_status st = calq__record_parse(text, size, path, out, err);
+    CALQ_TRY(calq__read_file_max(path, CALQ_RECORD_MAX_BYTES, "a record file", &text, &size, err));
+    calq_status st = calq__record_parse_for(text, size, path, m, model_label, out, err);
     free(text);
     return st;
+}
+
+calq_status calq__record_read_file(const char *path, calq_record **out, calq_error *err)
+{
+    return calq__record_read_file_for(path, NULL, NULL, out, err);
 }
 
 /* ---- §4.4 ---------------------------------------------------------------------------------- */
@@ -166,47 +375,14 @@ static bool positive_finite(float x)
     return x > 0.0f && isfinite(x);
 }
 
-calq_status calq__record_check(const calq_record *r, const calq_model *m, const char *model_label,
-                               const char *record_label, calq_error *err)
+/* The field checks of calq__record_check; entry i names node idx[i] (input inputs[i] when >= 0). */
+static calq_status check_fields(const calq_record *r, const calq_graph *g, const int *idx, const int *inputs,
+                                const char *rf, calq_error *err)
 {
-    const char *mf = label_or(model_label, "model"), *rf = label_or(record_label, "record");
-    const calq_graph *g = m->g;
-    if (r->n_layers == 0)
-        return calq__fail(err, CALQ_ERR_RECORD_FILE, NULL,
-                          "%s: record_file is empty, no layers to be quantized. please ensure calibration is finished "
-                          "(run calq calibration for batch_num batches) or that the config enables some layer.",
-                          rf);
-    /* keys against the graph: a quantizable layer, or "<layer>:<input>" for an input quantized
-     * on its own (§7.1: tensor_quantize, and input 1 of MatMul with two variable inputs) */
-    for (int i = 0; i < r->n_layers; i++) {
-        const calq_record_layer *l = &r->layers[i];
-        int input;
-        int ni = calq__record_key_node(g, l->name, &input);
-        if (ni < 0)
-            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
-                              "find %s failure in %s. Please match %s and %s. (line %d of the record names a layer the "
-                              "model does not have; the record belongs to another model, or the layer was renamed)",
-                              l->name, mf, mf, rf, l->line);
-        calq_node_info info;
-        calq_model_node_info(m, ni, &info);
-        if (input < 0 && !info.quantizable)
-            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
-                              "layer %s cannot be quantized (%s: line %d; it is a %s, not one of the quantizable layer "
-                              "types of amct-reference.md §8.1). Remove its entry from the record.",
-                              l->name, rf, l->line, info.op_type);
-        if (input >= 0 && !calq__qkind_of_input(g, ni, input))
-            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
-                              "input %d of layer %s (a %s with %d inputs) cannot be quantized on its own (%s: line %d, "
-                              "key \"%s\"): a \"<layer>:<input>\" key is for a variable input of MaxPool, Add, ... "
-                              "(tensor_quantize, amct-reference.md §7.2) or input 1 of a MatMul with two variable "
-                              "inputs (§8.1). Remove the entry from the record.",
-                              input, g->nodes[ni].name, info.op_type, g->nodes[ni].n_inputs, rf, l->line, l->name);
-    }
     /* presence and shape of the fields */
     for (int i = 0; i < r->n_layers; i++) {
         const calq_record_layer *l = &r->layers[i];
-        int input;
-        int ni = calq__record_key_node(g, l->name, &input);
+        int ni = idx[i], input = inputs[i];
         const calq_node *n = &g->nodes[ni];
         const calq_qkind *k = input < 0 ? calq__qkind_of_node(g, ni) : calq__qkind_of_input(g, ni, input);
         /* AveragePool has no weights but a scale_w of 1 (§7.1); tensor-only kinds and the inputs
@@ -261,8 +437,7 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "offset_d's value should be in [-128, 127] in layer %s. (%s, line %d: offset_d is %lld)",
                               l->name, rf, l->line, (long long)l->offset_d);
-        int input;
-        int ni = calq__record_key_node(g, l->name, &input);
+        int input = inputs[i], ni = idx[i];
         const calq_qkind *k = input < 0 ? calq__qkind_of_node(g, ni) : calq__qkind_of_input(g, ni, input);
         if (k->act_symmetric && l->offset_d != 0)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
@@ -299,4 +474,34 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
         }
     }
     return CALQ_OK;
+}
+
+calq_status calq__record_check(const calq_record *r, const calq_model *m, const char *model_label,
+                               const char *record_label, calq_error *err)
+{
+    const char *mf = label_or(model_label, "model"), *rf = label_or(record_label, "record");
+    if (r->n_layers == 0)
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, NULL,
+                          "%s: record_file is empty, no layers to be quantized. please ensure calibration is finished "
+                          "(run calq calibration for batch_num batches) or that the config enables some layer.",
+                          rf);
+    /* keys against the graph, through a map of its node names (linear, not n^2): a quantizable
+     * layer, or "<layer>:<input>" for an input quantized on its own (§7.1: tensor_quantize, and
+     * input 1 of MatMul with two variable inputs) */
+    calq_strmap nodes = {0};
+    int *idx = malloc((size_t)r->n_layers * 2 * sizeof *idx), *inputs = idx + r->n_layers;
+    if (!idx || !index_nodes(m->g, &nodes)) {
+        free(idx);
+        calq__strmap_free(&nodes);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "%s: out of memory", rf);
+    }
+    calq_status st = CALQ_OK;
+    for (int i = 0; i < r->n_layers && st == CALQ_OK; i++) {
+        idx[i] = key_node(&nodes, r->layers[i].name, &inputs[i]);
+        st = check_key(m, idx[i], inputs[i], &r->layers[i], mf, rf, err);
+    }
+    calq__strmap_free(&nodes);
+    if (st == CALQ_OK) st = check_fields(r, m->g, idx, inputs, rf, err);
+    free(idx);
+    return st;
 }

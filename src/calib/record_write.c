@@ -28,6 +28,7 @@ void calq__record_free(calq_record *r)
     if (!r) return;
     for (int i = 0; i < r->n_layers; i++) layer_release(&r->layers[i]);
     free(r->layers);
+    calq__strmap_free(&r->index);
     free(r);
 }
 
@@ -46,7 +47,9 @@ calq_record_layer *calq__record_add(calq_record *r, const char *name, calq_error
     calq_record_layer *l = &r->layers[r->n_layers];
     memset(l, 0, sizeof *l);
     l->name = strdup(name);
-    if (!l->name) {
+    if (!l->name || !calq__strmap_put(&r->index, l->name, r->n_layers)) {
+        free(l->name);
+        l->name = NULL;
         calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "record: out of memory");
         return NULL;
     }
@@ -56,9 +59,8 @@ calq_record_layer *calq__record_add(calq_record *r, const char *name, calq_error
 
 const calq_record_layer *calq__record_find(const calq_record *r, const char *name)
 {
-    for (int i = 0; i < r->n_layers; i++)
-        if (strcmp(r->layers[i].name, name) == 0) return &r->layers[i];
-    return NULL;
+    int i = calq__strmap_get(&r->index, name);
+    return i >= 0 ? &r->layers[i] : NULL;
 }
 
 char *calq__record_key(const char *layer, int input)

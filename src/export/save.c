@@ -73,7 +73,7 @@ static calq_status save_models(const calq_model *m, const char *record, const ch
     calq_record *rec = NULL;
     calq_config *cfg = NULL;
     calq_staged_files out = {0};
-    calq_status st = calq__record_read_file(record, &rec, err);
+    calq_status st = calq__record_read_file_for(record, m, m->path, &rec, err);
     if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
     if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
     int written = 0;

@@ -281,9 +281,9 @@ calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, 
     if (!prototxt) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no prototxt given");
     char *text = NULL, *bin = NULL;
     size_t text_len = 0, bin_len = 0;
-    CALQ_TRY(calq__read_file(prototxt, &text, &text_len, err));
+    CALQ_TRY(calq__read_file_max(prototxt, CALQ_TEXT_MAX_BYTES, "a Caffe prototxt", &text, &text_len, err));
     if (caffemodel) {
-        calq_status s = calq__read_file(caffemodel, &bin, &bin_len, err);
+        calq_status s = calq__read_file_max(caffemodel, CALQ_READ_MAX_BYTES, "a caffemodel", &bin, &bin_len, err);
         if (s != CALQ_OK) {
             free(text);
             return s;

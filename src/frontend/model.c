@@ -62,7 +62,7 @@ calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_e
     *out = NULL;
     char *buf;
     size_t size;
-    CALQ_TRY(calq__read_file(onnx_path, &buf, &size, err));
+    CALQ_TRY(calq__read_file_max(onnx_path, CALQ_READ_MAX_BYTES, "an ONNX model", &buf, &size, err));
     char dir[4096];
     calq__dirname(onnx_path, dir, sizeof dir);
     calq_status s = calq_model_load_onnx_buffer(buf, size, dir, out, err);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/tensor.h"
 
 calq_dtype calq__onnx_dtype(int32_t t)
@@ -88,10 +89,10 @@ static calq_status open_external(const Onnx__TensorProto *tp, const char *base_d
                           nbytes);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", base_dir, location);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return calq__fail(err, CALQ_ERR_IO, NULL, "tensor '%s': cannot open external data file %s: %s", name, path,
-                          strerror(errno));
+    FILE *fp;
+    size_t fsize;
+    if (calq__open_regular(path, SIZE_MAX, "external data", &fp, &fsize, err) != CALQ_OK)
+        return calq__prefix(err, "tensor '%s'", name);
     long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
     if (size < 0 || (unsigned long long)offset > (unsigned long long)size ||
         (unsigned long long)size - (unsigned long long)offset < nbytes || fseek(fp, (long)offset, SEEK_SET) != 0) {

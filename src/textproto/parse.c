@@ -18,6 +18,8 @@ typedef struct parser {
     byte_buf name, str;
     const char *filename;
     calq_error *err;
+    calq_tp_each_fn each; /* calq_tp_parse_each: called per top-level field, which is then freed */
+    void *each_user;
 } parser;
 
 static calq_status oom(parser *ps)
@@ -236,17 +238,25 @@ static calq_status parse_body(parser *ps, calq_tp_node *msg, int depth, const tp
         }
         if (close && at_punct(ps, close)) return next(ps);
         CALQ_TRY(parse_field(ps, msg, depth, close));
+        /* a list field (`f: [ {..}, {..} ]`) adds several children at once */
+        if (depth == 0 && ps->each) {
+            for (int i = 0; i < msg->n_children; i++) CALQ_TRY(ps->each(msg->children[i], ps->each_user, ps->err));
+            while (msg->n_children > 0) calq_tp_remove(msg, msg->n_children - 1);
+        }
         if (at_punct(ps, ',') || at_punct(ps, ';')) CALQ_TRY(next(ps));
     }
 }
 
-calq_status calq_tp_parse(const char *text, size_t len, const char *filename, calq_tp_node **root, calq_error *err)
+static calq_status parse(const char *text, size_t len, const char *filename, calq_tp_each_fn each, void *user,
+                         calq_tp_node **root, calq_error *err)
 {
     *root = NULL;
     parser ps;
     memset(&ps, 0, sizeof ps);
     ps.filename = filename;
     ps.err = err;
+    ps.each = each;
+    ps.each_user = user;
     tp_lexer_init(&ps.lx, text ? text : "", text ? len : 0, filename, err);
     calq_tp_node *r = calq_tp_new_root();
     calq_status st = r ? CALQ_OK : oom(&ps);
@@ -267,12 +277,26 @@ calq_status calq_tp_parse(const char *text, size_t len, const char *filename, ca
     return CALQ_OK;
 }
 
+calq_status calq_tp_parse(const char *text, size_t len, const char *filename, calq_tp_node **root, calq_error *err)
+{
+    return parse(text, len, filename, NULL, NULL, root, err);
+}
+
+calq_status calq_tp_parse_each(const char *text, size_t len, const char *filename, calq_tp_each_fn each, void *user,
+                               calq_error *err)
+{
+    calq_tp_node *root = NULL;
+    calq_status st = parse(text, len, filename, each, user, &root, err);
+    calq_tp_free(root);
+    return st;
+}
+
 calq_status calq_tp_parse_file(const char *path, calq_tp_node **root, calq_error *err)
 {
     *root = NULL;
     char *buf;
     size_t size;
-    CALQ_TRY(calq__read_file(path, &buf, &size, err));
+    CALQ_TRY(calq__read_file_max(path, CALQ_TEXT_MAX_BYTES, "a text-format protobuf file", &buf, &size, err));
     calq_status st = calq_tp_parse(buf, size, path, root, err);
     free(buf);
     return st;

@@ -40,6 +40,12 @@ typedef struct calq_tp_node {
 #define CALQ_TP_MAX_DEPTH 100
 calq_status calq_tp_parse(const char *text, size_t len, const char *filename, calq_tp_node **root, calq_error *err);
 calq_status calq_tp_parse_file(const char *path, calq_tp_node **root, calq_error *err);
+/* Streaming form for files of many independent entries (a record file): each top-level field
+ * is passed to `each` as soon as it is complete, then freed, so memory holds one entry at a
+ * time and the first error `each` returns (it fills err) stops the parse there. */
+typedef calq_status (*calq_tp_each_fn)(const calq_tp_node *field, void *user, calq_error *err);
+calq_status calq_tp_parse_each(const char *text, size_t len, const char *filename, calq_tp_each_fn each, void *user,
+                               calq_error *err);
 void calq_tp_free(calq_tp_node *root);
 
 /* Lookup among a message's direct children. */

@@ -227,4 +227,14 @@ float *calq__caffe_blob_floats(calq_caffe_ctx *c, const calq_caffe_layer *L, int
 /* The blob's declared dims: `shape`, or legacy num/channels/height/width. */
 int calq__caffe_blob_dims(const CalqCaffe__BlobProto *b, int64_t *dims);
 
+/* ---- checking learned blobs against their layer (caffe_blobs_check.c) -------------------------- */
+/* Fails when the caffemodel gives learned blobs to a layer type that has none. */
+calq_status calq__caffe_check_blob_count(calq_caffe_ctx *c, const calq_caffe_layer *L);
+/* Blob i against its layer: float and double values agree, the declared shape holds the values
+ * it has, and (want non-NULL) the values and the shape are the want[want_nd] the prototxt's
+ * parameters make (`expect` says which, for the message); shapes compare without their leading
+ * and trailing 1s. calq__caffe_blob_const does this for every blob it makes a constant of. */
+calq_status calq__caffe_check_blob(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const char *what,
+                                   const int64_t *want, int want_nd, const char *expect);
+
 #endif

@@ -457,6 +457,8 @@ static calq_status map_batch_norm(calq_caffe_ctx *c, calq_caffe_layer *L)
     int x = L->bottom[0];
     const calq_caffe_shape xs = calq__caffe_shape(c, x);
     if (!global) {
+        /* Caffe's BatchNorm always has its three blobs; they are not used here */
+        if (L->n_blobs) CALQ_TRY(calq__caffe_need_blobs(c, L, 3, "mean, variance, moving-average factor"));
         int64_t axes[CALQ_MAX_DIMS];
         int n = 0;
         for (int i = 0; i < r; i++)
@@ -484,7 +486,10 @@ static calq_status map_batch_norm(calq_caffe_ctx *c, calq_caffe_layer *L)
                                         "one mean and one variance per channel%s and one factor",
                                         (long long)n_mean, (long long)n_var, (long long)calq__caffe_blob_count(L, 2),
                                         C > 0 ? " of its bottom" : "");
-    int64_t nf;
+    int64_t nf, cd[1] = {n_mean}, one[1] = {1};
+    CALQ_TRY(calq__caffe_check_blob(c, L, 0, "mean", cd, 1, "one per channel"));
+    CALQ_TRY(calq__caffe_check_blob(c, L, 1, "variance", cd, 1, "one per channel"));
+    CALQ_TRY(calq__caffe_check_blob(c, L, 2, "moving-average factor", one, 1, "one value"));
     float *mean = calq__caffe_blob_floats(c, L, 0, &n_mean);
     float *var = calq__caffe_blob_floats(c, L, 1, &n_var);
     float *factor = calq__caffe_blob_floats(c, L, 2, &nf);

@@ -91,21 +91,6 @@ int64_t calq__caffe_blob_count(const calq_caffe_layer *L, int i)
     }
 }
 
-static void describe_blob(const CalqCaffe__BlobProto *b, char *buf, size_t n)
-{
-    int64_t dims[CALQ_MAX_DIMS];
-    int nd = calq__caffe_blob_dims(b, dims);
-    if (nd < 0) {
-        snprintf(buf, n, "no shape");
-        return;
-    }
-    calq__shape_str(dims, nd, buf, n);
-    if (!b->shape && n > 10) {
-        size_t at = strlen(buf);
-        snprintf(buf + at, n - at, " (num x channels x height x width)");
-    }
-}
-
 calq_status calq__caffe_need_blobs(calq_caffe_ctx *c, const calq_caffe_layer *L, int n, const char *what)
 {
     if (L->n_blobs == n) return CALQ_OK;
@@ -129,6 +114,7 @@ calq_status calq__caffe_need_blobs(calq_caffe_ctx *c, const calq_caffe_layer *L,
 float *calq__caffe_blob_floats(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, int64_t *n)
 {
     const CalqCaffe__BlobProto *b = L->blobs[i];
+    if (calq__caffe_check_blob(c, L, i, "values", NULL, 0, NULL) != CALQ_OK) return NULL;
     *n = calq__caffe_blob_count(L, i);
     float *f = malloc(sizeof(float) * (size_t)(*n + 1));
     if (!f) {
@@ -166,23 +152,8 @@ static int blob_const(calq_caffe_ctx *c, const calq_caffe_layer *L, int i, const
                                  i, what, calq_dtype_name(st));
         return -1;
     }
-    int64_t want = calq__shape_numel(dims, ndim), have = calq__caffe_blob_count(L, i);
-    if (have != want) {
-        char shape[128], declared[128];
-        calq__shape_str(dims, ndim, shape, sizeof shape);
-        describe_blob(L->blobs[i], declared, sizeof declared);
-        calq__caffe_fail_weights(c, L,
-                                 "blob %d (%s) holds %lld values (declared shape %s); the prototxt's parameters need "
-                                 "%s = %lld (%s). Check that the prototxt and the caffemodel belong to the same model.",
-                                 i, what, (long long)have, declared, shape, (long long)want, expect);
-        return -1;
-    }
+    if (calq__caffe_check_blob(c, L, i, what, dims, ndim, expect) != CALQ_OK) return -1;
     const CalqCaffe__BlobProto *b = L->blobs[i];
-    if (b->n_data && b->n_double_data && b->n_double_data != b->n_data) {
-        calq__caffe_fail_weights(c, L, "blob %d (%s) holds %zu float and %zu double values; they must agree", i, what,
-                                 b->n_data, b->n_double_data);
-        return -1;
-    }
     if (st == CALQ_DTYPE_INT8) return calq__caffe_const_typed(c, L, what, st, b->int8_data.data, dims, ndim);
     if (st == CALQ_DTYPE_INT32) return calq__caffe_const_typed(c, L, what, st, b->int32_data, dims, ndim);
     if (st == CALQ_DTYPE_UINT64) return calq__caffe_const_typed(c, L, what, st, b->uint64_data, dims, ndim);

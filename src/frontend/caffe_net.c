@@ -464,6 +464,7 @@ static calq_status map_layer(calq_caffe_ctx *c, const layer_rec *recs, int index
         L.n_blobs = c->weight_layers[w].n_blobs;
         L.blobs = c->weight_layers[w].blobs;
     }
+    if (s == CALQ_OK) s = calq__caffe_check_blob_count(c, &L);
     if (s == CALQ_OK) s = calq__caffe_mapper(r->type)(c, &L);
     if (s == CALQ_OK && c->status != CALQ_OK) s = c->status;
     free(bottom);

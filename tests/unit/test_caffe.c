@@ -19,7 +19,7 @@
 
 typedef struct blob_spec {
     int ndim;        /* dims of `shape`; 0 with legacy: num/channels/height/width */
-    int64_t dims[4]; /* shape dims, or num, channels, height, width when legacy */
+    int64_t dims[9]; /* shape dims, or num, channels, height, width when legacy */
     bool legacy;     /* write the pre-`shape` 4-D fields */
     bool as_double;  /* write double_data instead of data */
     int n;
@@ -699,6 +699,105 @@ static void test_errors(void)
     EXPECT(s != CALQ_OK && strstr(err.message, "test.prototxt:"));
 }
 
+/* Issue 14: every blob's declared shape must hold its values and fit the layer's parameters;
+ * before, only the count was checked, so a conv1 blob claiming 100000 x 10000 x 5 x 5 with the
+ * values the layer needs ran and its shape was copied into saved caffemodels. */
+static void test_blob_shapes(void)
+{
+    calq_model *m = NULL;
+    calq_error err;
+    size_t len;
+    uint8_t *bin;
+    static const float w[54] = {0}, b[4] = {0};
+    const char *conv = "input: 'x' input_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n"
+                       "layer { name: 'conv1' type: 'Convolution' bottom: 'x' top: 'y'\n"
+                       "        convolution_param { num_output: 2 kernel_size: 3 } }\n";
+    struct {
+        blob_spec blobs[2];
+        calq_status want;
+        const char *needles[3];
+    } cases[] = {
+        /* the issue's example: a huge declared shape over the right number of values */
+        {{{4, {100000, 10000, 3, 3}, false, false, 54, w}, {1, {2}, false, false, 2, b}},
+         CALQ_ERR_BAD_FORMAT,
+         {"layer 'conv1'", "blob 0 (weight) declares shape 100000x10000x3x3 but holds 54 values", NULL}},
+        /* the right count in another layout: input and output channels swapped */
+        {{{4, {3, 2, 3, 3}, false, false, 54, w}, {1, {2}, false, false, 2, b}},
+         CALQ_ERR_BAD_FORMAT,
+         {"blob 0 (weight) has shape 3x2x3x3; the prototxt's parameters need 2x3x3x3", NULL}},
+        {{{4, {2, 3, 3, 3}, false, false, 54, w}, {2, {1, 3}, false, false, 2, b}},
+         CALQ_ERR_BAD_FORMAT,
+         {"blob 1 (bias) declares shape 1x3 but holds 2 values", NULL}},
+        {{{4, {2, 3, -3, -3}, false, false, 54, w}, {1, {2}, false, false, 2, b}},
+         CALQ_ERR_BAD_FORMAT,
+         {"declares shape 2x3x-3x-3 (a negative or overflowing size)", NULL}},
+        {{{9, {1, 1, 1, 1, 1, 2, 3, 3, 3}, false, false, 54, w}, {1, {2}, false, false, 2, b}},
+         CALQ_ERR_BAD_FORMAT,
+         {"blob 0 (weight) declares 9 axes; calq supports up to 8", NULL}},
+        /* what Caffe itself accepts: legacy 4-D fields, 1s in front */
+        {{{0, {2, 3, 3, 3}, true, false, 54, w}, {0, {1, 1, 1, 2}, true, false, 2, b}}, CALQ_OK, {NULL}},
+        {{{0, {2, 3, 3, 3}, true, false, 54, w}, {0, {1, 1, 2, 1}, true, false, 2, b}}, CALQ_OK, {NULL}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        weight_layer wl[1] = {{"conv1", 2, cases[k].blobs}};
+        bin = make_caffemodel(wl, 1, false, &len);
+        calq_status s = load(conv, bin, len, &m, &err);
+        if (cases[k].want == CALQ_OK) {
+            EXPECT_STATUS(s, CALQ_OK, &err, NULL);
+            calq_model_free(m);
+        } else {
+            expect_error(s, cases[k].want, &err, cases[k].needles);
+        }
+        m = NULL;
+        free(bin);
+    }
+    /* InnerProduct: num_output x inputs, or inputs x num_output with transpose */
+    const char *ip = "input: 'x' input_shape { dim: 1 dim: 3 }\n"
+                     "layer { name: 'fc' type: 'InnerProduct' bottom: 'x' top: 'y'\n"
+                     "        inner_product_param { num_output: 2 bias_term: false } }\n";
+    blob_spec ipw[1] = {{2, {3, 2}, false, false, 6, w}};
+    weight_layer wl_ip[1] = {{"fc", 1, ipw}};
+    bin = make_caffemodel(wl_ip, 1, false, &len);
+    const char *n_ip[] = {"layer 'fc'", "has shape 3x2; the prototxt's parameters need 2x3", NULL};
+    expect_error(load(ip, bin, len, &m, &err), CALQ_ERR_BAD_FORMAT, &err, n_ip);
+    free(bin);
+    /* BatchNorm: mean and variance per channel, one factor */
+    const char *bn = "input: 'x' input_shape { dim: 1 dim: 4 dim: 1 dim: 1 }\n"
+                     "layer { name: 'bn' type: 'BatchNorm' bottom: 'x' top: 'y' }\n";
+    blob_spec bnb[3] = {{2, {2, 2}, false, false, 4, w}, {1, {4}, false, false, 4, w}, {1, {1}, false, false, 1, b}};
+    weight_layer wl_bn[1] = {{"bn", 3, bnb}};
+    bin = make_caffemodel(wl_bn, 1, false, &len);
+    const char *n_bn[] = {"layer 'bn'", "blob 0 (mean) has shape 2x2; the prototxt's parameters need 4 ", NULL};
+    expect_error(load(bn, bin, len, &m, &err), CALQ_ERR_BAD_FORMAT, &err, n_bn);
+    free(bin);
+    /* PReLU slopes stored as C x 1 x 1 and a Scale as 1 x C: the same layout, accepted */
+    const char *pr = "input: 'x' input_shape { dim: 1 dim: 4 dim: 2 dim: 2 }\n"
+                     "layer { name: 'pr' type: 'PReLU' bottom: 'x' top: 'x' }\n"
+                     "layer { name: 'sc' type: 'Scale' bottom: 'x' top: 'y' }\n";
+    blob_spec prb[1] = {{3, {4, 1, 1}, false, false, 4, w}}, scb[1] = {{2, {1, 4}, false, false, 4, w}};
+    weight_layer wl_pr[2] = {{"pr", 1, prb}, {"sc", 1, scb}};
+    bin = make_caffemodel(wl_pr, 2, false, &len);
+    EXPECT_STATUS(load(pr, bin, len, &m, &err), CALQ_OK, &err, NULL);
+    calq_model_free(m);
+    m = NULL;
+    free(bin);
+    /* ... but not 2 x 2 */
+    blob_spec prb2[1] = {{2, {2, 2}, false, false, 4, w}};
+    weight_layer wl_pr2[2] = {{"pr", 1, prb2}, {"sc", 1, scb}};
+    bin = make_caffemodel(wl_pr2, 2, false, &len);
+    const char *n_pr[] = {"layer 'pr'", "blob 0 (slope) has shape 2x2; the prototxt's parameters need 4x1x1", NULL};
+    expect_error(load(pr, bin, len, &m, &err), CALQ_ERR_BAD_FORMAT, &err, n_pr);
+    free(bin);
+    /* a layer type without learned parameters must get none */
+    const char *relu = "input: 'x' input_shape { dim: 1 dim: 4 }\n"
+                       "layer { name: 'r' type: 'ReLU' bottom: 'x' top: 'y' }\n";
+    weight_layer wl_r[1] = {{"r", 1, ipw}};
+    bin = make_caffemodel(wl_r, 1, false, &len);
+    const char *n_r[] = {"layer 'r' (ReLU)", "gives this layer 1 learned blob, but a ReLU layer has no learned", NULL};
+    expect_error(load(relu, bin, len, &m, &err), CALQ_ERR_BAD_FORMAT, &err, n_r);
+    free(bin);
+}
+
 /* The public file API, a Data layer (its top becomes an input, the label is dropped) and the
  * reshaping of Caffe inputs to any size. */
 static void test_files_and_inputs(void)
@@ -768,6 +867,7 @@ int main(void)
     test_layer_options();
     test_unpacked_blob();
     test_errors();
+    test_blob_shapes();
     test_files_and_inputs();
     if (failures) {
         fprintf(stderr, "test_caffe: %d failure(s)\n", failures);

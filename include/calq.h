@@ -341,6 +341,24 @@ CALQ_API calq_status calq_data_check(const calq_data *d, const calq_model *m, in
  * every batch keeps memory constant. */
 CALQ_API calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err);
 
+/* ---- One run's output files (src/base/outputs.c) ---- */
+/* The files one run writes under one prefix (AMCT's --save_path: the record and config of a
+ * calibration, the models of its save) are staged together and committed all or nothing: each
+ * is written to "<file>.tmp.<pid>", and only when every one is complete are they renamed, so a
+ * failure anywhere leaves every earlier output as it was. From begin to commit / abort the run
+ * holds an advisory lock, flock on "<prefix>.lock" (removed at the end): a second run on the
+ * same prefix fails at begin, naming the first one's pid, instead of mixing its files with the
+ * first run's. Begin also removes the temporary files a killed run left beside the prefix
+ * ("<prefix>...tmp.<pid>" of a process that is gone), with one log line. calq_save_models and
+ * calq_calibrate use a set of their own when not given one. */
+typedef struct calq_outputs calq_outputs;
+CALQ_API calq_status calq_outputs_begin(const char *prefix, calq_outputs **out, calq_error *err);
+/* Renames every staged file (logging "calq: wrote ..."), releases the lock and frees o, also on
+ * failure, when nothing was renamed. */
+CALQ_API calq_status calq_outputs_commit(calq_outputs *o, calq_error *err);
+/* Drops every staged file, releases the lock and frees o (NULL: nothing). */
+CALQ_API void calq_outputs_abort(calq_outputs *o);
+
 /* ---- Calibration (src/calib) ---- */
 /* The calibration run (amct-reference.md §1.1 steps 3-4): ARQ on the (folded) weights of every
  * enabled layer, then batch_num batches of data through the model with an IFMR (two passes over
@@ -359,9 +377,13 @@ typedef struct calq_calibrate_opts {
                                is a terminal, a progress bar; 0: quiet */
     const char *config_out; /* NULL or a path: the config actually used (JSON, §7.2) is written
                                there (atomically) when the run succeeds */
+    calq_outputs *outputs;  /* NULL: the record and config_out are committed together at the end
+                               of the run, under the lock of the record's prefix (record_out
+                               without "_record.txt"); else they are staged in `outputs`, for
+                               the caller to commit with the models it saves from them */
 } calq_calibrate_opts;
 
-/* Defaults: threads 0, skip_illegal 0, log 1, no config_out. */
+/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs. */
 CALQ_API void calq_calibrate_opts_init(calq_calibrate_opts *o);
 
 /* Calibrates m on `data` and writes the record (§7.1 text format) to record_out, atomically and
@@ -577,6 +599,16 @@ typedef struct calq_save_skip {
 CALQ_API calq_status calq_save_models_available(const calq_model *m, const char *record, const char *config,
                                                 const calq_save_format *fmts, int n_fmts, const char *prefix,
                                                 calq_save_skip *skipped, int *n_skipped, calq_error *err);
+
+/* The save of either function above (skipped NULL: calq_save_models; else
+ * calq_save_models_available) staged in `outputs` instead of committed, so a calibration's
+ * record and config and the models saved from them are renamed together by
+ * calq_outputs_commit (the record and config may be files staged there). On failure the files
+ * this save staged are dropped and the ones staged before it stay staged. */
+CALQ_API calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, const char *record,
+                                             const char *config, const calq_save_format *fmts, int n_fmts,
+                                             const char *prefix, calq_save_skip *skipped, int *n_skipped,
+                                             calq_error *err);
 
 #ifdef __cplusplus
 }

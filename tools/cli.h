@@ -37,10 +37,11 @@ int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
  * or CLI_USAGE after printing why. Fakequant keeps the ascend fake-quant and the QDQ file,
  * Deploy the ascend deploy and the QOperator file. */
 int cli_save_formats(const char *format, const char *save_type, bool caffe, calq_save_format *fmts, int *n);
-/* Saves fmts. chosen (the user gave --format): all of them or nothing; otherwise the formats
- * this model allows, printing which were skipped and why (calq_save_models_available). */
+/* Saves fmts (staged in outputs when non-NULL, else committed at once). chosen (the user gave --format): all of them or
+ * nothing; otherwise the formats this model allows, printing which were skipped and why (calq_save_models_available).
+ */
 calq_status cli_save(const calq_model *m, const char *record, const char *config, bool chosen,
-                     const calq_save_format *fmts, int n, const char *prefix, calq_error *err);
+                     const calq_save_format *fmts, int n, const char *prefix, calq_outputs *outputs, calq_error *err);
 
 /* mkdir -p; 0, or -1 with errno. */
 int cli_mkdir_p(const char *path);

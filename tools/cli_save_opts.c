@@ -86,12 +86,16 @@ int cli_save_formats(const char *format, const char *save_type, bool caffe, calq
 }
 
 calq_status cli_save(const calq_model *m, const char *record, const char *config, bool chosen,
-                     const calq_save_format *fmts, int n, const char *prefix, calq_error *err)
+                     const calq_save_format *fmts, int n, const char *prefix, calq_outputs *outputs, calq_error *err)
 {
-    if (chosen) return calq_save_models(m, record, config, fmts, n, prefix, err);
+    if (chosen)
+        return outputs ? calq_save_models_staged(outputs, m, record, config, fmts, n, prefix, NULL, NULL, err)
+                       : calq_save_models(m, record, config, fmts, n, prefix, err);
     calq_save_skip skipped[4];
     int n_skipped = 0;
-    calq_status st = calq_save_models_available(m, record, config, fmts, n, prefix, skipped, &n_skipped, err);
+    calq_status st =
+        outputs ? calq_save_models_staged(outputs, m, record, config, fmts, n, prefix, skipped, &n_skipped, err)
+                : calq_save_models_available(m, record, config, fmts, n, prefix, skipped, &n_skipped, err);
     static const char *const names[] = {"qdq", "qoperator", "ascend fake-quant", "ascend deploy"};
     for (int i = 0; i < n_skipped && st == CALQ_OK; i++)
         fprintf(stderr, "calq: skipped the %s model (give --format to require it): %s\n",

@@ -186,6 +186,7 @@ int calq_cmd_calibration(int argc, char **argv)
     calq_model *m = NULL;
     calq_config *c = NULL;
     calq_data *d = NULL;
+    calq_outputs *outs = NULL;
     char *skip_copy = skip ? strdup(skip) : NULL;
     const char *skip_names[1024];
     int n_skip = skip_copy ? split_names(skip_copy, skip_names, 1024) : 0, rc = 1;
@@ -228,20 +229,31 @@ int calq_cmd_calibration(int argc, char **argv)
                  strerror(errno));
         goto fail;
     }
+    /* The record, the config and the models are staged together and renamed at the end, under
+     * the lock of --save_path (calq_outputs): all of them or none. */
+    if (calq_outputs_begin(save, &outs, &err) != CALQ_OK) goto fail;
     co.config_out = config_path;
+    co.outputs = outs;
     if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
-    fprintf(stderr, "calq: wrote %s and %s\n", record_path, config_path);
-    if (n_fmts && cli_save(m, record_path, config_path, format != NULL, fmts, n_fmts, save, &err) != CALQ_OK) {
+    if (n_fmts && cli_save(m, record_path, config_path, format != NULL, fmts, n_fmts, save, outs, &err) != CALQ_OK) {
+        /* the calibration result is worth keeping: fix the cause and run calq save */
         cli_fail(&err);
+        calq_outputs *o = outs;
+        outs = NULL;
+        if (calq_outputs_commit(o, &err) != CALQ_OK) goto fail;
         fprintf(stderr, "calq: no model written (the record and config are kept: fix the cause and run calq save).\n");
         goto done;
     }
+    calq_outputs *o = outs;
+    outs = NULL;
+    if (calq_outputs_commit(o, &err) != CALQ_OK) goto fail;
     rc = 0;
     goto done;
 fail:
     cli_fail(&err);
     fprintf(stderr, "calq: nothing written.\n");
 done:
+    calq_outputs_abort(outs);
     calq_data_free(d);
     calq_config_free(c);
     calq_model_free(m);

@@ -73,7 +73,7 @@ int calq_cmd_save(int argc, char **argv)
     calq_model *m = NULL;
     if (cli_load_model(model, weights, &m, &err) != CALQ_OK) return cli_fail(&err);
     if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) rc = cli_fail(&err);
-    if (!rc && cli_save(m, record, config, format != NULL, fmts, n_fmts, save, &err) != CALQ_OK) {
+    if (!rc && cli_save(m, record, config, format != NULL, fmts, n_fmts, save, NULL, &err) != CALQ_OK) {
         rc = cli_fail(&err);
         fprintf(stderr, "calq: nothing written.\n");
     }

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/outputs.h"
 #include "calib/calibrate.h"
 #include "calib/record.h"
 #include "frontend/model.h"
@@ -206,9 +207,9 @@ fail:
     return err->status;
 }
 
-/* Writes the config actually used: skipped layers get quant_enable false. The copy shares the
+/* Stages the config actually used: skipped layers get quant_enable false. The copy shares the
  * caller's strings; only its layer array is its own. */
-static calq_status write_config(const calq__calib *cal, const char *path, calq_error *err)
+static calq_status write_config(const calq__calib *cal, calq_staged_files *out, const char *path, calq_error *err)
 {
     calq_config copy = *cal->cfg;
     copy.layers = malloc((size_t)(copy.n_layers + 1) * sizeof *copy.layers);
@@ -216,12 +217,13 @@ static calq_status write_config(const calq__calib *cal, const char *path, calq_e
     memcpy(copy.layers, cal->cfg->layers, (size_t)copy.n_layers * sizeof *copy.layers);
     for (int i = 0; i < cal->n_layers; i++)
         if (cal->layers[i].skipped) copy.layers[cal->layers[i].cfg - cal->cfg->layers].quant_enable = false;
-    calq_status st = calq_config_save(&copy, path, err);
+    calq_status st = calq__config_stage(&copy, out, path, err);
     free(copy.layers);
     return st;
 }
 
-static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const char *record_out, calq_error *err)
+static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_outputs *out, const char *record_out,
+                          calq_error *err)
 {
     int n_failed = 0, n_entries = 0; /* layers of the config (a layer may have several entries here) */
     for (int i = 0; i < cal->n_layers; i++)
@@ -247,8 +249,9 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const 
     }
     calq_record *r = NULL;
     CALQ_TRY(build_record(cal, &r, err));
-    calq_status st = o->config_out ? write_config(cal, o->config_out, err) : CALQ_OK;
-    if (st == CALQ_OK) st = calq__record_write_file(r, record_out, err);
+    /* staged together: the config is never replaced without its record (issue 14) */
+    calq_status st = o->config_out ? write_config(cal, &out->staged, o->config_out, err) : CALQ_OK;
+    if (st == CALQ_OK) st = calq__record_stage(r, &out->staged, record_out, err);
     int n_rec = r->n_layers;
     calq__record_free(r);
     if (st != CALQ_OK || !cal->log) return st;
@@ -267,6 +270,21 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, const 
     return CALQ_OK;
 }
 
+/* The output set of a calq_calibrate call given none: the lock of the record's prefix (the
+ * record path without AMCT's "_record.txt", §1.3, so it is the lock `calq save` takes). */
+static calq_status begin_own_outputs(const char *record_out, calq_outputs **out, calq_error *err)
+{
+    static const char suffix[] = "_record.txt";
+    size_t n = strlen(record_out), k = sizeof suffix - 1;
+    char *prefix = malloc(n + 1);
+    if (!prefix) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    memcpy(prefix, record_out, n + 1);
+    if (n > k && strcmp(prefix + n - k, suffix) == 0) prefix[n - k] = 0;
+    calq_status st = calq__outputs_begin(prefix, out, err);
+    free(prefix);
+    return st;
+}
+
 calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *data, const calq_calibrate_opts *opts,
                            const char *record_out, calq_error *err)
 {
@@ -276,11 +294,17 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     if (!m || !data || !record_out)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_calibrate: model, data and record_out are required");
+    /* Without the caller's output set, one of our own under the record's prefix: its lock is
+     * held for the whole run, so a second run on the same files fails before any inference. */
+    calq_outputs *outs = o.outputs;
+    if (!outs) CALQ_TRY(begin_own_outputs(record_out, &outs, err));
+    int first = outs->staged.n; /* files the caller staged before */
     calq_config *own = NULL;
-    if (!cfg) {
-        CALQ_TRY(calq_config_create(m, NULL, &own, err));
-        cfg = own;
+    if (!cfg && calq_config_create(m, NULL, &own, err) != CALQ_OK) {
+        if (outs != o.outputs) calq_outputs_abort(outs);
+        return err->status;
     }
+    if (!cfg) cfg = own;
     calq__calib cal = {.m = m, .cfg = cfg, .data = data, .n_threads = o.n_threads, .batch_num = cfg->batch_num};
     cal.caffe_log = m->format == CALQ_FORMAT_CAFFE;
     cal.log = o.log != 0;
@@ -302,7 +326,15 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
                         "quant_enable false)");
     if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
     if (st == CALQ_OK) st = run_batches(&cal, err);
-    if (st == CALQ_OK) st = finish(&cal, &o, record_out, err);
+    if (st == CALQ_OK) st = finish(&cal, &o, outs, record_out, err);
+    if (outs != o.outputs) {
+        if (st == CALQ_OK)
+            st = calq__outputs_commit(outs, o.log != 0, err);
+        else
+            calq_outputs_abort(outs);
+    } else if (st != CALQ_OK) {
+        calq__staged_truncate(&outs->staged, first); /* nothing of this run stays staged */
+    }
     calq__calib_free(&cal);
     calq_config_free(own);
     return st;

@@ -271,16 +271,22 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err)
+calq_status calq__config_load_as(const calq_model *m, const char *src, const char *path, calq_config **out,
+                                 calq_error *err)
 {
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    CALQ_TRY(calq__read_file_max(path, CALQ_TEXT_MAX_BYTES, "a config file", &text, &len, err));
+    CALQ_TRY(calq__read_file_max(src, CALQ_TEXT_MAX_BYTES, "a config file", &text, &len, err));
     calq_status st = ends_with(path, ".cfg") ? calq__config_parse_cfg(m, text, len, path, out, err)
                                              : calq__config_parse_json(m, text, len, path, out, err);
     free(text);
     return st;
+}
+
+calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err)
+{
+    return calq__config_load_as(m, path, path, out, err);
 }
 
 calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts, calq_config **out, calq_error *err)
@@ -301,6 +307,13 @@ calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts
         return st;
     }
     return calq__config_defaults(m, opts, out, err);
+}
+
+calq_status calq__config_stage(const calq_config *c, calq_staged_files *s, const char *json_path, calq_error *err)
+{
+    FILE *fp;
+    CALQ_TRY(calq__staged_open(s, json_path, &fp, err));
+    return calq__config_write_json(c, fp, err);
 }
 
 calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err)

@@ -118,6 +118,10 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
 /* ---- the readers and the writer ------------------------------------------------------------ */
 
 /* AMCT's JSON (§7.2) from a buffer; `filename` labels messages (NULL: "config"). */
+/* calq_config_load reading the file `src` (a staged temporary file) for the config `path`,
+ * which names it in messages and whose extension (.cfg or not) gives the format. */
+calq_status calq__config_load_as(const calq_model *m, const char *src, const char *path, calq_config **out,
+                                 calq_error *err);
 calq_status calq__config_parse_json(const calq_model *m, const char *text, size_t len, const char *filename,
                                     calq_config **out, calq_error *err);
 /* The simplified .cfg (§7.3) from a buffer, resolved against the model's layers. */
@@ -129,6 +133,10 @@ calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o
 /* Writes the JSON, pretty-printed as in §7.2 with 4-space indentation. The bytes depend only
  * on the struct (same config, same bytes). */
 calq_status calq__config_write_json(const calq_config *c, FILE *fp, calq_error *err);
+/* c as JSON, one more file of staged set s (committed with the others). */
+struct calq_staged_files;
+calq_status calq__config_stage(const calq_config *c, struct calq_staged_files *s, const char *json_path,
+                               calq_error *err);
 
 /* ---- what the algorithms take ---------------------------------------------------------------- */
 

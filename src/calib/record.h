@@ -65,6 +65,9 @@ int calq__record_key_node(const calq_graph *g, const char *key, int *input);
 /* Writes r in AMCT's text format (floats shortest round-trip, so reading gives the same bits),
  * atomically: a temporary file, then rename; on failure `path` is untouched. */
 calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err);
+struct calq_staged_files;
+/* The same text as one more file of staged set s (committed with the others). */
+calq_status calq__record_stage(const calq_record *r, struct calq_staged_files *s, const char *path, calq_error *err);
 
 /* Parses a record from `len` bytes; `filename` labels messages (NULL: "record"). Accepts both
  * flavours of §7.1: the fields it documents that calq does not use (skip_fusion, channels,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "calib/record.h"
 #include "textproto/textproto.h"
 
@@ -110,17 +111,40 @@ static bool add_entry(calq_tp_node *root, const calq_record_layer *l)
     return true;
 }
 
-calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err)
+/* r as a text-format tree (owner: caller, calq_tp_free); NULL after failing. */
+static calq_tp_node *record_tree(const calq_record *r, const char *path, calq_error *err)
 {
     calq_tp_node *root = calq_tp_new_root();
-    if (!root) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "record %s: out of memory", path);
+    if (!root) {
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "record %s: out of memory", path);
+        return NULL;
+    }
     for (int i = 0; i < r->n_layers; i++) {
         if (!add_entry(root, &r->layers[i])) {
             calq_tp_free(root);
-            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, r->layers[i].name, "record %s: out of memory", path);
+            calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, r->layers[i].name, "record %s: out of memory", path);
+            return NULL;
         }
     }
+    return root;
+}
+
+calq_status calq__record_write_file(const calq_record *r, const char *path, calq_error *err)
+{
+    calq_tp_node *root = record_tree(r, path, err);
+    if (!root) return err->status;
     calq_status st = calq_tp_write_file(root, path, err);
+    calq_tp_free(root);
+    return st;
+}
+
+calq_status calq__record_stage(const calq_record *r, calq_staged_files *s, const char *path, calq_error *err)
+{
+    calq_tp_node *root = record_tree(r, path, err);
+    if (!root) return err->status;
+    FILE *fp;
+    calq_status st = calq__staged_open(s, path, &fp, err);
+    if (st == CALQ_OK) st = calq_tp_write(root, fp, err);
     calq_tp_free(root);
     return st;
 }

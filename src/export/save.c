@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/outputs.h"
 #include "export/export_caffe.h"
 #include "export/export_onnx.h"
 
@@ -37,6 +38,20 @@ static calq_status save_one(const calq_model *m, const calq_record *rec, const c
     return st;
 }
 
+/* The record at `src` (a staged file, or the path itself), labelled `label` in messages and
+ * checked against m while it is read. */
+static calq_status read_record(const char *src, const char *label, const calq_model *m, calq_record **out,
+                               calq_error *err)
+{
+    char *text = NULL;
+    size_t size = 0;
+    *out = NULL;
+    CALQ_TRY(calq__read_file_max(src, CALQ_RECORD_MAX_BYTES, "a record file", &text, &size, err));
+    calq_status st = calq__record_parse_for(text, size, label, m, m->path, out, err);
+    free(text);
+    return st;
+}
+
 static const char *format_name(calq_save_format f)
 {
     switch (f) {
@@ -51,7 +66,7 @@ static const char *format_name(calq_save_format f)
 /* skipped == NULL: every format must be written (any failure fails the save). Otherwise a
  * format whose export fails is left out, its reason in skipped[*n_skipped]; the record and
  * config checks, and the final commit, still fail the whole save. */
-static calq_status save_models(const calq_model *m, const char *record, const char *config,
+static calq_status save_models(calq_outputs *given, const calq_model *m, const char *record, const char *config,
                                const calq_save_format *fmts, int n_fmts, const char *prefix, calq_save_skip *skipped,
                                int *n_skipped, calq_error *err)
 {
@@ -70,20 +85,25 @@ static calq_status save_models(const calq_model *m, const char *record, const ch
         if (m->format == CALQ_FORMAT_ONNX && !m->onnx)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: the model has no ONNX proto");
     }
+    calq_outputs *o = given;
+    if (!o) CALQ_TRY(calq__outputs_begin(prefix, &o, err));
+    calq_staged_files *out = &o->staged;
+    int first = out->n; /* files staged before this save (a calibration's record and config) */
     calq_record *rec = NULL;
     calq_config *cfg = NULL;
-    calq_staged_files out = {0};
-    calq_status st = calq__record_read_file_for(record, m, m->path, &rec, err);
-    if (st == CALQ_OK) st = config ? calq_config_load(m, config, &cfg, err) : calq_config_create(m, NULL, &cfg, err);
+    calq_status st = read_record(calq__outputs_source(o, record), record, m, &rec, err);
+    if (st == CALQ_OK)
+        st = config ? calq__config_load_as(m, calq__outputs_source(o, config), config, &cfg, err)
+                    : calq_config_create(m, NULL, &cfg, err);
     if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
     int written = 0;
     for (int i = 0; i < n_fmts && st == CALQ_OK; i++) {
-        int before = out.n;
-        st = save_one(m, rec, cfg, fmts[i], prefix, &out, err);
+        int before = out->n;
+        st = save_one(m, rec, cfg, fmts[i], prefix, out, err);
         if (st == CALQ_OK) {
             written++;
         } else if (skipped && st != CALQ_ERR_OUT_OF_MEMORY) {
-            calq__staged_truncate(&out, before);
+            calq__staged_truncate(out, before);
             calq_save_skip *k = &skipped[(*n_skipped)++];
             k->format = fmts[i];
             k->status = st;
@@ -96,29 +116,21 @@ static calq_status save_models(const calq_model *m, const char *record, const ch
     if (st == CALQ_OK && !written)
         st = calq__fail(err, skipped[0].status, NULL, "save: no format could be written (the %s model: %s)",
                         format_name(skipped[0].format), skipped[0].reason);
-    /* the names, for the log line, before commit releases them */
-    char *names = NULL;
-    size_t len = 0;
-    for (int i = 0; i < out.n; i++) len += strlen(out.f[i].path) + 2;
-    if (st == CALQ_OK && (names = malloc(len + 1)) != NULL) {
-        names[0] = 0;
-        for (int i = 0; i < out.n; i++) strcat(strcat(names, i ? ", " : ""), out.f[i].path);
-    }
-    if (st == CALQ_OK)
-        st = calq__staged_commit(&out, err);
-    else
-        calq__staged_abort(&out);
-    if (st == CALQ_OK && names) calq__log(CALQ_LOG_INFO, "calq: wrote %s", names);
-    free(names);
+    if (st != CALQ_OK) calq__staged_truncate(out, first);
     calq_config_free(cfg);
     calq__record_free(rec);
-    return st;
+    if (given) return st;
+    if (st != CALQ_OK) {
+        calq_outputs_abort(o);
+        return st;
+    }
+    return calq__outputs_commit(o, true, err);
 }
 
 calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
                              int n_fmts, const char *prefix, calq_error *err)
 {
-    return save_models(m, record, config, fmts, n_fmts, prefix, NULL, NULL, err);
+    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, err);
 }
 
 calq_status calq_save_models_available(const calq_model *m, const char *record, const char *config,
@@ -128,7 +140,20 @@ calq_status calq_save_models_available(const calq_model *m, const char *record, 
     if (!skipped || !n_skipped)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_available: skipped (n_fmts entries) and n_skipped are required");
-    return save_models(m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
+    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
+}
+
+calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, const char *record, const char *config,
+                                    const calq_save_format *fmts, int n_fmts, const char *prefix,
+                                    calq_save_skip *skipped, int *n_skipped, calq_error *err)
+{
+    if (!outputs)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_save_models_staged: no outputs (calq_outputs_begin makes them)");
+    if (!skipped != !n_skipped)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_save_models_staged: give both skipped and n_skipped, or neither");
+    return save_models(outputs, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
 }
 
 calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,

@@ -16,16 +16,18 @@
 
 #include "base/tensor.h"
 #include "frontend/caffe.h"
+#include "graph/qkind.h"
 
-/* Layer types that have learned blobs in Caffe (and AMCT's DeQuant); every other type must get
- * none from the caffemodel. Their mappers check how many (calq__caffe_need_blobs). */
-static const char *const TYPES_WITH_BLOBS[] = {
-    "Convolution", "Deconvolution", "InnerProduct", "BatchNorm", "PReLU", "Scale", "Bias", "Normalize", "DeQuant",
-};
+/* Layer types that have learned blobs in Caffe besides the quantizable kinds with weights (the
+ * kind table, graph/qkind.h), and AMCT's DeQuant; every other type must get none from the
+ * caffemodel. Their mappers check how many (calq__caffe_need_blobs). */
+static const char *const TYPES_WITH_BLOBS[] = {"BatchNorm", "PReLU", "Scale", "Bias", "Normalize", "DeQuant"};
 
 calq_status calq__caffe_check_blob_count(calq_caffe_ctx *c, const calq_caffe_layer *L)
 {
     if (L->n_blobs == 0) return CALQ_OK;
+    const calq_qkind *k = calq__qkind_by_caffe(L->type);
+    if (k && k->weights == CALQ_QKIND_WEIGHTS_CONST) return CALQ_OK;
     for (size_t i = 0; i < sizeof TYPES_WITH_BLOBS / sizeof *TYPES_WITH_BLOBS; i++)
         if (strcmp(L->type, TYPES_WITH_BLOBS[i]) == 0) return CALQ_OK;
     return calq__caffe_fail_weights(c, L,

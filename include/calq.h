@@ -253,6 +253,9 @@ typedef struct calq_config_opts {
     const char *config_defination; /* a simplified .cfg (§7.3) or NULL. When set, the config is derived
                                       from it and the three fields above are ignored, as in AMCT
                                       (AMCT's own spelling of the keyword) */
+    const char *act_algo;          /* NULL or "ifmr" (default): AMCT's IFMR for every layer; "hfmg", or calq's
+                                      "minmax", "percentile", "kl", "mse", "auto" (docs/numerics.md) with their
+                                      default parameters; ignored with config_defination */
 } calq_config_opts;
 
 /* Defaults: no skipped layers, batch_num 1, activation_offset 1, no .cfg. */
@@ -500,6 +503,66 @@ CALQ_API calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out
  * of bin i, lo + i*width .. lo + (i+1)*width. Returns the bin count (0 before the first batch). */
 CALQ_API int calq_hfmg_bins(const calq_hfmg *h, const uint64_t **counts, float *lo, float *width);
 CALQ_API void calq_hfmg_free(calq_hfmg *h);
+
+/* calq's range calibrators (docs/numerics.md, "calq's activation calibrators"): not AMCT
+ * algorithms (AMCT's tools reject configs naming them), each a clip range chosen from the data
+ * and turned into factors with IFMR's final rules (§3.5 / §3.6: zero forced into the range,
+ * process_scale §2.1, offset -round(min/scale) - 2^(n-1)). Streaming with the protocol of
+ * calq_ifmr_stream (feed every batch, end_pass, repeat while not done); the state is bounded
+ * (a histogram, or the percentile tails) and the result depends neither on the batch split nor
+ * on the thread count. */
+typedef enum calq_range_method {
+    CALQ_RANGE_MINMAX = 0,     /* the data range; one pass */
+    CALQ_RANGE_PERCENTILE = 1, /* the max_percentile / min_percentile order statistics (IFMR's §3.3 ranks), no
+                                  search; one pass */
+    CALQ_RANGE_KL = 2,         /* TensorRT's entropy calibration: the histogram window whose quantized form has the
+                                  smallest KL divergence from the clipped distribution; two passes */
+    CALQ_RANGE_MSE = 3         /* the clip, on a grid of histogram bins, with the smallest mean squared
+                                  quantization error (uniform density inside a bin); two passes */
+} calq_range_method;
+
+typedef struct calq_range_opts {
+    calq_range_method method;
+    int asymmetric;                       /* 1 (default): with offset; 0: symmetric, offset 0 */
+    int num_bits;                         /* default 8; [2, 8] */
+    float max_percentile, min_percentile; /* PERCENTILE: (0.5, 1]; default 0.99999 */
+    int num_bins;                         /* KL, MSE: 1024, 2048 (default), 4096 or 8192 */
+    int n_threads;                        /* KL, MSE search: 0 = OpenMP's default; results never depend on it */
+} calq_range_opts;
+
+/* Defaults for method m. */
+CALQ_API void calq_range_opts_default(calq_range_opts *o, calq_range_method m);
+/* "minmax", "percentile", "kl", "mse"; NULL for an unknown value. */
+CALQ_API const char *calq_range_method_name(calq_range_method m);
+
+typedef struct calq_range_result {
+    float scale; /* scale_d */
+    int offset;  /* offset_d (0 when symmetric) */
+    float clip_min,
+        clip_max;  /* the chosen range after zero forcing; symmetric: the dominant side's [-T, 0] or [0, T] */
+    int best_bins; /* KL / MSE: the winning window in bins */
+    int n_candidates, n_illegal; /* KL / MSE: windows searched; excluded (illegal scale, or infinite divergence) */
+    double best_loss;            /* KL: divergence (nats); MSE: mean squared error per element; else 0 */
+    uint64_t count, nan_count, pos_inf_count, neg_inf_count;
+    float data_min, data_max; /* range of the finite values */
+} calq_range_result;
+
+typedef struct calq_range_stream calq_range_stream;
+
+/* max_count: an upper bound on the total element count (sizes the percentile tails so one
+ * pass is exact), or 0 when unknown (a second statistics pass may then be needed). */
+CALQ_API calq_status calq_range_stream_create(const calq_range_opts *o, uint64_t max_count, const char *layer,
+                                              calq_range_stream **out, calq_error *err);
+CALQ_API calq_status calq_range_stream_feed(calq_range_stream *s, const float *x, size_t n, calq_error *err);
+CALQ_API calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_error *err);
+/* Valid once end_pass reported done. */
+CALQ_API calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_result *out, calq_error *err);
+CALQ_API int calq_range_stream_pass(const calq_range_stream *s);     /* 1: statistics, 2: histogram, 0: done */
+CALQ_API size_t calq_range_stream_bytes(const calq_range_stream *s); /* current heap memory of the state */
+CALQ_API void calq_range_stream_free(calq_range_stream *s);
+/* The same on one buffer (all passes over x). */
+CALQ_API calq_status calq_range(const float *x, size_t n, const calq_range_opts *o, const char *layer,
+                                calq_range_result *out, calq_error *err);
 
 /* ARQ weight quantization (§6.1). Where the output channel of a weight is: */
 typedef enum calq_weight_layout {

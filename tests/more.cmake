@@ -118,3 +118,10 @@ set_tests_properties(peer.save_upgrade PROPERTIES LABELS peer TIMEOUT 600 SKIP_R
 add_test(NAME cli.concurrent_save
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/concurrent_save.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR} 30)
 set_tests_properties(cli.concurrent_save PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# calq's range calibrators (issue 11): minmax / percentile / kl / mse against a NumPy
+# reimplementation of their documented formulas on real UltraFace and MTCNN activations.
+add_test(NAME peer.range_numpy_ref
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/range_numpy_ref.py $<TARGET_FILE:calq_cli>
+                 ${CALQ_SHARED_DIR})
+set_tests_properties(peer.range_numpy_ref PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OMP_WAIT_POLICY=passive")

@@ -15,6 +15,7 @@ static const char usage_text[] =
     "                        (--data_dir \"d1/;d2/\" [--data_types \"float32;...\"] | --images DIR | --npy SPEC)\n"
     "                        [--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
     "                        [--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
+    "                        [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
     "                        [--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
     "\n"
     "  --save_path P              writes P_record.txt and P_config.json (the folder is created), then the\n"
@@ -31,6 +32,10 @@ static const char usage_text[] =
     "  --config C.json            AMCT's JSON config (calq create-config); default: every quantizable layer\n"
     "  --calibration_config F     AMCT's simplified .cfg instead of a JSON config\n"
     "  --activation_offset B      without a config: true (default) asymmetric activations, false symmetric\n"
+    "  --act_algo A               without a config: the activation calibrator of every layer: AMCT's ifmr\n"
+    "                             (default) or hfmg, or calq's minmax, percentile, kl, mse, or auto (per layer,\n"
+    "                             the one giving that layer the smallest output error); with a config, put\n"
+    "                             \"act_algo\" in it. calq's are not AMCT's: AMCT's tools reject the config\n"
     "  --skip_layers a,b          keep these layers in float\n"
     "  --skip-illegal             keep layers whose factors are illegal in float instead of failing\n"
     "  --threads N                OpenMP threads (the record is identical for any N)\n";
@@ -102,7 +107,7 @@ int calq_cmd_calibration(int argc, char **argv)
 {
     const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *data_dir = NULL, *data_types = NULL;
     const char *images = NULL, *npy = NULL, *config = NULL, *cfg_simple = NULL, *skip = NULL, *v;
-    const char *save_type = NULL, *format = NULL;
+    const char *save_type = NULL, *format = NULL, *act_algo = NULL;
     calq_image_opts img;
     calq_image_opts_init(&img);
     calq_calibrate_opts co;
@@ -133,6 +138,7 @@ int calq_cmd_calibration(int argc, char **argv)
         OPT("--skip_layers", skip)
         OPT("--save_type", save_type)
         OPT("--format", format)
+        OPT("--act_algo", act_algo)
 #undef OPT
         else if ((r = cli_opt(argc, argv, &i, "--batch_num", &v)))
         {
@@ -171,6 +177,9 @@ int calq_cmd_calibration(int argc, char **argv)
     if (!missing && !!data_dir + !!images + !!npy != 1)
         missing = "give the calibration data with exactly one of --data_dir, --images, --npy";
     if (!missing && config && cfg_simple) missing = "give either --config or --calibration_config, not both";
+    if (!missing && act_algo && (config || cfg_simple))
+        missing = "--act_algo applies to runs without a config; with --config, set \"act_algo\" in the config (per "
+                  "layer in activation_quant_params, or at the top level for every layer)";
     if (missing) {
         fprintf(stderr, "calq calibration: %s\n\n%s", missing, usage_text);
         return CLI_USAGE;
@@ -208,6 +217,7 @@ int calq_cmd_calibration(int argc, char **argv)
         o.n_skip_layers = n_skip;
         if (batch_num) o.batch_num = batch_num;
         if (act_offset >= 0) o.activation_offset = act_offset;
+        o.act_algo = act_algo;
         if (calq_config_create(m, &o, &c, &err) != CALQ_OK) goto fail;
     }
 

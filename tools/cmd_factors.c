@@ -1,4 +1,5 @@
-/* calq factors: the quantization factors of one tensor (.npy) by IFMR, HFMG or ARQ. */
+/* calq factors: the quantization factors of one tensor (.npy) by IFMR, HFMG, calq's range
+ * calibrators (minmax, percentile, kl, mse) or ARQ. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +9,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: calq factors --algo ifmr|hfmg|arq --input T.npy [options]\n"
+    fprintf(f, "usage: calq factors --algo ifmr|hfmg|minmax|percentile|kl|mse|arq --input T.npy [options]\n"
                "\n"
                "Prints scale and offset of one tensor (per output channel for arq).\n"
                "\n"
-               "  --algo A             ifmr (activations, default), hfmg (activations) or arq (weights)\n"
+               "  --algo A             activations: ifmr (default), hfmg, or calq's minmax, percentile, kl, mse;\n"
+               "                       weights: arq\n"
                "  --input T.npy        float32 or float64 tensor\n"
                "  --symmetric          symmetric activations (offset 0); default asymmetric\n"
                "  --batches K          feed the tensor as K consecutive batches (default 1)\n"
@@ -27,6 +29,8 @@ static void usage(FILE *f)
                "hfmg:\n"
                "  --bins N             1024, 2048, 4096 (default) or 8192\n"
                "  --left-clip-loss     count the clipping error left of the range (AMCT's code does not)\n"
+               "percentile: --max-percentile P, --min-percentile P   default 0.99999\n"
+               "kl, mse:    --bins N  histogram bins, 1024, 2048 (default), 4096 or 8192\n"
                "arq:\n"
                "  --layout L           conv (default for >= 3 dims), convtranspose or matrix (default for 1-2 dims)\n"
                "  --group G            groups of a ConvTranspose (default 1)\n"
@@ -64,6 +68,57 @@ static calq_status run_ifmr(const float *x, size_t n, int batches, const calq_if
     return st;
 }
 
+static calq_status run_range(const float *x, size_t n, int batches, const calq_range_opts *o, const char *layer,
+                             calq_range_result *res, int *passes, calq_error *err)
+{
+    calq_range_stream *s = NULL;
+    calq_status st = calq_range_stream_create(o, (uint64_t)n, layer, &s, err);
+    if (st != CALQ_OK) return st;
+    int done = 0;
+    *passes = 0;
+    while (st == CALQ_OK && !done) {
+        for (int b = 0; b < batches && st == CALQ_OK; b++) {
+            size_t lo = n * (size_t)b / (size_t)batches, hi = n * (size_t)(b + 1) / (size_t)batches;
+            st = calq_range_stream_feed(s, x + lo, hi - lo, err);
+        }
+        if (st == CALQ_OK) st = calq_range_stream_end_pass(s, &done, err);
+        ++*passes;
+    }
+    if (st == CALQ_OK) st = calq_range_stream_result(s, res, err);
+    calq_range_stream_free(s);
+    return st;
+}
+
+static void print_range(const char *input, const char *layer, const calq_range_opts *o, const calq_range_result *r,
+                        int batches, int passes, int json)
+{
+    const char *name = calq_range_method_name(o->method);
+    if (json) {
+        printf("{\"algo\": \"%s\", \"input\": \"%s\", \"layer\": \"%s\", \"asymmetric\": %s, \"scale\": ", name, input,
+               layer, o->asymmetric ? "true" : "false");
+        print_f(stdout, r->scale);
+        printf(", \"offset\": %d, \"clip_min\": ", r->offset);
+        print_f(stdout, r->clip_min);
+        printf(", \"clip_max\": ");
+        print_f(stdout, r->clip_max);
+        printf(", \"best_bins\": %d, \"n_candidates\": %d, \"n_illegal\": %d, \"loss\": %.17g, \"count\": %" PRIu64
+               ", \"batches\": %d, \"passes\": %d}\n",
+               r->best_bins, r->n_candidates, r->n_illegal, r->best_loss, r->count, batches, passes);
+        return;
+    }
+    printf("algo: %s (%s)\nscale: ", name, o->asymmetric ? "asymmetric" : "symmetric");
+    print_f(stdout, r->scale);
+    printf("\noffset: %d\nclip: [", r->offset);
+    print_f(stdout, r->clip_min);
+    printf(", ");
+    print_f(stdout, r->clip_max);
+    printf("]");
+    if (o->method == CALQ_RANGE_KL || o->method == CALQ_RANGE_MSE)
+        printf("  (window %d bins of %d, %d candidates, %d excluded)\n%s: %.9g", r->best_bins, o->num_bins,
+               r->n_candidates, r->n_illegal, o->method == CALQ_RANGE_KL ? "divergence" : "loss (mse)", r->best_loss);
+    printf("\nelements: %" PRIu64 " in %d batches, %d passes\n", r->count, batches, passes);
+}
+
 static int parse_range(const char *v, float *a, float *b)
 {
     char *end = NULL;
@@ -77,7 +132,7 @@ static int parse_range(const char *v, float *a, float *b)
 int calq_cmd_factors(int argc, char **argv)
 {
     const char *algo = "ifmr", *input = NULL, *layer = "", *layout_s = NULL, *v = NULL;
-    int symmetric = 0, batches = 1, json = 0, whole = 0, per_tensor = 0, group = 1;
+    int symmetric = 0, batches = 1, json = 0, whole = 0, per_tensor = 0, group = 1, bins_given = 0, pct_given = 0;
     calq_ifmr_opts io;
     calq_ifmr_opts_default(&io);
     calq_hfmg_opts ho;
@@ -123,15 +178,18 @@ int calq_cmd_factors(int argc, char **argv)
         } else if ((r = cli_opt(argc, argv, &i, "--bins", &v)) != 0) {
             if (r < 0) return CLI_USAGE;
             ho.num_bins = atoi(v);
+            bins_given = 1;
         } else if ((r = cli_opt(argc, argv, &i, "--num-bits", &v)) != 0) {
             if (r < 0) return CLI_USAGE;
             ao.num_bits = io.num_bits = ho.num_bits = atoi(v);
         } else if ((r = cli_opt(argc, argv, &i, "--max-percentile", &v)) != 0) {
             if (r < 0) return CLI_USAGE;
             io.max_percentile = strtof(v, NULL);
+            pct_given |= 1;
         } else if ((r = cli_opt(argc, argv, &i, "--min-percentile", &v)) != 0) {
             if (r < 0) return CLI_USAGE;
             io.min_percentile = strtof(v, NULL);
+            pct_given |= 2;
         } else if ((r = cli_opt(argc, argv, &i, "--search-step", &v)) != 0) {
             if (r < 0) return CLI_USAGE;
             io.search_step = strtof(v, NULL);
@@ -157,8 +215,11 @@ int calq_cmd_factors(int argc, char **argv)
         return CLI_USAGE;
     }
     int is_ifmr = !strcmp(algo, "ifmr"), is_hfmg = !strcmp(algo, "hfmg"), is_arq = !strcmp(algo, "arq");
-    if (!is_ifmr && !is_hfmg && !is_arq) {
-        cli_failf("factors: --algo '%s': expected ifmr, hfmg or arq", algo);
+    int range = -1;
+    for (int m = CALQ_RANGE_MINMAX; m <= CALQ_RANGE_MSE; m++)
+        if (!strcmp(algo, calq_range_method_name((calq_range_method)m))) range = m;
+    if (!is_ifmr && !is_hfmg && !is_arq && range < 0) {
+        cli_failf("factors: --algo '%s': expected ifmr, hfmg, minmax, percentile, kl, mse or arq", algo);
         return CLI_USAGE;
     }
 
@@ -187,7 +248,20 @@ int calq_cmd_factors(int argc, char **argv)
     calq_status st = CALQ_OK;
     int rc = 0;
 
-    if (is_ifmr) {
+    if (range >= 0) {
+        calq_range_opts ro;
+        calq_range_opts_default(&ro, (calq_range_method)range);
+        ro.asymmetric = !symmetric;
+        ro.n_threads = io.n_threads;
+        ro.num_bits = io.num_bits;
+        if (bins_given) ro.num_bins = ho.num_bins;
+        if (pct_given & 1) ro.max_percentile = io.max_percentile;
+        if (pct_given & 2) ro.min_percentile = io.min_percentile;
+        calq_range_result res;
+        int passes = 0;
+        st = run_range(x, n, batches, &ro, layer, &res, &passes, &err);
+        if (st == CALQ_OK) print_range(input, layer, &ro, &res, batches, passes, json);
+    } else if (is_ifmr) {
         io.asymmetric = !symmetric;
         calq_ifmr_result res;
         int passes = 0;

@@ -59,46 +59,13 @@ static void log_done(const calq__calib *cal)
     }
 }
 
-/* After a pass: HFMG computes after pass 1; IFMR streams end their pass. Returns true when
- * another pass over the same batches is needed. */
+/* After a pass: every group's calibrators end it (HFMG computes after pass 1, IFMR and the
+ * range calibrators end their passes). Returns true when another pass over the same batches
+ * is needed. */
 static bool end_pass(calq__calib *cal)
 {
     bool again = false;
-    for (int k = 0; k < cal->n_groups; k++) {
-        calq__calib_group *gr = &cal->groups[k];
-        if (gr->failed || gr->done) continue;
-        calq_error e = {0};
-        if (gr->algo == CALQ_ACT_HFMG) {
-            calq_hfmg_result r;
-            if (calq_hfmg_compute(gr->hist, &r, &e) == CALQ_OK) {
-                gr->scale_d = r.scale;
-                gr->offset_d = r.offset;
-                gr->done = true;
-            }
-        } else if (!gr->stream) { /* never fed: the tensor was not produced */
-            calq__fail(&e, CALQ_ERR_INTERNAL, gr->tensor, "tensor \"%s\" was never computed during calibration",
-                       gr->tensor);
-        } else {
-            int done = 0;
-            calq_ifmr_result r;
-            if (calq_ifmr_stream_end_pass(gr->stream, &done, &e) == CALQ_OK) {
-                if (!done) {
-                    again = true;
-                } else if (calq_ifmr_stream_result(gr->stream, &r, &e) == CALQ_OK) {
-                    gr->scale_d = r.scale;
-                    gr->offset_d = r.offset;
-                    gr->done = true;
-                    /* the tails and candidate sums are not needed any more */
-                    calq_ifmr_stream_free(gr->stream);
-                    gr->stream = NULL;
-                }
-            }
-        }
-        if (e.status != CALQ_OK) {
-            gr->failed = true;
-            gr->err = e;
-        }
-    }
+    for (int k = 0; k < cal->n_groups; k++) again |= calq__group_end_pass(&cal->groups[k], cal->pass);
     return again;
 }
 
@@ -157,9 +124,13 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
     if (st == CALQ_OK && cal->n_groups)
         st = calq_session_set_observer(s, calq__calib_observe, cal, names, cal->n_groups, err);
     if (st == CALQ_OK) st = alloc_inputs(cal->m, ins, n_in, err);
-    bool any_ifmr = false;
-    for (int k = 0; k < cal->n_groups; k++) any_ifmr |= cal->groups[k].algo == CALQ_ACT_IFMR;
-    cal->runs_expected = cal->batch_num * (any_ifmr ? 2 : 1);
+    bool two = false, any_auto = false;
+    for (int k = 0; k < cal->n_groups; k++) {
+        calq_act_algo a = cal->groups[k].algo;
+        two |= a != CALQ_ACT_HFMG && a != CALQ_ACT_MINMAX && a != CALQ_ACT_PERCENTILE;
+        any_auto |= a == CALQ_ACT_AUTO;
+    }
+    cal->runs_expected = cal->batch_num * ((two ? 2 : 1) + (any_auto ? 1 : 0));
     for (cal->pass = 1; st == CALQ_OK && cal->n_groups; cal->pass++) {
         st = run_pass(cal, s, ins, n_in, err);
         if (st == CALQ_OK && !end_pass(cal)) break;
@@ -170,6 +141,9 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
     free(ins);
     free(names);
     calq_session_free(s);
+    bool pending = false;
+    for (int k = 0; k < cal->n_groups; k++) pending |= cal->groups[k].auto_pending;
+    if (st == CALQ_OK && pending) st = calq__calib_auto(cal, err);
     return st;
 }
 

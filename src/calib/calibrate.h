@@ -24,19 +24,38 @@ typedef struct calq__tensor_stats {
     int absmax_batch, absmax_sample;     /* where it first appeared */
 } calq__tensor_stats;
 
-/* One activation calibrator: one per distinct input tensor of the enabled layers (§3.2). */
+/* One calibrator of a group (calibrate_slots.c): IFMR, HFMG or one of calq's range
+ * calibrators. A group has one; act_algo "auto" gives it one per candidate algorithm. */
+#define CALQ__MAX_SLOTS 6
+typedef struct calq__calib_slot {
+    calq_act_algo algo;
+    calq_ifmr_opts ifmr;
+    calq_hfmg_opts hfmg;
+    calq_range_opts range;
+    calq_ifmr_stream *stream;   /* IFMR (owned; created on the first batch, when the size is known) */
+    calq_hfmg *hist;            /* HFMG (owned) */
+    calq_range_stream *rstream; /* the range calibrators (owned; created on the first batch) */
+    bool fed, done, failed;
+    calq_error err; /* its failure */
+    float scale_d;
+    int offset_d;
+    double sse;  /* auto: squared error of the group's layer outputs with these factors */
+    int same_as; /* auto: an earlier slot with the same factors (evaluated once), or -1 */
+} calq__calib_slot;
+
+/* One activation calibration: one per distinct input tensor of the enabled layers (§3.2). */
 typedef struct calq__calib_group {
     const char *tensor; /* value name in the run's graph (owned by that graph) */
     int first_layer;    /* the group's first layer (index into calq__calib.layers): its config drives
                            the calibrator, as AMCT's shared calibration layer takes one layer's */
     int n_layers;
-    calq_act_algo algo;
-    calq_ifmr_opts ifmr;
-    calq_hfmg_opts hfmg;
-    calq_ifmr_stream *stream; /* IFMR (owned) */
-    calq_hfmg *hist;          /* HFMG (owned) */
+    calq_act_algo algo; /* the configured algorithm */
+    int n_slots;
+    calq__calib_slot slot[CALQ__MAX_SLOTS];
+    int chosen;        /* the slot whose factors the group takes */
+    bool auto_pending; /* auto: every candidate is computed, the evaluation pass decides */
     bool done, failed;
-    calq_error err; /* the calibrator's failure */
+    calq_error err; /* the calibration's failure */
     float scale_d;
     int offset_d;
     calq__tensor_stats stats;
@@ -86,6 +105,22 @@ typedef struct calq__calib {
 calq_status calq__calib_setup(calq__calib *cal, calq_error *err);
 calq_status calq__calib_weights(calq__calib *cal, calq_error *err);
 void calq__calib_free(calq__calib *cal);
+
+/* calibrate_slots.c: a group's calibrators. setup fills the group's slots for its algorithm
+ * (auto: every candidate); feed gives a batch to every slot still running (pass: the run's
+ * pass number; HFMG takes pass 1 only) and fails the group when no slot is left; end_pass
+ * returns true while some slot needs another pass over the same batches, else settles the
+ * group (done, failed, or auto_pending). */
+calq_status calq__group_setup(calq__calib_group *gr, const calq_layer_config *lc, int n_threads, calq_error *err);
+void calq__group_feed(calq__calib_group *gr, const float *x, size_t n, int pass, int batch_num, const char *layer);
+bool calq__group_end_pass(calq__calib_group *gr, int pass);
+void calq__group_free(calq__calib_group *gr);
+
+/* calibrate_auto.c: the evaluation pass of act_algo "auto" (one more pass over the batches):
+ * every auto group's layers run once per distinct candidate with the activation fake-quantized
+ * by that candidate's factors and the weights as ARQ gives them; the candidate with the smallest
+ * squared error against the float layer outputs wins (IFMR on a tie). */
+calq_status calq__calib_auto(calq__calib *cal, calq_error *err);
 
 /* calibrate_observe.c: the session observer (user = calq__calib), and the progress bar. */
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);

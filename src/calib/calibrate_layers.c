@@ -25,22 +25,12 @@ static calq_status new_group(calq__calib *cal, const char *tensor, int layer, ca
     memset(gr, 0, sizeof *gr);
     gr->tensor = tensor;
     gr->first_layer = layer;
-    gr->algo = lc->act.algo;
     gr->stats.min = 1.0f;
     gr->stats.max = -1.0f;
     gr->stats.bad_batch = -1;
     gr->stats.absmax_batch = -1;
-    if (gr->algo == CALQ_ACT_HFMG) {
-        calq__config_hfmg_opts(lc, &gr->hfmg);
-        CALQ_TRY(calq_hfmg_create(&gr->hfmg, lc->name, &gr->hist, err));
-    } else {
-        calq__config_ifmr_opts(lc, &gr->ifmr);
-        gr->ifmr.n_threads = cal->n_threads;
-        /* the stream is created on the first batch, when the tensor's size is known
-         * (calibrate_observe.c) */
-    }
-    cal->n_groups++;
-    return CALQ_OK;
+    cal->n_groups++; /* counted first, so calq__calib_free releases a half-made group */
+    return calq__group_setup(gr, lc, cal->n_threads, err);
 }
 
 /* The group calibrating `tensor` the way entry li wants it, or a new one. Layers reading one
@@ -160,10 +150,7 @@ calq_status calq__calib_weights(calq__calib *cal, calq_error *err)
 
 void calq__calib_free(calq__calib *cal)
 {
-    for (int i = 0; i < cal->n_groups; i++) {
-        calq_ifmr_stream_free(cal->groups[i].stream);
-        calq_hfmg_free(cal->groups[i].hist);
-    }
+    for (int i = 0; i < cal->n_groups; i++) calq__group_free(&cal->groups[i]);
     for (int i = 0; i < cal->n_layers; i++) {
         free(cal->layers[i].scale_w);
         free(cal->layers[i].offset_w);

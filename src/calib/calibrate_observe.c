@@ -65,7 +65,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
     calq__calib_group *gr = NULL;
     for (int k = 0; k < cal->n_groups && !gr; k++)
         if (strcmp(cal->groups[k].tensor, tensor_name) == 0) gr = &cal->groups[k];
-    if (!gr || gr->failed || gr->done) return 0;
+    if (!gr || gr->failed || gr->done || gr->auto_pending) return 0;
     calq_error e = {0};
     const char *layer = cal->layers[gr->first_layer].key;
     if (t->dtype != CALQ_DTYPE_FLOAT32) {
@@ -82,15 +82,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
         int64_t per_sample = t->ndim > 0 && t->dims[0] > 0 ? n / t->dims[0] : n;
         scan(&gr->stats, x, n, per_sample > 0 ? per_sample : 1, cal->batch);
     }
-    calq_status st = CALQ_OK;
-    if (gr->algo == CALQ_ACT_HFMG) {
-        if (cal->pass == 1) st = calq_hfmg_feed(gr->hist, x, (size_t)n, &e);
-    } else {
-        if (!gr->stream) /* max_count known: pass 1 is then always exact (docs/numerics.md) */
-            st = calq_ifmr_stream_create(&gr->ifmr, (uint64_t)n * (uint64_t)cal->batch_num, layer, &gr->stream, &e);
-        if (st == CALQ_OK) st = calq_ifmr_stream_feed(gr->stream, x, (size_t)n, &e);
-    }
-    if (st != CALQ_OK) group_fail(gr, &e);
+    calq__group_feed(gr, x, (size_t)n, cal->pass, cal->batch_num, layer);
     return 0;
 }
 

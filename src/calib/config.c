@@ -195,6 +195,13 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
                           "%s: %s%s is %d; calq quantizes activations to 8 bits only (INT8, amct-reference.md §3.1)",
                           where, act, json ? "num_bits" : "dst_type", a->num_bits);
+    const calq__act_algo_info *info = calq__act_algo(a->algo);
+    if (a->algo == CALQ_ACT_PERCENTILE && (!(a->max_percentile > 0.5 && a->max_percentile <= 1.0) ||
+                                           !(a->min_percentile > 0.5 && a->min_percentile <= 1.0)))
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %smax_percentile %.9g and min_percentile %.9g must be in (0.5, 1] (act_algo "
+                          "\"percentile\")",
+                          where, act, a->max_percentile, a->min_percentile);
     if (a->algo == CALQ_ACT_IFMR) {
         /* Written as !(in range) so NaN fails too. */
         if (!(a->max_percentile > 0.5 && a->max_percentile <= 1.0))
@@ -222,7 +229,7 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
         unsigned n_cand;
         calq__config_ifmr_opts(l, &io);
         if (calq__ifmr_check_opts(&io, l->name, &n_cand, err) != CALQ_OK) return calq__prefix(err, "%s", where);
-    } else {
+    } else if (info->keys & CALQ_ACT_KEY_BINS) {
         int b = a->num_of_bins;
         if (b != 1024 && b != 2048 && b != 4096 && b != 8192)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
@@ -403,6 +410,19 @@ void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o)
     o->num_bins = l->act.num_of_bins;
     o->asymmetric = l->act.asymmetric;
     o->num_bits = l->act.num_bits;
+}
+
+void calq__config_range_opts(const calq_layer_config *l, calq_range_opts *o)
+{
+    const calq__act_algo_info *info = calq__act_algo(l->act.algo);
+    calq_range_opts_default(o, info->range_method >= 0 ? (calq_range_method)info->range_method : CALQ_RANGE_MINMAX);
+    o->asymmetric = l->act.asymmetric;
+    o->num_bits = l->act.num_bits;
+    if (info->keys & CALQ_ACT_KEY_PERCENTILES) {
+        o->max_percentile = (float)l->act.max_percentile;
+        o->min_percentile = (float)l->act.min_percentile;
+    }
+    if (info->keys & CALQ_ACT_KEY_BINS) o->num_bins = l->act.num_of_bins;
 }
 
 void calq__config_arq_opts(const calq_layer_config *l, calq_arq_opts *o)

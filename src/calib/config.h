@@ -18,14 +18,50 @@
 #include "calq.h"
 #include "graph/qkind.h"
 
-/* Activation algorithm of a layer ("act_algo", §7.2). */
+/* Activation algorithm of a layer ("act_algo", §7.2): AMCT's two, then calq's own
+ * (docs/numerics.md), which AMCT's tools do not know: the writer names them only for the
+ * layers that use them. */
 typedef enum calq_act_algo {
-    CALQ_ACT_IFMR = 0, /* default (§3) */
-    CALQ_ACT_HFMG = 1  /* histogram based (§5) */
+    CALQ_ACT_IFMR = 0,       /* default (§3) */
+    CALQ_ACT_HFMG = 1,       /* histogram based (§5) */
+    CALQ_ACT_MINMAX = 2,     /* calq: the data range */
+    CALQ_ACT_PERCENTILE = 3, /* calq: max_percentile / min_percentile order statistics */
+    CALQ_ACT_KL = 4,         /* calq: TensorRT's entropy calibration */
+    CALQ_ACT_MSE = 5,        /* calq: smallest squared quantization error on a histogram */
+    CALQ_ACT_AUTO = 6        /* calq: per layer, the candidate whose factors give the layer the smallest
+                                output error on the calibration data (calibrate_auto.c) */
 } calq_act_algo;
+#define CALQ_ACT_N 7
 
-/* "activation_quant_params". IFMR fields are meaningful when algo == IFMR, num_of_bins when
- * algo == HFMG; the others keep their defaults. Doubles, so that values such as 0.999999 are
+/* The parameter keys of activation_quant_params an algorithm takes (besides num_bits and
+ * asymmetric), as a mask. */
+enum {
+    CALQ_ACT_KEY_PERCENTILES = 1, /* max_percentile, min_percentile */
+    CALQ_ACT_KEY_SEARCH = 2,      /* search_range, search_step */
+    CALQ_ACT_KEY_BINS = 4         /* num_of_bins */
+};
+
+/* One row per algorithm: the one table config reading, writing, checking and calibration
+ * look algorithms up in (config_algo.c). */
+typedef struct calq__act_algo_info {
+    calq_act_algo algo;
+    const char *name;      /* the act_algo value */
+    bool amct;             /* an AMCT algorithm (its tools accept it) */
+    unsigned keys;         /* CALQ_ACT_KEY_* it takes */
+    int range_method;      /* the calq_range_method computing it, or -1 */
+    double percentile;     /* default max/min_percentile when it takes them */
+    int num_of_bins;       /* default num_of_bins when it takes it */
+    const char *keys_text; /* its parameter keys, for messages */
+} calq__act_algo_info;
+
+const calq__act_algo_info *calq__act_algo(calq_act_algo a);
+/* NULL for an unknown name. */
+const calq__act_algo_info *calq__act_algo_by_name(const char *name);
+/* "ifmr", "hfmg", "minmax", ... for messages listing the choices. */
+const char *calq__act_algo_names(void);
+
+/* "activation_quant_params". The fields the algorithm takes (calq__act_algo(algo)->keys) are
+ * meaningful; the others keep their defaults. Doubles, so that values such as 0.999999 are
  * written back exactly as read; the algorithms take them as float (calq__config_ifmr_opts). */
 typedef struct calq_act_config {
     calq_act_algo algo;
@@ -35,7 +71,7 @@ typedef struct calq_act_config {
     double search_range[2]; /* 0 < a < b */
     double search_step;     /* (0, b - a] */
     bool asymmetric;        /* with offset; defaults to the global activation_offset */
-    int num_of_bins;        /* 1024, 2048, 4096 (default) or 8192 */
+    int num_of_bins;        /* 1024, 2048, 4096 (default) or 8192; kl, mse: default 2048 */
 } calq_act_config;
 
 /* "weight_quant_params": ARQ is the only weight algorithm calq implements (§6.1). */
@@ -144,6 +180,8 @@ calq_status calq__config_stage(const calq_config *c, struct calq_staged_files *s
  * options (other fields of the options keep their defaults). */
 void calq__config_ifmr_opts(const calq_layer_config *l, calq_ifmr_opts *o);
 void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o);
+/* For MINMAX, PERCENTILE, KL, MSE. */
+void calq__config_range_opts(const calq_layer_config *l, calq_range_opts *o);
 void calq__config_arq_opts(const calq_layer_config *l, calq_arq_opts *o);
 
 #endif

@@ -25,6 +25,10 @@ calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "skip_layers: entry %d is NULL", k);
         CALQ_TRY(calq__config_check_layer(m, o->skip_layers[k], "skip_layers", &node, err));
     }
+    const calq__act_algo_info *algo = calq__act_algo(CALQ_ACT_IFMR);
+    if (o->act_algo && !(algo = calq__act_algo_by_name(o->act_algo)))
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "act_algo is \"%s\"; it must be %s", o->act_algo,
+                          calq__act_algo_names());
     calq_config *c = calq__config_new();
     if (!c) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory building the config");
     c->batch_num = o->batch_num;
@@ -45,10 +49,14 @@ calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o
         bool skipped = false;
         for (int k = 0; k < o->n_skip_layers && !skipped; k++) skipped = strcmp(o->skip_layers[k], ni.name) == 0;
         if (skipped) continue;
-        if (!calq__config_add_layer(c, ni.name, calq__model_qkind(m, i), i, err)) {
+        calq_layer_config *l = calq__config_add_layer(c, ni.name, calq__model_qkind(m, i), i, err);
+        if (!l) {
             calq_config_free(c);
             return err ? err->status : CALQ_ERR_OUT_OF_MEMORY;
         }
+        l->act.algo = algo->algo; /* with the algorithm's own defaults */
+        if (algo->keys & CALQ_ACT_KEY_PERCENTILES) l->act.max_percentile = l->act.min_percentile = algo->percentile;
+        if (algo->keys & CALQ_ACT_KEY_BINS) l->act.num_of_bins = algo->num_of_bins;
     }
     *out = c;
     return CALQ_OK;

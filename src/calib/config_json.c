@@ -20,8 +20,9 @@ typedef struct json_ctx {
     const char *file;
     calq_config *c;
     calq_error *err;
-    const char *layer; /* the layer entry being read (for calq_error.layer), or NULL */
-    const cJSON *skip; /* the "skip_layers" array, applied once every layer entry is read */
+    const char *layer;               /* the layer entry being read (for calq_error.layer), or NULL */
+    const cJSON *skip;               /* the "skip_layers" array, applied once every layer entry is read */
+    const calq__act_algo_info *algo; /* the global "act_algo" (calq's extension), or NULL */
 } json_ctx;
 
 static const char *json_type(const cJSON *v)
@@ -209,6 +210,12 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
                                   "%s: 'skip_layers' must hold layer names (strings), found %s", x->file,
                                   json_type(it));
         x->skip = v;
+    } else if (strcmp(k, "act_algo") == 0) {
+        /* calq's extension: the algorithm of every layer entry that does not name its own */
+        if (!cJSON_IsString(v)) return type_error(x, "", k, "a string such as \"kl\"", v);
+        if (!(x->algo = calq__act_algo_by_name(v->valuestring)))
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: 'act_algo' is \"%s\"; it must be %s", x->file,
+                              v->valuestring, calq__act_algo_names());
     } else if (strcmp(k, "tensor_quantize") == 0) {
         if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array", v);
         if (cJSON_GetArraySize(v) > 0)
@@ -216,35 +223,50 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
     } else {
         return unknown_key(x, "", k,
                            "version, batch_num, activation_offset, joint_quant, do_fusion, skip_fusion_layers, "
-                           "skip_layers, and one object per layer");
+                           "skip_layers, act_algo, and one object per layer");
     }
     return CALQ_OK;
 }
 
 static const char ACT_KEYS[] =
     "num_bits, act_algo, asymmetric; IFMR: max_percentile, min_percentile, search_range, search_step; HFMG: "
-    "num_of_bins";
+    "num_of_bins; calq's percentile: max_percentile, min_percentile; kl, mse: num_of_bins";
 
-static calq_status read_act(json_ctx *x, calq_layer_config *l, const cJSON *obj, const char *where)
+/* The activation keys a layer entry gave, by CALQ_ACT_KEY_* category (the first key of each
+ * names it in messages). */
+typedef struct act_keys {
+    unsigned given;
+    const char *first[3];
+    bool have_algo, max_p, min_p;
+} act_keys;
+
+static void key_seen(act_keys *k, unsigned cat, const char *name)
+{
+    int i = cat == CALQ_ACT_KEY_PERCENTILES ? 0 : cat == CALQ_ACT_KEY_SEARCH ? 1 : 2;
+    if (!(k->given & cat)) k->first[i] = name;
+    k->given |= cat;
+}
+
+static calq_status read_act(json_ctx *x, calq_layer_config *l, const cJSON *obj, const char *where, act_keys *keys)
 {
     char w[CALQ_ERROR_NAME_MAX + 64];
     snprintf(w, sizeof w, "%sactivation_quant_params: ", where);
     CALQ_TRY(check_unique_keys(x, obj, w));
-    const char *ifmr_key = NULL, *hfmg_key = NULL;
-    bool have_algo = false;
     for (const cJSON *v = obj->child; v; v = v->next) {
         const char *k = v->string;
         if (strcmp(k, "num_bits") == 0) {
             CALQ_TRY(get_int(x, w, k, v, &l->act.num_bits));
         } else if (strcmp(k, "max_percentile") == 0) {
             CALQ_TRY(get_number(x, w, k, v, &l->act.max_percentile));
-            ifmr_key = k;
+            key_seen(keys, CALQ_ACT_KEY_PERCENTILES, k);
+            keys->max_p = true;
         } else if (strcmp(k, "min_percentile") == 0) {
             CALQ_TRY(get_number(x, w, k, v, &l->act.min_percentile));
-            ifmr_key = k;
+            key_seen(keys, CALQ_ACT_KEY_PERCENTILES, k);
+            keys->min_p = true;
         } else if (strcmp(k, "search_step") == 0) {
             CALQ_TRY(get_number(x, w, k, v, &l->act.search_step));
-            ifmr_key = k;
+            key_seen(keys, CALQ_ACT_KEY_SEARCH, k);
         } else if (strcmp(k, "search_range") == 0) {
             if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
                 !cJSON_IsNumber(v->child->next))
@@ -253,39 +275,59 @@ static calq_status read_act(json_ctx *x, calq_layer_config *l, const cJSON *obj,
                                   x->file, w);
             CALQ_TRY(get_number(x, w, "search_range[0]", v->child, &l->act.search_range[0]));
             CALQ_TRY(get_number(x, w, "search_range[1]", v->child->next, &l->act.search_range[1]));
-            ifmr_key = k;
+            key_seen(keys, CALQ_ACT_KEY_SEARCH, k);
         } else if (strcmp(k, "num_of_bins") == 0) {
             CALQ_TRY(get_int(x, w, k, v, &l->act.num_of_bins));
-            hfmg_key = k;
+            key_seen(keys, CALQ_ACT_KEY_BINS, k);
         } else if (strcmp(k, "asymmetric") == 0) {
             CALQ_TRY(get_bool(x, w, k, v, &l->act.asymmetric));
         } else if (strcmp(k, "act_algo") == 0) {
-            if (!cJSON_IsString(v)) return type_error(x, w, k, "\"ifmr\" or \"hfmg\"", v);
-            if (strcmp(v->valuestring, "ifmr") == 0)
-                l->act.algo = CALQ_ACT_IFMR;
-            else if (strcmp(v->valuestring, "hfmg") == 0)
-                l->act.algo = CALQ_ACT_HFMG;
-            else
-                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
-                                  "%s: %s'act_algo' is \"%s\"; it must be \"ifmr\" or \"hfmg\"", x->file, w,
-                                  v->valuestring);
-            have_algo = true;
+            const calq__act_algo_info *a = cJSON_IsString(v) ? calq__act_algo_by_name(v->valuestring) : NULL;
+            if (!cJSON_IsString(v)) return type_error(x, w, k, "a string such as \"ifmr\"", v);
+            if (!a)
+                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name, "%s: %s'act_algo' is \"%s\"; it must be %s",
+                                  x->file, w, v->valuestring, calq__act_algo_names());
+            l->act.algo = a->algo;
+            keys->have_algo = true;
         } else {
             return unknown_key(x, w, k, ACT_KEYS);
         }
     }
-    /* §5: IFMR and HFMG cannot be combined on one layer. Older files have no act_algo and
-     * mean IFMR (§7.2). */
-    if (l->act.algo == CALQ_ACT_HFMG && ifmr_key)
+    return CALQ_OK;
+}
+
+/* After the entry is read: keys the algorithm does not take are an error (§5: IFMR and HFMG
+ * keys cannot be combined on one layer; older files have no act_algo and mean IFMR, §7.2),
+ * and the calq algorithms' own defaults fill the keys not given. */
+static calq_status finish_act(json_ctx *x, calq_layer_config *l, const char *where, const act_keys *keys)
+{
+    const calq__act_algo_info *a = calq__act_algo(l->act.algo);
+    unsigned extra = keys->given & ~a->keys;
+    if (extra) {
+        int i = extra & CALQ_ACT_KEY_PERCENTILES ? 0 : extra & CALQ_ACT_KEY_SEARCH ? 1 : 2;
+        const char *key = keys->first[i];
+        bool ifmr_key = i < 2, dflt = !keys->have_algo;
+        if (l->act.algo == CALQ_ACT_HFMG && ifmr_key)
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %sactivation_quant_params: act_algo is \"hfmg\" but '%s' is an IFMR key: IFMR and "
+                              "HFMG keys cannot be mixed in one layer (amct-reference.md §5); remove the IFMR keys or "
+                              "use \"ifmr\"",
+                              x->file, where, key);
+        if (l->act.algo == CALQ_ACT_IFMR && !ifmr_key)
+            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %sactivation_quant_params: act_algo is \"ifmr\"%s but '%s' is an HFMG key: IFMR and "
+                              "HFMG keys cannot be mixed in one layer (amct-reference.md §5); remove it or set "
+                              "\"act_algo\": \"hfmg\"",
+                              x->file, where, dflt ? " (the default)" : "", key);
         return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
-                          "%s: %sact_algo is \"hfmg\" but '%s' is an IFMR key: IFMR and HFMG keys cannot be mixed in "
-                          "one layer (amct-reference.md §5); remove the IFMR keys or use \"ifmr\"",
-                          x->file, w, ifmr_key);
-    if (l->act.algo == CALQ_ACT_IFMR && hfmg_key)
-        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
-                          "%s: %sact_algo is \"ifmr\"%s but '%s' is an HFMG key: IFMR and HFMG keys cannot be mixed "
-                          "in one layer (amct-reference.md §5); remove it or set \"act_algo\": \"hfmg\"",
-                          x->file, w, have_algo ? "" : " (the default)", hfmg_key);
+                          "%s: %sactivation_quant_params: act_algo is \"%s\"%s, which does not take '%s'; \"%s\" "
+                          "takes %s",
+                          x->file, where, a->name, dflt ? " (the config's global act_algo)" : "", key, a->name,
+                          a->keys_text);
+    }
+    if ((a->keys & CALQ_ACT_KEY_PERCENTILES) && !keys->max_p) l->act.max_percentile = a->percentile;
+    if ((a->keys & CALQ_ACT_KEY_PERCENTILES) && !keys->min_p) l->act.min_percentile = a->percentile;
+    if ((a->keys & CALQ_ACT_KEY_BINS) && !(keys->given & CALQ_ACT_KEY_BINS)) l->act.num_of_bins = a->num_of_bins;
     return CALQ_OK;
 }
 
@@ -340,13 +382,15 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
     CALQ_TRY(check_unique_keys(x, obj, where));
     calq_layer_config *l = calq__config_add_layer(x->c, name, calq__model_qkind(x->m, node), node, x->err);
     if (!l) return x->err ? x->err->status : CALQ_ERR_OUT_OF_MEMORY;
+    if (x->algo) l->act.algo = x->algo->algo; /* the global act_algo, unless the entry names one */
+    act_keys keys = {0};
     for (const cJSON *v = obj->child; v; v = v->next) {
         const char *k = v->string;
         if (strcmp(k, "quant_enable") == 0) {
             CALQ_TRY(get_bool(x, where, k, v, &l->quant_enable));
         } else if (strcmp(k, "activation_quant_params") == 0) {
             if (!cJSON_IsObject(v)) return type_error(x, where, k, "an object", v);
-            CALQ_TRY(read_act(x, l, v, where));
+            CALQ_TRY(read_act(x, l, v, where, &keys));
         } else if (strcmp(k, "weight_quant_params") == 0) {
             if (!cJSON_IsObject(v)) return type_error(x, where, k, "an object", v);
             CALQ_TRY(read_wts(x, l, v, where));
@@ -356,6 +400,7 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
             return unknown_key(x, where, k, "quant_enable, activation_quant_params, weight_quant_params");
         }
     }
+    CALQ_TRY(finish_act(x, l, where, &keys));
     char vwhere[CALQ_ERROR_NAME_MAX + 512];
     snprintf(vwhere, sizeof vwhere, "%s: layer '%s'", x->file, name);
     return calq__layer_config_validate(l, vwhere, true, x->err);
@@ -385,7 +430,7 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
         cJSON_Delete(root);
         return st;
     }
-    json_ctx x = {m, file, calq__config_new(), err, NULL, NULL};
+    json_ctx x = {m, file, calq__config_new(), err, NULL, NULL, NULL};
     calq_status st = x.c ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", file);
     if (st == CALQ_OK) st = check_unique_keys(&x, root, "");
     /* Globals first: a layer without "asymmetric" takes the global activation_offset (§3.1). */
@@ -467,13 +512,16 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
     const calq_act_config *a = &l->act;
     put_key(fp, 3, "num_bits");
     fprintf(fp, "%d,\n", a->num_bits);
-    if (a->algo == CALQ_ACT_IFMR) {
+    const calq__act_algo_info *info = calq__act_algo(a->algo);
+    if (info->keys & CALQ_ACT_KEY_PERCENTILES) {
         put_key(fp, 3, "max_percentile");
         put_double(fp, a->max_percentile);
         fputs(",\n", fp);
         put_key(fp, 3, "min_percentile");
         put_double(fp, a->min_percentile);
         fputs(",\n", fp);
+    }
+    if (a->algo == CALQ_ACT_IFMR) {
         put_key(fp, 3, "search_range");
         fputc('[', fp);
         put_double(fp, a->search_range[0]);
@@ -485,11 +533,14 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
         fputs(",\n", fp);
         put_key(fp, 3, "act_algo");
         fputs("\"ifmr\",\n", fp);
-    } else {
+    } else { /* HFMG's order (act_algo, num_of_bins); calq's algorithms are named only where used */
         put_key(fp, 3, "act_algo");
-        fputs("\"hfmg\",\n", fp);
-        put_key(fp, 3, "num_of_bins");
-        fprintf(fp, "%d,\n", a->num_of_bins);
+        put_string(fp, info->name);
+        fputs(",\n", fp);
+        if (info->keys & CALQ_ACT_KEY_BINS) {
+            put_key(fp, 3, "num_of_bins");
+            fprintf(fp, "%d,\n", a->num_of_bins);
+        }
     }
     put_key(fp, 3, "asymmetric");
     fprintf(fp, "%s\n", a->asymmetric ? "true" : "false");

@@ -107,7 +107,9 @@ static void group_line(const calq__calib *cal, const calq__calib_group *gr, sbuf
     }
     if (s->min <= s->max) put(b, "input range [%.3g, %.3g] (no NaN or inf)", (double)s->min, (double)s->max);
     put(b, ": %s", rule);
-    if (gr->algo == CALQ_ACT_IFMR) put(b, " [IFMR %s]", gr->ifmr.asymmetric ? "with offset" : "without offset");
+    if (gr->algo == CALQ_ACT_IFMR) put(b, " [IFMR %s]", gr->slot[0].ifmr.asymmetric ? "with offset" : "without offset");
+    if (gr->algo != CALQ_ACT_IFMR && gr->algo != CALQ_ACT_HFMG) /* calq's: name it (auto: every candidate failed) */
+        put(b, " [act_algo %s]", calq__act_algo(gr->algo)->name);
     if (scale > 0) put(b, "\n           the scale would be %.3g, above 1/FLT_EPSILON (8388608)", scale);
     if (s->absmax_batch >= 0) {
         where(cal, s->absmax_batch, s->absmax_sample, at, sizeof at);

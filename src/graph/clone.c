@@ -8,7 +8,7 @@
 #include "graph/graph.h"
 #include "graph/passes.h"
 
-static calq_status copy_attr(calq_graph *g, int ni, const calq_attr *a, calq_error *err)
+calq_status calq__attr_copy(calq_graph *g, int ni, const calq_attr *a, calq_error *err)
 {
     calq_attr *c = calq__node_add_attr(g, ni, a->name, a->type);
     if (!c) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -63,7 +63,7 @@ static calq_status clone_into(calq_graph *d, const calq_graph *s, calq_error *er
         d->nodes[ni].opset = n->opset;
         d->nodes[ni].n_formal = n->n_formal;
         d->nodes[ni].src_index = n->src_index;
-        for (int a = 0; a < n->n_attrs; a++) CALQ_TRY(copy_attr(d, ni, &n->attrs[a], err));
+        for (int a = 0; a < n->n_attrs; a++) CALQ_TRY(calq__attr_copy(d, ni, &n->attrs[a], err));
     }
     d->inputs = malloc(sizeof(int) * ((size_t)s->n_inputs + 1));
     d->outputs = malloc(sizeof(int) * ((size_t)s->n_outputs + 1));

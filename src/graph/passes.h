@@ -7,6 +7,8 @@
 /* Copy of src for rewriting (owner: caller, calq__graph_free). Nodes, attributes and names are
  * copied; constant tensors are shared with src (read-only), so src must outlive the copy. */
 calq_status calq__graph_clone(const calq_graph *src, calq_graph **out, calq_error *err);
+/* Appends a copy of attribute a to node ni of g. */
+calq_status calq__attr_copy(calq_graph *g, int ni, const calq_attr *a, calq_error *err);
 
 /* Folds per-output-channel affine layers that directly follow a Conv into the Conv's weight
  * and bias (amct-reference.md §8.3): BatchNormalization (inference), and Mul / Add by a

@@ -20,7 +20,6 @@
 
 #define SCAN_BLOCK 64    /* elements per pass-1 screening step */
 #define LOSS_CHUNK 16384 /* elements per pass-2 step (64 KB: stays in L2 across candidates) */
-#define TAIL_SLACK 64    /* extra capacity when the count is not known */
 
 struct calq_ifmr_stream {
     calq_ifmr_opts o;
@@ -58,16 +57,7 @@ static void stats_reset(calq_ifmr_stream *s)
 
 static int tails_sized_for(calq_ifmr_stream *s, uint64_t count)
 {
-    uint64_t kt, kb;
-    if (s->max_count) {
-        kt = calq__ifmr_rank_bound(s->o.max_percentile, s->max_count);
-        kb = calq__ifmr_rank_bound(s->o.min_percentile, s->max_count);
-    } else {
-        kt = 2 * calq__ifmr_rank_bound(s->o.max_percentile, count) + TAIL_SLACK;
-        kb = 2 * calq__ifmr_rank_bound(s->o.min_percentile, count) + TAIL_SLACK;
-    }
-    if (kt > SIZE_MAX / 8 || kb > SIZE_MAX / 8) return 0;
-    return calq__tail_set_cap(&s->top, (size_t)kt) && calq__tail_set_cap(&s->bottom, (size_t)kb);
+    return calq__tails_size(&s->top, &s->bottom, s->o.max_percentile, s->o.min_percentile, s->max_count, count);
 }
 
 calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count, const char *layer,
@@ -117,20 +107,6 @@ size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s)
            s->n_cand * (sizeof *s->cand + sizeof *s->acc + sizeof *s->legal);
 }
 
-/* An order-independent checksum of the values, to catch a pass fed different data. */
-static void checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
-{
-    uint64_t a = 0, b = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        a += u;
-        b += (uint64_t)u * u;
-    }
-    *s1 += a;
-    *s2 += b;
-}
-
 static void scan_one(calq_ifmr_stream *s, float v)
 {
     if (isnan(v)) {
@@ -161,7 +137,7 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
                           s->count_learned ? " (the count of the first statistics pass: feed the same batches)" : "");
     if (!tails_sized_for(s, after))
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, s->layer, "IFMR: out of memory for the percentile tails");
-    checksum(x, n, &s->sum1, &s->sum2);
+    calq__values_checksum(x, n, &s->sum1, &s->sum2);
     s->st.count = after;
     for (size_t j = 0; j < n; j += SCAN_BLOCK) {
         size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
@@ -226,7 +202,7 @@ calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n,
                               "IFMR of layer \"%s\": the loss pass received more than the %" PRIu64
                               " elements of the statistics pass; feed the same batches in the same order",
                               calq__name(s->layer), s->st.count);
-        checksum(x, n, &s->psum1, &s->psum2);
+        calq__values_checksum(x, n, &s->psum1, &s->psum2);
         feed_losses(s, x, n);
         s->seen += n;
         return CALQ_OK;

@@ -135,6 +135,30 @@ calq_status calq__ifmr_select(const calq__ifmr_stats *st, const calq_ifmr_opts *
                               const calq__ifmr_cand *cand, const calq__ifmr_acc *acc, float max_init, float min_init,
                               const char *layer, calq_ifmr_result *out, calq_error *err);
 
+/* ---- range calibrators (range.c, range_search.c) ------------------------------------------- */
+
+/* IFMR's final step (§3.5, §3.6) for a clip range [lo, hi] that contains 0: asymmetric
+ * scale = (hi - lo)/(2^n - 1), offset = -round(lo/scale) - 2^(n-1); symmetric: the side with the
+ * larger magnitude (a tie picks the negative one) over 2^(n-1) - 1 (positive) or 2^(n-1)
+ * (negative), offset 0. process_scale (§2.1) applies; *rule reports a broken rule (scale then
+ * holds the value it would have had) and the function returns 0, else 1. */
+int calq__range_factors(float lo, float hi, int asymmetric, int num_bits, float *scale, int *offset,
+                        calq__scale_rule *rule);
+
+/* TensorRT's entropy search on a histogram whose window grows from bin 0: for every window of
+ * i in [i_min, B] bins, P = h[0..i) with the mass of h[i..B) added to its last bin, Q = h[0..i)
+ * merged into nq groups (group g = bins [g*i/nq, (g+1)*i/nq)) and spread evenly over the bins
+ * where P is not 0; kl[i - i_min] = KL(P/|P| || Q/|Q|), +inf when Q is 0 where P is not.
+ * kl has B - i_min + 1 entries. Windows are independent (parallel over i, any thread count). */
+void calq__range_kl(const uint64_t *h, int B, int i_min, int nq, int n_threads, double *kl);
+/* The same divergence for one window, from P and Q built bin by bin (the definition). */
+double calq__range_kl_ref(const uint64_t *h, int B, int i, int nq);
+
+/* The squared quantization error of a histogram, each bin's count spread uniformly over
+ * [lo + j*w, lo + (j+1)*w], under fq(x) = (clamp(round(x/s) + o, qmin, qmax) - o) * s: the sum
+ * of count_j / w * integral of (fq(x) - x)^2 over the bin, in double. */
+double calq__range_hist_sse(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax);
+
 /* ---- bounded tails for exact order statistics (tail.c) ------------------------------------ */
 
 /* Keeps the largest values fed to it in a min-heap of at most `cap` entries. Everything it
@@ -169,5 +193,16 @@ static inline int calq__tail_rejects(const calq__tail *t, float x)
 /* Sorts the kept values (largest first; the heap is gone afterwards) and reads the k-th
  * largest. Returns 1 when it is provably exact, 0 when values it would need were dropped. */
 int calq__tail_kth(calq__tail *t, uint64_t k, float *out);
+
+/* Sizes the two percentile tails of a stream (top: the largest values, bottom: the smallest, kept
+ * as -x) for the ranks of max_p / min_p (§3.3): for any count up to max_count when it is known,
+ * else for twice the rank the count so far needs plus CALQ__TAIL_SLACK (the stream then proves
+ * its order statistics exact at the end). Returns 0 when memory runs out. */
+#define CALQ__TAIL_SLACK 64
+int calq__tails_size(calq__tail *top, calq__tail *bottom, float max_p, float min_p, uint64_t max_count, uint64_t count);
+
+/* An order-independent checksum of the values (added to *s1, *s2), so a stream's later pass can
+ * tell it was fed other data than its first. */
+void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2);
 
 #endif

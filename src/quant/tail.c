@@ -85,3 +85,30 @@ int calq__tail_kth(calq__tail *t, uint64_t k, float *out)
     *out = t->v[k - 1];
     return !t->dropped || t->v[k - 1] >= t->edge;
 }
+
+int calq__tails_size(calq__tail *top, calq__tail *bottom, float max_p, float min_p, uint64_t max_count, uint64_t count)
+{
+    uint64_t kt, kb;
+    if (max_count) {
+        kt = calq__ifmr_rank_bound(max_p, max_count);
+        kb = calq__ifmr_rank_bound(min_p, max_count);
+    } else {
+        kt = 2 * calq__ifmr_rank_bound(max_p, count) + CALQ__TAIL_SLACK;
+        kb = 2 * calq__ifmr_rank_bound(min_p, count) + CALQ__TAIL_SLACK;
+    }
+    if (kt > SIZE_MAX / 8 || kb > SIZE_MAX / 8) return 0;
+    return calq__tail_set_cap(top, (size_t)kt) && calq__tail_set_cap(bottom, (size_t)kb);
+}
+
+void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
+{
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        a += u;
+        b += (uint64_t)u * u;
+    }
+    *s1 += a;
+    *s2 += b;
+}

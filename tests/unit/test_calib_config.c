@@ -349,8 +349,8 @@ static void test_json_errors(calq_model *m)
          "activation_quant_params.num_bits is 16; calq quantizes activations to 8 bits only"},
         {"{\"conv\": {\"activation_quant_params\": {\"act_algo\": \"hfmg\", \"num_of_bins\": 1000}}}",
          CALQ_ERR_BAD_PARAMETERS, "num_of_bins is 1000; it must be 1024, 2048, 4096 or 8192"},
-        {"{\"conv\": {\"activation_quant_params\": {\"act_algo\": \"kl\"}}}", CALQ_ERR_BAD_PARAMETERS,
-         "'act_algo' is \"kl\"; it must be \"ifmr\" or \"hfmg\""},
+        {"{\"conv\": {\"activation_quant_params\": {\"act_algo\": \"entropy\"}}}", CALQ_ERR_BAD_PARAMETERS,
+         "'act_algo' is \"entropy\"; it must be \"ifmr\", \"hfmg\" (AMCT's), \"minmax\""},
         {"{\"conv\": {\"activation_quant_params\": {\"act_algo\": \"hfmg\", \"search_step\": 0.02}}}",
          CALQ_ERR_BAD_PARAMETERS,
          "act_algo is \"hfmg\" but 'search_step' is an IFMR key: IFMR and HFMG keys cannot be "

@@ -672,6 +672,91 @@ CALQ_API calq_status calq_save_models_staged(calq_outputs *outputs, const calq_m
                                              const char *config, const calq_save_format *fmts, int n_fmts,
                                              const char *prefix, calq_save_skip *skipped, int *n_skipped,
                                              calq_error *err);
+/* ---- Accuracy comparison (src/compare) ---- */
+/* calq_compare runs a float model and a quantized model calq wrote from it (AMCT's fake-quant or
+ * deploy model, QDQ, QOperator; ONNX or Caffe) on the same data and measures, for every model
+ * output and every quantized layer, how far the quantized values are from the float ones.
+ * Layers are matched by calq's naming (docs/cli.md, "calq compare"). Accumulated: Q as it is.
+ * Isolated (opts.isolated): each layer quantized alone, fed the float model's input, from one
+ * pass of a float model holding a copy of every quantized layer (not one model per layer). The
+ * data are streamed: memory does not depend on the number of batches. */
+typedef struct calq_compare_opts {
+    int isolated;     /* 1: also each layer quantized alone (0: accumulated only) */
+    int outputs_only; /* 1: the model outputs only (no per-layer figures; faster) */
+    int batch_num;    /* batches of the data to run (0: all of them) */
+    int n_threads;    /* 0: OpenMP's default. The figures never depend on it. */
+    int log;          /* 1 (default): a progress line per batch on a terminal; 0: quiet */
+} calq_compare_opts;
+
+/* Defaults: accumulated, every layer, every batch, log 1. */
+CALQ_API void calq_compare_opts_init(calq_compare_opts *o);
+
+/* Float y against quantized q over every element of every batch (double sums in element order). */
+typedef struct calq_compare_stats {
+    double cosine;     /* sum(y*q) / sqrt(sum(y^2) * sum(q^2)); 1 when both are all zero */
+    double cosine_min; /* the smallest cosine of a single batch */
+    double rel_l2;     /* sqrt(sum((q-y)^2) / sum(y^2)) */
+    double sqnr_db;    /* 10*log10(sum(y^2) / sum((q-y)^2)); +inf when q == y */
+    double max_abs;    /* max |q - y| */
+    uint64_t count;    /* elements compared */
+} calq_compare_stats;
+
+typedef struct calq_compare_output {
+    char *name;
+    calq_compare_stats s;
+} calq_compare_output;
+
+#define CALQ_COMPARE_HIST_BINS 64
+
+typedef struct calq_compare_layer {
+    char *name;           /* the layer (node) name */
+    char *op;             /* its operator in the float model */
+    char *input, *output; /* the float model's tensors: the layer's input, and the output compared
+                             (the layer's own, or the Relu's a QOperator layer absorbed) */
+    int has_range;        /* the input's quantization was found in the quantized model */
+    float scale;          /* scale_d, offset_d of the layer's input: x ~ (q - offset) * scale */
+    int offset;
+    float clip_min, clip_max; /* the range they represent: (-128 - offset) * scale .. (127 - offset) * scale */
+    calq_compare_stats acc;   /* the quantized model as it is */
+    int has_isolated;
+    calq_compare_stats iso; /* this layer alone quantized, fed the float input */
+    double clip_fraction;   /* of the float input's elements outside [clip_min, clip_max] */
+    uint64_t n_clipped, n_input;
+    float in_min, in_max; /* the float input's range */
+    /* histogram of the float input over [hist_lo, hist_hi] (the clip range widened by a quarter
+     * on each side), and the counts below and above it */
+    float hist_lo, hist_hi;
+    uint64_t hist[CALQ_COMPARE_HIST_BINS];
+    uint64_t hist_below, hist_above;
+} calq_compare_layer;
+
+typedef struct calq_compare_result {
+    char *model, *quantized; /* labels (the paths given, or "") */
+    int n_outputs;
+    calq_compare_output *outputs;
+    int n_layers;
+    calq_compare_layer *layers; /* in the float model's graph order */
+    int n_float_layers;         /* quantizable layers the quantized model keeps in float */
+    int n_batches;
+    double seconds;
+} calq_compare_result;
+
+/* Runs both models on `data` (batch_num batches, or all) and fills *out (free with
+ * calq_compare_result_free). Both models' input shapes must be fixed. fm is not modified; qm is
+ * run as its file says (QDQ pairs as float fake-quant, so every layer's float output exists).
+ * model_label / quantized_label name the models in reports (NULL: ""). Errors: no quantized
+ * layer and no common output, outputs that do not match, data that do not fit the inputs. */
+CALQ_API calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const calq_compare_opts *opts,
+                                  const char *model_label, const char *quantized_label, calq_compare_result **out,
+                                  calq_error *err);
+CALQ_API void calq_compare_result_free(calq_compare_result *r);
+/* The layers worst first (order[] gets r->n_layers indices): by isolated cosine where there is
+ * one (the layer's own damage), else accumulated; ties in graph order. */
+CALQ_API void calq_compare_worst_first(const calq_compare_result *r, int *order);
+/* The result as JSON ({"outputs": [...], "layers": [...], ...}, docs/cli.md) or as one
+ * self-contained HTML report (inline CSS and SVG, nothing fetched), written atomically. */
+CALQ_API calq_status calq_compare_write_json(const calq_compare_result *r, const char *path, calq_error *err);
+CALQ_API calq_status calq_compare_write_html(const calq_compare_result *r, const char *path, calq_error *err);
 
 #ifdef __cplusplus
 }

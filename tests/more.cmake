@@ -125,3 +125,10 @@ add_test(NAME peer.range_numpy_ref
                  ${CALQ_SHARED_DIR})
 set_tests_properties(peer.range_numpy_ref PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OMP_WAIT_POLICY=passive")
+# calq compare (issue 11): UltraFace ONNX vs its AMCT fake-quant / deploy / QDQ files and MTCNN
+# det3 vs its Caffe models; JSON schema and figures checked in Python, the HTML rendered by
+# headless Chromium. Passive OpenMP waiting: the machine is shared, the figures do not change.
+add_test(NAME peer.compare
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/compare.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.compare PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OMP_WAIT_POLICY=passive")

@@ -17,6 +17,7 @@ static const struct {
     {"create-config", calq_cmd_create_config, "write AMCT's quantization config (JSON) for a model"},
     {"calibration", calq_cmd_calibration, "calibrate a model on data: AMCT's record file, then the quantized models"},
     {"save", calq_cmd_save, "write fake-quant and deploy models (AMCT's, QDQ, QOperator) from a model and a record"},
+    {"compare", calq_cmd_compare, "compare a quantized model with its float model, layer by layer (text, JSON, HTML)"},
 };
 
 static void usage(FILE *f)

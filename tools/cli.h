@@ -31,6 +31,21 @@ void cli_safe_name(const char *name, char *buf, size_t n);
  * a bad value (after printing). */
 int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
 
+/* The data flags (cli_data.c): --data_dir "d1/;d2/" [--data_types "t1;t2"] | --images DIR (with
+ * the image flags) | --npy SPEC. */
+typedef struct cli_data {
+    const char *data_dir, *data_types, *images, *npy;
+    calq_image_opts img;
+} cli_data;
+void cli_data_init(cli_data *d);
+/* As cli_opt: 1 when argv[*i] was a data or image flag, 0 when not, -1 on a bad value. */
+int cli_data_opt(int argc, char **argv, int *i, cli_data *d);
+/* NULL when exactly one source is given, else the message. */
+const char *cli_data_missing(const cli_data *d);
+/* Opens the source; path (not NULL) replaces the folder / spec with another of the same kind
+ * (--eval-data). Images: batch size = dim 0 of m's first input. */
+calq_status cli_data_open(const cli_data *d, const char *path, const calq_model *m, calq_data **out, calq_error *err);
+
 /* Subcommands. */
 /* --format (comma list of ascend, qdq, qoperator; both; all) and --save_type (Both, Fakequant,
  * Deploy, None) into at most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0,
@@ -52,5 +67,6 @@ int calq_cmd_factors(int argc, char **argv);
 int calq_cmd_create_config(int argc, char **argv);
 int calq_cmd_calibration(int argc, char **argv);
 int calq_cmd_save(int argc, char **argv);
+int calq_cmd_compare(int argc, char **argv);
 
 #endif

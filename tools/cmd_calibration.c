@@ -105,11 +105,10 @@ static void print_data_summary(const calq_model *m, const calq_data *d, int batc
 
 int calq_cmd_calibration(int argc, char **argv)
 {
-    const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *data_dir = NULL, *data_types = NULL;
-    const char *images = NULL, *npy = NULL, *config = NULL, *cfg_simple = NULL, *skip = NULL, *v;
-    const char *save_type = NULL, *format = NULL, *act_algo = NULL;
-    calq_image_opts img;
-    calq_image_opts_init(&img);
+    const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *config = NULL, *cfg_simple = NULL;
+    const char *skip = NULL, *v, *save_type = NULL, *format = NULL, *act_algo = NULL;
+    cli_data data;
+    cli_data_init(&data);
     calq_calibrate_opts co;
     calq_calibrate_opts_init(&co);
     int batch_num = 0, act_offset = -1;
@@ -129,10 +128,6 @@ int calq_cmd_calibration(int argc, char **argv)
         OPT("--weights", weights)
         OPT("--save_path", save)
         OPT("--input_shape", shapes)
-        OPT("--data_dir", data_dir)
-        OPT("--data_types", data_types)
-        OPT("--images", images)
-        OPT("--npy", npy)
         OPT("--config", config)
         OPT("--calibration_config", cfg_simple)
         OPT("--skip_layers", skip)
@@ -159,7 +154,7 @@ int calq_cmd_calibration(int argc, char **argv)
             if (!act_offset && strcmp(v, "false") && strcmp(v, "False") && strcmp(v, "0"))
                 return cli_failf("--activation_offset needs true or false, got '%s'", v);
         }
-        else if ((r = cli_image_opt(argc, argv, &i, &img)))
+        else if ((r = cli_data_opt(argc, argv, &i, &data)))
         {
             if (r < 0) return CLI_USAGE;
         }
@@ -174,8 +169,7 @@ int calq_cmd_calibration(int argc, char **argv)
         }
     }
     const char *missing = !model ? "--model is required" : !save ? "--save_path is required" : NULL;
-    if (!missing && !!data_dir + !!images + !!npy != 1)
-        missing = "give the calibration data with exactly one of --data_dir, --images, --npy";
+    if (!missing) missing = cli_data_missing(&data);
     if (!missing && config && cfg_simple) missing = "give either --config or --calibration_config, not both";
     if (!missing && act_algo && (config || cfg_simple))
         missing = "--act_algo applies to runs without a config; with --config, set \"act_algo\" in the config (per "
@@ -221,18 +215,7 @@ int calq_cmd_calibration(int argc, char **argv)
         if (calq_config_create(m, &o, &c, &err) != CALQ_OK) goto fail;
     }
 
-    calq_status st;
-    if (data_dir) {
-        st = calq_data_open_bin(data_dir, data_types, &d, &err);
-    } else if (npy) {
-        st = calq_data_open_npy(npy, &d, &err);
-    } else {
-        calq_value_info in;
-        st = calq_model_input_info(m, 0, &in);
-        int bs = st == CALQ_OK && in.ndim > 0 && in.dims[0] > 0 ? (int)in.dims[0] : 1;
-        st = calq_data_open_images(images, &img, bs, &d, &err);
-    }
-    if (st != CALQ_OK) goto fail;
+    if (cli_data_open(&data, NULL, m, &d, &err) != CALQ_OK) goto fail;
     print_data_summary(m, d, calq_config_batch_num(c));
     if (make_parent(save) != 0) {
         snprintf(err.message, sizeof err.message, "cannot create the folder of --save_path %s: %s", save,

@@ -1,0 +1,95 @@
+#!/bin/sh
+# calq compare (issue 11, item 1) end to end:
+#   UltraFace slim-320 (simplified ONNX, unnamed nodes) calibrated on 2 photos, then compared with
+#   its AMCT fake-quant, AMCT deploy and QDQ files on 3 photos, accumulated and isolated:
+#   the table, the JSON (schema checked in Python), the output figures and one layer's recomputed
+#   with NumPy from `calq run` outputs, the same JSON for --threads 1 and 2;
+#   MTCNN det3 (Caffe, in-place PReLU) compared with its AMCT Caffe fake-quant and deploy models;
+#   the HTML report rendered by headless Chromium and the screenshot checked for content.
+# Usage: compare.sh CALQ SHARED_DIR
+set -u
+CALQ=$1
+SHARED=$2
+PY=/usr/bin/python3
+CHECK="$PY $(dirname "$0")/compare_check.py"
+T=$(mktemp -d /tmp/calq_compare.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+UF=$SHARED/models/ultraface/version-slim-320_simplified.onnx
+D3=$SHARED/models/mtcnn/det3
+FACES=$SHARED/data/faces
+[ -f "$UF" ] && [ -f "$D3.prototxt" ] || { echo "shared models missing"; exit 77; }
+mkdir -p "$T/calib" "$T/val"
+cp "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$T/calib/"
+cp "$FACES/ultraface_2.jpg" "$FACES/ultraface_3.jpg" "$FACES/mtcnn_test2.jpg" "$T/val/"
+IMG="--resize 320x240 --mean 127 --std 128 --input_shape input:1,3,240,320"
+
+# shellcheck disable=SC2086
+"$CALQ" calibration --model "$UF" --images "$T/calib" $IMG --batch_num 2 --format ascend,qdq \
+    --save_path "$T/uf/uf" >"$T/calib.log" 2>&1 || { fail "UltraFace calibration"; tail -5 "$T/calib.log"; }
+
+for q in fake_quant_model deploy_model qdq; do
+    # shellcheck disable=SC2086
+    "$CALQ" compare --model "$UF" --quantized "$T/uf/uf_$q.onnx" --images "$T/val" $IMG --isolated --top 5 \
+        --json "$T/$q.json" --html "$T/$q.html" >"$T/$q.txt" 2>"$T/$q.err" ||
+        { fail "compare $q"; cat "$T/$q.err"; continue; }
+    grep -q "^model outputs" "$T/$q.txt" && grep -q "layers, worst first (by isolated cosine; 5 of 42" "$T/$q.txt" ||
+        { fail "compare $q: no table"; cat "$T/$q.txt"; }
+    $CHECK json "$T/$q.json" 42 scores,boxes --isolated || fail "compare $q: JSON"
+done
+sed 's/^/    /' "$T/fake_quant_model.txt"
+
+# the figures, recomputed from the two models' own outputs on one photo (the fake-quant model
+# run as written, --no-fusion, as compare runs it)
+mkdir -p "$T/one"
+cp "$FACES/ultraface_2.jpg" "$T/one/"
+# shellcheck disable=SC2086
+"$CALQ" compare --model "$UF" --quantized "$T/uf/uf_fake_quant_model.onnx" --images "$T/one" $IMG \
+    --json "$T/one.json" >/dev/null 2>&1 || fail "compare on one photo"
+L=$($PY -c "import json; print(json.load(open('$T/one.json'))['layers'][1]['output'])")
+RUN="--image input=$FACES/ultraface_2.jpg --resize 320x240 --mean 127 --std 128"
+# shellcheck disable=SC2086
+"$CALQ" run "$UF" $RUN --output-dir "$T/f" --dump "$L" >/dev/null 2>&1 &&
+    "$CALQ" run "$T/uf/uf_fake_quant_model.onnx" $RUN --no-fusion --output-dir "$T/q" --dump "$L" >/dev/null 2>&1 ||
+    fail "calq run"
+$CHECK outputs "$T/one.json" "$T/f" "$T/q" || fail "output figures"
+LN=$($PY -c "import json; print(json.load(open('$T/one.json'))['layers'][1]['name'])")
+$CHECK layer "$T/one.json" "$LN" "$T/f/$L.npy" "$T/q/$L.npy" || fail "layer figures"
+
+# the figures do not depend on the thread count
+for t in 1 2; do
+    # shellcheck disable=SC2086
+    "$CALQ" compare --model "$UF" --quantized "$T/uf/uf_qdq.onnx" --images "$T/val" $IMG --isolated --threads $t \
+        --batch_num 2 --json "$T/t$t.json" >/dev/null 2>&1 || fail "compare --threads $t"
+done
+$CHECK same "$T/t1.json" "$T/t2.json" || fail "--threads 1 and 2 give other figures"
+
+# Caffe: MTCNN det3 (PReLU in place: the quantized blobs are renamed by the DeQuant write)
+C3="--resize 48x48 --mean 127.5 --std 128 --input_shape data:1,3,48,48"
+# shellcheck disable=SC2086
+"$CALQ" calibration --model "$D3.prototxt" --weights "$D3.caffemodel" --images "$T/calib" $C3 --batch_num 2 \
+    --save_path "$T/d3/d3" >"$T/d3.log" 2>&1 || { fail "det3 calibration"; tail -5 "$T/d3.log"; }
+for q in fake_quant deploy; do
+    # shellcheck disable=SC2086
+    "$CALQ" compare --model "$D3.prototxt" --weights "$D3.caffemodel" --quantized "$T/d3/d3_${q}_model.prototxt" \
+        --quantized-weights "$T/d3/d3_${q}_weights.caffemodel" --images "$T/val" $C3 --isolated \
+        --json "$T/d3_$q.json" >"$T/d3_$q.txt" 2>&1 || { fail "det3 compare $q"; cat "$T/d3_$q.txt"; continue; }
+    $CHECK json "$T/d3_$q.json" 8 conv6-2,conv6-3,prob1 --isolated || fail "det3 compare $q: JSON"
+done
+sed 's/^/    /' "$T/d3_deploy.txt" | head -12
+
+# the HTML in a real browser
+if [ -x /usr/bin/chromium ]; then
+    P=$(mktemp -d /tmp/calq_chromium.XXXXXX)
+    timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$P" \
+        --screenshot="$T/report.png" --window-size=1200,2000 "file://$T/fake_quant_model.html" >"$T/chromium.log" 2>&1
+    rm -rf "$P"
+    $CHECK png "$T/report.png" || { fail "the HTML report renders blank"; tail -5 "$T/chromium.log"; }
+    ! grep -Eq '<script|https?://' "$T/fake_quant_model.html" || fail "the HTML report is not self-contained"
+else
+    fail "no /usr/bin/chromium (scripts/install-deps.sh installs it)"
+fi
+[ $fails -eq 0 ] && echo "compare: all checks passed"
+exit $((fails != 0))

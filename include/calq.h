@@ -758,6 +758,75 @@ CALQ_API void calq_compare_worst_first(const calq_compare_result *r, int *order)
 CALQ_API calq_status calq_compare_write_json(const calq_compare_result *r, const char *path, calq_error *err);
 CALQ_API calq_status calq_compare_write_html(const calq_compare_result *r, const char *path, calq_error *err);
 
+/* ---- Automatic fallback to an accuracy target (src/search) ---- */
+/* After calq_calibrate: keeps the layers that cost most accuracy in float until the quantized
+ * model reaches a target (user-journeys §5; AMCT's accuracy_based_auto_calibration, done
+ * better). The factors are computed once (the record); only quant_enable changes between
+ * trials, each trial being AMCT's fake-quant model saved from the record and measured. The
+ * layers are ranked by their isolated error (one calq_compare pass with opts.isolated), then
+ * added greedily, each step measuring the few best-ranked layers and keeping the one that helps
+ * most (the ranking is re-ordered by what was measured), then pruned: a layer whose removal
+ * keeps the target met is quantized again. Ends with the best set found, written into the
+ * record (those layers left out) and the config (quant_enable false), so calq_calibrate with
+ * that config reproduces the record. */
+
+/* The user's measure of a candidate model (model_path: ONNX file or prototxt; weights_path: the
+ * caffemodel, or NULL). Fills *metric; a failure stops the search with its error. */
+typedef calq_status (*calq_evaluator_fn)(void *user, const char *model_path, const char *weights_path, double *metric,
+                                         calq_error *err);
+
+typedef struct calq_fallback_opts {
+    double target;               /* the metric to reach (with no evaluator: the minimum, over the batches and
+                                    the model outputs, of the cosine fake-quant vs float) */
+    calq_evaluator_fn evaluator; /* NULL: the cosine metric */
+    void *evaluator_user;
+    int lower_is_better;  /* the evaluator's metric is an error (default: higher is better) */
+    calq_data *eval_data; /* data for the metric and the ranking; NULL: the calibration data */
+    int eval_batches;     /* batches of it (0: all of eval_data, or the config's batch_num) */
+    int max_float_layers; /* at most this many layers in float (0: no limit) */
+    double time_budget;   /* seconds for the search (0: no limit); it stops before a trial that
+                             would exceed it */
+    int lookahead;        /* layers measured per step (0: 4) */
+    int n_threads;
+    int log;              /* 1 (default): the ranking, every step and the summary */
+    const char *work_dir; /* folder for the trial models (NULL: a new temporary folder, removed) */
+    calq_outputs *outputs; /* NULL: record and config are files; else the set calq_calibrate staged them in
+                              (calq_calibrate_opts.outputs): they are read and rewritten there, and renamed
+                              with everything else at calq_outputs_commit */
+} calq_fallback_opts;
+
+CALQ_API void calq_fallback_opts_init(calq_fallback_opts *o);
+
+typedef struct calq_fallback_step {
+    char *layer;   /* kept in float at this step (removed from the set when pruned) */
+    int pruned;    /* 1: the layer went back to int8 */
+    double metric; /* the metric after the step */
+} calq_fallback_step;
+
+typedef struct calq_fallback_result {
+    double metric_before; /* every enabled layer quantized */
+    double metric_after;  /* with float_layers in float */
+    double metric_float;  /* the float model's (cosine: 1) */
+    int met;              /* the target is met */
+    int n_layers;         /* layers the config enables */
+    int n_float;
+    char **float_layers; /* in graph order */
+    int n_ranked;
+    char **ranked; /* worst isolated first */
+    double *isolated_cosine;
+    int n_steps;
+    calq_fallback_step *steps;
+    int n_trials;
+    double seconds, ranking_seconds;
+} calq_fallback_result;
+
+/* m: the model calibrated; record / config: calq_calibrate's record_out and config_out (both
+ * rewritten, atomically, with the result); data: the calibration data. The target not being met
+ * is not an error here (result->met is 0): the best set found is written all the same. */
+CALQ_API calq_status calq_fallback(calq_model *m, const char *record, const char *config, calq_data *data,
+                                   const calq_fallback_opts *opts, calq_fallback_result **out, calq_error *err);
+CALQ_API void calq_fallback_result_free(calq_fallback_result *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -132,3 +132,15 @@ add_test(NAME peer.compare
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/compare.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.compare PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OMP_WAIT_POLICY=passive")
+# Automatic fallback to an accuracy target (issue 11): UltraFace's raw boxes to a cosine of 0.99,
+# the config reproducing the record, unreachable targets, --strict, --evaluator.
+add_test(NAME peer.fallback
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/fallback.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.fallback PROPERTIES LABELS peer TIMEOUT 900 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OMP_WAIT_POLICY=passive")
+# Peak RSS of act_algo auto and compare --isolated, batch_num 16 vs 1 (<= 1.25x), auto's record
+# for 1 and 2 threads; a memory benchmark, meaningless under ASan (label bench).
+add_test(NAME peer.accuracy_memory
+         COMMAND sh ${CMAKE_SOURCE_DIR}/bench/accuracy_memory.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.accuracy_memory PROPERTIES LABELS "peer;bench" TIMEOUT 900 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OMP_WAIT_POLICY=passive")

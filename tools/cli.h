@@ -46,6 +46,9 @@ const char *cli_data_missing(const cli_data *d);
  * (--eval-data). Images: batch size = dim 0 of m's first input. */
 calq_status cli_data_open(const cli_data *d, const char *path, const calq_model *m, calq_data **out, calq_error *err);
 
+/* calq_evaluator_fn running the shell command template `user` (cli_evaluator.c). */
+calq_status cli_run_evaluator(void *user, const char *model, const char *weights, double *metric, calq_error *err);
+
 /* Subcommands. */
 /* --format (comma list of ascend, qdq, qoperator; both; all) and --save_type (Both, Fakequant,
  * Deploy, None) into at most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0,

@@ -16,6 +16,8 @@ static const char usage_text[] =
     "                        [--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
     "                        [--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
     "                        [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
+    "                        [--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
+    "                        [--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--strict]\n"
     "                        [--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
     "\n"
     "  --save_path P              writes P_record.txt and P_config.json (the folder is created), then the\n"
@@ -38,7 +40,18 @@ static const char usage_text[] =
     "                             \"act_algo\" in it. calq's are not AMCT's: AMCT's tools reject the config\n"
     "  --skip_layers a,b          keep these layers in float\n"
     "  --skip-illegal             keep layers whose factors are illegal in float instead of failing\n"
-    "  --threads N                OpenMP threads (the record is identical for any N)\n";
+    "  --threads N                OpenMP threads (the record is identical for any N)\n"
+    "accuracy target (after calibration; the factors are computed once, only quant_enable changes):\n"
+    "  --target-cosine C          keep the layers that cost most accuracy in float until the smallest cosine\n"
+    "                             of the model outputs, fake-quant vs float, over the batches is >= C\n"
+    "  --evaluator \"CMD {model}\"  or measure each candidate with your command: {model} (and {weights} for\n"
+    "                             Caffe) is the fake-quant model; the metric is the last number it prints\n"
+    "  --target V                 the evaluator's target; --lower-is-better when the metric is an error\n"
+    "  --eval-data SPEC           data for the metric and the ranking, of the same kind as the calibration\n"
+    "                             data (a folder of images, an --npy spec, a --data_dir list); default: it\n"
+    "  --max-float-layers N       at most N layers in float (default: no limit)\n"
+    "  --time-budget S            stop searching after S seconds (default: no limit)\n"
+    "  --strict                   exit 1 when the target is not met (the best model found is still written)\n";
 
 /* Splits a comma list in place; returns the count (names points into s). */
 static int split_names(char *s, const char **names, int max)
@@ -103,10 +116,54 @@ static void print_data_summary(const calq_model *m, const calq_data *d, int batc
     fprintf(stderr, " (batch_num %d)\n", batch_num);
 }
 
+/* The numeric flags of the accuracy search. */
+typedef struct search_flags {
+    double target_cosine, target, time_budget;
+    int max_float, lookahead, have_target;
+} search_flags;
+
+/* 1 when argv[*i] is one of them (value checked), 0 when not, -1 on a bad value (printed). */
+static int search_flag(int argc, char **argv, int *i, search_flags *f)
+{
+    static const struct {
+        const char *name, *want;
+        double lo, hi; /* the value must be in (lo, hi] */
+        bool integer;
+    } t[] = {{"--target-cosine", "a cosine in (-1, 1]", -1.0, 1.0, false},
+             {"--target", "a finite number", -1e300, 1e300, false},
+             {"--time-budget", "a positive number of seconds", 0.0, 1e9, false},
+             {"--max-float-layers", "a positive integer", 0.0, 1e6, true},
+             {"--lookahead", "a positive integer", 0.0, 1e4, true}};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        const char *v;
+        int r = cli_opt(argc, argv, i, t[k].name, &v);
+        if (r <= 0) {
+            if (r < 0) return -1;
+            continue;
+        }
+        char *end;
+        double x = strtod(v, &end);
+        if (*end || end == v || !(x > t[k].lo && x <= t[k].hi) || (t[k].integer && x != (double)(long)x)) {
+            cli_failf("%s needs %s, got '%s'", t[k].name, t[k].want, v);
+            return -1;
+        }
+        double *dst[] = {&f->target_cosine, &f->target, &f->time_budget};
+        if (k < 3) *dst[k] = x;
+        if (k == 1) f->have_target = 1;
+        if (k == 3) f->max_float = (int)x;
+        if (k == 4) f->lookahead = (int)x;
+        return 1;
+    }
+    return 0;
+}
+
 int calq_cmd_calibration(int argc, char **argv)
 {
     const char *model = NULL, *weights = NULL, *save = NULL, *shapes = NULL, *config = NULL, *cfg_simple = NULL;
-    const char *skip = NULL, *v, *save_type = NULL, *format = NULL, *act_algo = NULL;
+    const char *skip = NULL, *v, *save_type = NULL, *format = NULL, *act_algo = NULL, *eval_data = NULL;
+    const char *evaluator = NULL;
+    search_flags sf = {0};
+    int strict = 0, lower_is_better = 0;
     cli_data data;
     cli_data_init(&data);
     calq_calibrate_opts co;
@@ -134,7 +191,21 @@ int calq_cmd_calibration(int argc, char **argv)
         OPT("--save_type", save_type)
         OPT("--format", format)
         OPT("--act_algo", act_algo)
+        OPT("--eval-data", eval_data)
+        OPT("--evaluator", evaluator)
 #undef OPT
+        else if ((r = search_flag(argc, argv, &i, &sf)))
+        {
+            if (r < 0) return CLI_USAGE;
+        }
+        else if (!strcmp(argv[i], "--strict"))
+        {
+            strict = 1;
+        }
+        else if (!strcmp(argv[i], "--lower-is-better"))
+        {
+            lower_is_better = 1;
+        }
         else if ((r = cli_opt(argc, argv, &i, "--batch_num", &v)))
         {
             if (r < 0) return CLI_USAGE;
@@ -170,6 +241,15 @@ int calq_cmd_calibration(int argc, char **argv)
     }
     const char *missing = !model ? "--model is required" : !save ? "--save_path is required" : NULL;
     if (!missing) missing = cli_data_missing(&data);
+    if (!missing && evaluator && !sf.have_target) missing = "--evaluator needs --target V (the metric to reach)";
+    if (!missing && sf.have_target && !evaluator)
+        missing = "--target goes with --evaluator; without one use --target-cosine";
+    if (!missing && evaluator && sf.target_cosine != 0.0) missing = "give --target-cosine or --evaluator, not both";
+    bool searching = evaluator || sf.target_cosine != 0.0;
+    if (!missing && !searching &&
+        (eval_data || sf.max_float || sf.time_budget > 0.0 || sf.lookahead || strict || lower_is_better))
+        missing = "--eval-data, --max-float-layers, --time-budget, --strict and --lower-is-better go with "
+                  "--target-cosine or --evaluator";
     if (!missing && config && cfg_simple) missing = "give either --config or --calibration_config, not both";
     if (!missing && act_algo && (config || cfg_simple))
         missing = "--act_algo applies to runs without a config; with --config, set \"act_algo\" in the config (per "
@@ -228,6 +308,35 @@ int calq_cmd_calibration(int argc, char **argv)
     co.config_out = config_path;
     co.outputs = outs;
     if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
+    bool missed = false;
+    if (searching) {
+        calq_fallback_opts fo;
+        calq_fallback_opts_init(&fo);
+        fo.target = evaluator ? sf.target : sf.target_cosine;
+        fo.evaluator = evaluator ? cli_run_evaluator : NULL;
+        fo.evaluator_user = (void *)evaluator;
+        fo.lower_is_better = lower_is_better;
+        fo.max_float_layers = sf.max_float;
+        fo.time_budget = sf.time_budget;
+        fo.lookahead = sf.lookahead;
+        fo.n_threads = co.n_threads;
+        fo.outputs = outs; /* the record and config are staged there, not yet renamed */
+        calq_data *ed = NULL;
+        calq_fallback_result *res = NULL;
+        if (eval_data && cli_data_open(&data, eval_data, m, &ed, &err) != CALQ_OK) goto fail_kept;
+        fo.eval_data = ed;
+        calq_status fs = calq_fallback(m, record_path, config_path, d, &fo, &res, &err);
+        calq_data_free(ed);
+        if (fs != CALQ_OK) goto fail_kept;
+        missed = !res->met;
+        if (res->n_float) {
+            fprintf(stderr, "calq: the config %s keeps ", config_path);
+            for (int k = 0; k < res->n_float; k++) fprintf(stderr, "%s%s", k ? ", " : "", res->float_layers[k]);
+            fprintf(stderr, " in float (quant_enable false); calq calibration --config %s reproduces the record\n",
+                    config_path);
+        }
+        calq_fallback_result_free(res);
+    }
     if (n_fmts && cli_save(m, record_path, config_path, format != NULL, fmts, n_fmts, save, outs, &err) != CALQ_OK) {
         /* the calibration result is worth keeping: fix the cause and run calq save */
         cli_fail(&err);
@@ -241,6 +350,19 @@ int calq_cmd_calibration(int argc, char **argv)
     outs = NULL;
     if (calq_outputs_commit(o, &err) != CALQ_OK) goto fail;
     rc = 0;
+    if (missed && strict) {
+        fprintf(stderr, "calq: error: --strict: the accuracy target is not met (the best model found is written)\n");
+        rc = 1;
+    }
+    goto done;
+fail_kept:
+    cli_fail(&err);
+    {
+        calq_outputs *o = outs;
+        outs = NULL;
+        if (calq_outputs_commit(o, &err) != CALQ_OK) goto fail;
+    }
+    fprintf(stderr, "calq: the search stopped; the record and config of the calibration are kept, no model written.\n");
     goto done;
 fail:
     cli_fail(&err);

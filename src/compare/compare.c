@@ -7,6 +7,7 @@
  *   Q (observing each layer's output after its dequantization), then add to the sums.
  * Only one batch's compared tensors are held (copied from the float run until Q's run compares
  * them); the sums are all that crosses batches, so memory does not grow with their number. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,6 +435,9 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     }
     for (int i = 0; st == CALQ_OK && i < c.n; i++) {
         calq__cmp_acc_stats(&c.ls[i].acc, &r->layers[i].acc);
+        if (c.ls[i].bad_shape) /* the two models' tensors differ in size: no figure (null in the JSON) */
+            r->layers[i].acc.cosine = r->layers[i].acc.cosine_min = r->layers[i].acc.rel_l2 = r->layers[i].acc.sqnr_db =
+                r->layers[i].acc.max_abs = NAN;
         r->layers[i].has_isolated = c.ls[i].iso.batches > 0 && !c.ls[i].bad_shape;
         if (r->layers[i].has_isolated) calq__cmp_acc_stats(&c.ls[i].iso, &r->layers[i].iso);
     }

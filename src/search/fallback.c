@@ -7,7 +7,9 @@
  *
  *   rank:   one calq_compare --isolated pass over the all-quantized model: each layer's own
  *           damage (1 - isolated cosine), worst first;
- *   grow:   each step measures the first `lookahead` layers of the ranking not yet float and
+ *   units:  layers reading one tensor share its quantization (§3.2) and go to float together
+ *           (pruning can still return single ones to int8); a unit ranks as its worst layer;
+ *   grow:   each step measures the first `lookahead` units of the ranking not yet float and
  *           keeps the one whose trial is best; the measured ones move to the front of the
  *           ranking in the order of their measures (the ranking is a proxy; measures are not);
  *           a step with no improvement widens to twice the lookahead once, then the search
@@ -18,6 +20,7 @@
  * may barely move the outputs), so measuring a few candidates per step and pruning at the end
  * finds fewer float layers for a bounded number of trials (about (lookahead + 1) per float layer,
  * plus one per pruning test). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,10 @@ typedef struct search {
     /* the enabled layers, in config order */
     int n;
     int *cfg_index;
+    int *unit; /* per enabled layer: the first enabled layer reading the same input tensor. Such
+                  layers share one calibrator and one quantized tensor (§3.2), so they go to float
+                  together: keeping one in float leaves the tensor's quantization in the others */
+    int *unit_size;
 } search;
 
 static bool better(const search *s, double a, double b)
@@ -107,11 +114,11 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     snprintf(weights, sizeof weights, "%s_fake_quant_weights.caffemodel", prefix);
     calq_status st = CALQ_OK;
     calq_model *q = NULL;
-    if (n_on == 0) { /* everything float: the float model itself */
-        if (s->o.evaluator)
+    if (n_on == 0) { /* everything float: the float model itself (unknown for a model read from memory) */
+        if (s->o.evaluator && s->m->path)
             st = s->o.evaluator(s->o.evaluator_user, s->m->path, caffe ? s->m->weights_path : NULL, metric, err);
         else
-            *metric = 1.0;
+            *metric = s->o.evaluator ? NAN : 1.0;
         calq_config_free(c);
         s->n_trials++;
         return st;
@@ -173,6 +180,22 @@ static int count(const bool *v, int n)
     int k = 0;
     for (int i = 0; i < n; i++) k += v[i];
     return k;
+}
+
+static void set_unit(const search *s, bool *is_float, int u, bool v)
+{
+    for (int k = 0; k < s->n; k++)
+        if (s->unit[k] == u) is_float[k] = v;
+}
+
+/* "a+b+c": the names of a unit's layers. */
+static void unit_name(const search *s, int u, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < s->n && at + 4 < n; k++)
+        if (s->unit[k] == u)
+            at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? "+" : "", s->cfg->layers[s->cfg_index[k]].name);
 }
 
 static void list_float(const search *s, const bool *is_float, char *buf, size_t n)
@@ -323,33 +346,46 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
     double best = cur;
     memcpy(best_set, is_float, sizeof(bool) * (size_t)s->n);
     bool met = meets(s, cur), widened = false;
-    /* grow; here[k]: layer k was measured on top of the current set, with metric mk[k] */
+    /* the ranking by unit (a unit ranks where its worst layer ranks) */
+    int n_units = 0;
+    for (int i = 0; st == CALQ_OK && i < s->n; i++) {
+        int u = s->unit[order[i]];
+        bool seen = false;
+        for (int j = 0; j < n_units && !seen; j++) seen = order[j] == u;
+        if (!seen) order[n_units++] = u;
+    }
+    /* grow; here[u]: unit u was measured on top of the current set, with metric mk[u] */
     bool *here = calloc((size_t)s->n + 1, sizeof(bool));
     double *mk = calloc((size_t)s->n + 1, sizeof(double));
-    if (st == CALQ_OK && (!here || !mk)) st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "fallback: out of memory");
+    int *added = malloc(sizeof(int) * ((size_t)s->n + 1)), n_added = 0;
+    if (st == CALQ_OK && (!here || !mk || !added))
+        st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "fallback: out of memory");
     int best_here = -1, n_here = 0;
+    char uname[1024];
     while (st == CALQ_OK && !met && count(is_float, s->n) < max_float && time_left(s)) {
-        int nc = 0;
-        for (int i = 0; i < s->n && nc < look; i++)
-            if (!is_float[order[i]] && !here[order[i]]) cand[nc++] = order[i];
+        int nc = 0, nf = count(is_float, s->n);
+        for (int i = 0; i < n_units && nc < look; i++) {
+            int u = order[i];
+            if (!is_float[u] && !here[u] && nf + s->unit_size[u] <= max_float) cand[nc++] = u;
+        }
         for (int j = 0; j < nc && st == CALQ_OK; j++) {
             if (j > 0 && !time_left(s)) {
                 nc = j;
                 break;
             }
-            int k = cand[j];
-            is_float[k] = true;
-            st = trial(s, is_float, &mk[k], NULL, err);
-            is_float[k] = false;
-            here[k] = true;
+            int u = cand[j];
+            set_unit(s, is_float, u, true);
+            st = trial(s, is_float, &mk[u], NULL, err);
+            set_unit(s, is_float, u, false);
+            here[u] = true;
             n_here++;
-            if (st == CALQ_OK && (best_here < 0 || better(s, mk[k], mk[best_here]))) best_here = k;
-            if (st == CALQ_OK && meets(s, mk[k])) break; /* reaches the target: no need to measure the rest */
+            if (st == CALQ_OK && (best_here < 0 || better(s, mk[u], mk[best_here]))) best_here = u;
+            if (st == CALQ_OK && meets(s, mk[u])) break; /* reaches the target: no need to measure the rest */
         }
         if (st != CALQ_OK || best_here < 0) break;
         /* re-rank: what was measured on this set first, in the order of the measures */
         int at = 0;
-        for (int i = 0; i < s->n; i++)
+        for (int i = 0; i < n_units; i++)
             if (here[order[i]]) cand[at++] = order[i];
         for (int x = 0; x < at; x++)
             for (int y = x + 1; y < at; y++)
@@ -358,30 +394,35 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
                     cand[x] = cand[y];
                     cand[y] = t;
                 }
-        for (int i = 0; i < s->n; i++)
+        for (int i = 0; i < n_units; i++)
             if (!here[order[i]]) cand[at++] = order[i];
-        memcpy(order, cand, sizeof(int) * (size_t)s->n);
+        memcpy(order, cand, sizeof(int) * (size_t)n_units);
         if (!better(s, mk[best_here], cur)) {
             if (widened || nc == 0) break; /* nothing measured helps, twice the lookahead: stop */
             widened = true;
             continue;
         }
-        int k = best_here;
-        const char *name = s->cfg->layers[s->cfg_index[k]].name;
+        int u = best_here;
+        unit_name(s, u, uname, sizeof uname);
         if (s->o.log) {
             size_t n2 = 0;
+            char un[1024];
             list[0] = 0;
-            for (int i = 0, shown = 0; i < s->n && shown < 8 && n2 < sizeof list - 64; i++)
-                if (here[order[i]])
-                    n2 += (size_t)snprintf(list + n2, sizeof list - n2, "%s%s %.5f", shown++ ? ", " : "",
-                                           s->cfg->layers[s->cfg_index[order[i]]].name, mk[order[i]]);
-            calq__log(CALQ_LOG_INFO, "calq: step %d: %s float: %.5f (measured %d: %s)", r->n_steps + 1, name, mk[k],
+            for (int i = 0, shown = 0; i < n_units && shown < 8 && n2 < sizeof list - 64; i++)
+                if (here[order[i]]) {
+                    unit_name(s, order[i], un, sizeof un);
+                    n2 += (size_t)snprintf(list + n2, sizeof list - n2, "%s%s %.5f", shown++ ? ", " : "", un,
+                                           mk[order[i]]);
+                }
+            calq__log(CALQ_LOG_INFO, "calq: step %d: %s float: %.5f (measured %d: %s)", r->n_steps + 1, uname, mk[u],
                       n_here, list);
         }
-        is_float[k] = true;
-        cur = mk[k];
+        set_unit(s, is_float, u, true);
+        for (int k = 0; k < s->n; k++)
+            if (s->unit[k] == u) added[n_added++] = k;
+        cur = mk[u];
         met = meets(s, cur);
-        st = add_step(r, name, false, cur, err);
+        st = add_step(r, uname, false, cur, err);
         memset(here, 0, sizeof(bool) * (size_t)s->n);
         best_here = -1;
         n_here = 0;
@@ -391,14 +432,10 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
             memcpy(best_set, is_float, sizeof(bool) * (size_t)s->n);
         }
     }
-    free(here);
-    free(mk);
-    /* prune: the earliest additions first */
-    for (int i = 0; st == CALQ_OK && met && count(is_float, s->n) > 1 && i < r->n_steps && time_left(s); i++) {
-        int k = -1;
-        for (int j = 0; j < s->n; j++)
-            if (is_float[j] && !strcmp(s->cfg->layers[s->cfg_index[j]].name, r->steps[i].layer)) k = j;
-        if (k < 0 || r->steps[i].pruned || tried[k]) continue;
+    /* prune, layer by layer (a unit's layers too), the earliest additions first */
+    for (int i = 0; st == CALQ_OK && met && count(is_float, s->n) > 1 && i < n_added && time_left(s); i++) {
+        int k = added[i];
+        if (tried[k] || !is_float[k]) continue;
         tried[k] = true;
         is_float[k] = false;
         double v = 0.0;
@@ -415,6 +452,9 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
             is_float[k] = true;
         }
     }
+    free(here);
+    free(mk);
+    free(added);
     if (st == CALQ_OK) {
         r->met = meets(s, best);
         r->metric_after = best;
@@ -474,6 +514,20 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
         if (cfg->layers[i].quant_enable) s.cfg_index[s.n++] = i;
     if (st == CALQ_OK && s.n == 0)
         st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "fallback: the config enables no layer");
+    s.unit = malloc(sizeof(int) * ((size_t)s.n + 1));
+    s.unit_size = calloc((size_t)s.n + 1, sizeof(int));
+    if (st == CALQ_OK && (!s.unit || !s.unit_size)) st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int k = 0; st == CALQ_OK && k < s.n; k++) {
+        int nk = calq__model_find_node(m, cfg->layers[s.cfg_index[k]].name);
+        const char *in = nk >= 0 ? calq_model_node_input(m, nk, 0) : NULL;
+        s.unit[k] = k;
+        for (int j = 0; j < k && in && s.unit[k] == k; j++) {
+            int nj = calq__model_find_node(m, cfg->layers[s.cfg_index[j]].name);
+            const char *jn = nj >= 0 ? calq_model_node_input(m, nj, 0) : NULL;
+            if (jn && !strcmp(in, jn)) s.unit[k] = s.unit[j];
+        }
+        s.unit_size[s.unit[k]]++;
+    }
     if (st == CALQ_OK) {
         r->n_layers = s.n;
         if (s.o.work_dir) {
@@ -499,6 +553,8 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
         rmdir(s.dir);
     }
     free(s.cfg_index);
+    free(s.unit);
+    free(s.unit_size);
     calq_config_free(cfg);
     if (st != CALQ_OK) {
         calq_fallback_result_free(r);

@@ -79,6 +79,20 @@ for q in fake_quant deploy; do
 done
 sed 's/^/    /' "$T/d3_deploy.txt" | head -12
 
+# act_algo auto is never worse than IFMR on the error it minimises: each layer's output with its
+# own input fake-quantized, i.e. compare's isolated error on the calibration data (layers that
+# share an input share one calibrator and are judged together, so only the others are checked)
+for a in ifmr auto; do
+    # shellcheck disable=SC2086
+    "$CALQ" calibration --model "$D3.prototxt" --weights "$D3.caffemodel" --images "$T/calib" $C3 --batch_num 2 \
+        --act_algo $a --save_type Fakequant --save_path "$T/d3$a/d3" >"$T/d3$a.log" 2>&1 || fail "det3 --act_algo $a"
+    # shellcheck disable=SC2086
+    "$CALQ" compare --model "$D3.prototxt" --weights "$D3.caffemodel" --quantized "$T/d3$a/d3_fake_quant_model.prototxt" \
+        --quantized-weights "$T/d3$a/d3_fake_quant_weights.caffemodel" --images "$T/calib" $C3 --isolated \
+        --json "$T/d3$a.json" >/dev/null 2>&1 || fail "det3 compare ($a)"
+done
+$CHECK notworse "$T/d3auto.json" "$T/d3ifmr.json" || fail "auto is worse than IFMR on a layer"
+
 # the HTML in a real browser
 if [ -x /usr/bin/chromium ]; then
     P=$(mktemp -d /tmp/calq_chromium.XXXXXX)

@@ -788,8 +788,8 @@ typedef struct calq_fallback_opts {
                              would exceed it */
     int lookahead;        /* layers measured per step (0: 4) */
     int n_threads;
-    int log;              /* 1 (default): the ranking, every step and the summary */
-    const char *work_dir; /* folder for the trial models (NULL: a new temporary folder, removed) */
+    int log;               /* 1 (default): the ranking, every step and the summary */
+    const char *work_dir;  /* folder for the trial models (NULL: a new temporary folder, removed) */
     calq_outputs *outputs; /* NULL: record and config are files; else the set calq_calibrate staged them in
                               (calq_calibrate_opts.outputs): they are read and rewritten there, and renamed
                               with everything else at calq_outputs_commit */

@@ -358,9 +358,9 @@ int calq_cmd_calibration(int argc, char **argv)
 fail_kept:
     cli_fail(&err);
     {
-        calq_outputs *o = outs;
+        calq_outputs *kept = outs;
         outs = NULL;
-        if (calq_outputs_commit(o, &err) != CALQ_OK) goto fail;
+        if (calq_outputs_commit(kept, &err) != CALQ_OK) goto fail;
     }
     fprintf(stderr, "calq: the search stopped; the record and config of the calibration are kept, no model written.\n");
     goto done;

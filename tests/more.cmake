@@ -144,3 +144,8 @@ add_test(NAME peer.accuracy_memory
          COMMAND sh ${CMAKE_SOURCE_DIR}/bench/accuracy_memory.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.accuracy_memory PROPERTIES LABELS "peer;bench" TIMEOUT 900 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OMP_WAIT_POLICY=passive")
+# A batch other than the model file's (issue 14, item 8): MTCNN and UltraFace at batch 4 equal
+# their batch-1 runs sample by sample; graphs that tie the batch are refused naming the node.
+add_test(NAME cli.batch_reshape
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/batch_reshape.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(cli.batch_reshape PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

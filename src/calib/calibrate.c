@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/outputs.h"
 #include "calib/calibrate.h"
+#include "calib/data.h"
 #include "calib/record.h"
 #include "frontend/model.h"
 #include "graph/passes.h"
@@ -91,18 +92,26 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
 }
 
 /* Input buffers, one per model input, reused for every batch (owner: caller, free_inputs). */
-static calq_status alloc_inputs(const calq_model *m, calq_tensor *ins, int n_in, calq_error *err)
+/* Input tensors of the shapes the data feed (calq__data_input_shapes: the model's, or another
+ * batch of them). */
+static calq_status alloc_inputs(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in, calq_error *err)
 {
+    calq_value_info *vs = calloc((size_t)n_in + 1, sizeof *vs);
+    if (!vs) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    calq__data_input_shapes(d, m, vs, n_in);
     for (int i = 0; i < n_in; i++) {
-        calq_value_info v;
-        CALQ_TRY(calq_model_input_info(m, i, &v));
+        calq_value_info v = vs[i];
         ins[i].dtype = v.dtype == CALQ_DTYPE_UNDEFINED ? CALQ_DTYPE_FLOAT32 : v.dtype;
         ins[i].ndim = v.ndim;
         memcpy(ins[i].dims, v.dims, sizeof v.dims);
         int64_t n = calq_tensor_numel(&ins[i]);
         ins[i].data = malloc((size_t)(n > 0 ? n : 1) * calq_dtype_size(ins[i].dtype));
-        if (!ins[i].data) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory for input '%s'", v.name);
+        if (!ins[i].data) {
+            free(vs);
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory for input '%s'", v.name);
+        }
     }
+    free(vs);
     return CALQ_OK;
 }
 
@@ -123,7 +132,7 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
     for (int k = 0; st == CALQ_OK && k < cal->n_groups; k++) names[k] = cal->groups[k].tensor;
     if (st == CALQ_OK && cal->n_groups)
         st = calq_session_set_observer(s, calq__calib_observe, cal, names, cal->n_groups, err);
-    if (st == CALQ_OK) st = alloc_inputs(cal->m, ins, n_in, err);
+    if (st == CALQ_OK) st = alloc_inputs(cal->m, cal->data, ins, n_in, err);
     bool two = false, any_auto = false;
     for (int k = 0; k < cal->n_groups; k++) {
         calq_act_algo a = cal->groups[k].algo;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/npy.h"
 #include "base/tensor.h"
 
 /* ---- construction ------------------------------------------------------------------------- */
@@ -356,12 +357,45 @@ calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inpu
     return CALQ_OK;
 }
 
+/* The batch the first file of stream i holds when it is not input `in`'s fixed dim 0 but the
+ * rest of its shape is in's; 0 when it holds in's shape (or cannot tell). */
+static int64_t other_batch(const calq_data *d, int i, const calq_value_info *in)
+{
+    if (i >= d->n_streams || d->streams[i].n_files == 0 || in->ndim < 1 || in->dims[0] < 0) return 0;
+    const char *file = d->streams[i].files[0];
+    int64_t per = calq__shape_numel(in->dims + 1, in->ndim - 1), b = 0;
+    if (per <= 0) return 0;
+    if (d->kind == CALQ_DATA_NPY) {
+        calq_tensor a;
+        calq_error e = {0};
+        if (calq_npy_read(file, &a, &e) != CALQ_OK) return 0; /* the preflight reports it */
+        if (a.ndim == in->ndim && calq__shape_equal(a.dims + 1, a.ndim - 1, in->dims + 1, in->ndim - 1)) b = a.dims[0];
+        calq_tensor_free_data(&a);
+    } else if (d->kind == CALQ_DATA_BIN) {
+        struct stat st;
+        size_t es = calq_dtype_size(d->streams[i].dtype);
+        if (es && stat(file, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size % ((uint64_t)per * es) == 0)
+            b = (int64_t)((uint64_t)st.st_size / ((uint64_t)per * es));
+    }
+    return b > 0 && b != in->dims[0] ? b : 0;
+}
+
+calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, calq_value_info *in, int n)
+{
+    for (int i = 0; i < n; i++) {
+        calq_model_input_info(m, i, &in[i]);
+        int64_t b = other_batch(d, i, &in[i]);
+        if (b > 0) in[i].dims[0] = b;
+    }
+    return CALQ_OK;
+}
+
 calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_num, calq_error *err)
 {
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
     if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    for (int i = 0; i < n; i++) calq_model_input_info(m, i, &in[i]);
+    calq__data_input_shapes(d, m, in, n); /* a batch other than the model's is checked by the session */
     calq_status st = calq__data_preflight(d, in, n, batch_num, err);
     free(in);
     return st;

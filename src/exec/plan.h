@@ -60,6 +60,12 @@ bool calq__plan_matches(const calq_plan *p, const calq_tensor *inputs, int n_inp
  * known only at run time keep theirs (exec/shapes.c). *n_filled counts the values filled. */
 calq_status calq__infer_value_shapes(calq_graph *g, int64_t dflt_dim, int *n_filled, calq_error *err);
 
+/* Whether g computes every sample on its own when the inputs marked rebatched[i] take a batch
+ * (dim 0) other than the one the model fixes; inputs[i] give the shapes (data unused). Fails
+ * naming the node that ties the batch (exec/batch.c). */
+calq_status calq__batch_check(const calq_graph *g, const calq_tensor *inputs, int n, const bool *rebatched,
+                              calq_error *err);
+
 /* Runs a step's kernel on its current inputs (infers and allocates first for dynamic steps). */
 calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err);
 /* Frees dynamic values whose last use was step s. */

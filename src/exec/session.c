@@ -119,15 +119,19 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
     return CALQ_OK;
 }
 
-/* Checks user inputs against the model's declared inputs. */
-static calq_status check_inputs(const calq_graph *g, const calq_tensor *inputs, int n, calq_error *err)
+/* Checks user inputs against the model's declared inputs. Dim 0 may differ from a fixed one
+ * (rebatched[i] set: the caller checks the graph runs at another batch, exec/batch.c), and a
+ * Caffe net takes any shape of its inputs' rank, as Caffe reshapes a net to its data. */
+static calq_status check_inputs(const calq_model *m, const calq_tensor *inputs, int n, bool *rebatched, calq_error *err)
 {
+    const calq_graph *g = m->g;
     if (n != g->n_inputs)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has %d inputs, %d were given", g->n_inputs, n);
     for (int i = 0; i < n; i++) {
         const calq_value *v = &g->values[g->inputs[i]];
         const calq_tensor *t = &inputs[i];
         char want[160], got[160];
+        rebatched[i] = false;
         if (t->dtype != v->dtype)
             return calq__fail(err, CALQ_ERR_SHAPE, NULL, "input '%s' must be %s, got %s", v->name,
                               calq_dtype_name(v->dtype), calq_dtype_name(t->dtype));
@@ -136,23 +140,32 @@ static calq_status check_inputs(const calq_graph *g, const calq_tensor *inputs, 
         if (!t->data && calq_tensor_numel(t) > 0)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "input '%s' has no data", v->name);
         bool ok = v->ndim < 0 || v->ndim == t->ndim;
-        for (int d = 0; ok && v->ndim >= 0 && d < v->ndim; d++)
-            if (v->dims[d] >= 0 && v->dims[d] != t->dims[d]) ok = false;
+        for (int d = 0; ok && v->ndim >= 0 && d < v->ndim; d++) {
+            if (v->dims[d] < 0 || v->dims[d] == t->dims[d]) continue;
+            if (d == 0 && t->dims[0] > 0)
+                rebatched[i] = true;
+            else if (m->format != CALQ_FORMAT_CAFFE)
+                ok = false;
+        }
         if (!ok)
             return calq__fail(err, CALQ_ERR_SHAPE, NULL,
-                              "input '%s' must be %s, got %s (set the shape with --input-shape %s:... when the model "
-                              "allows others)",
+                              "input '%s' must be %s, got %s (dim 0, the batch, may differ; set other dims with "
+                              "--input-shape %s:... when the model allows others)",
                               v->name, calq__shape_str(v->dims, v->ndim, want, sizeof want),
                               calq__shape_str(t->dims, t->ndim, got, sizeof got), v->name);
     }
     return CALQ_OK;
 }
 
-static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n, calq_error *err)
+static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n, const bool *rebatched,
+                               calq_error *err)
 {
     if (s->plan && calq__plan_matches(s->plan, inputs, n)) return CALQ_OK;
     calq__plan_free(s->plan);
     s->plan = NULL;
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= rebatched[i];
+    if (any) CALQ_TRY(calq__batch_check(s->g, inputs, n, rebatched, err));
     return calq__plan_build(s->g, inputs, n, s->opts.use_fast != 0, s->opts.max_arena_bytes, &s->plan, err);
 }
 
@@ -168,26 +181,32 @@ static calq_status observe(calq_session *s, int v, calq_error *err)
     return CALQ_OK;
 }
 
-static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err);
+static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, const bool *rebatched,
+                            calq_error *err);
 
 calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
 {
     s->have_outputs = false;
     /* the model's graph: calq_model_set_input_shape after session creation must count */
-    CALQ_TRY(check_inputs(s->m->g, inputs, n_inputs, err));
+    bool rebatched[64];
+    if (n_inputs > 64)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%d inputs given; calq runs models with up to 64",
+                          n_inputs);
+    CALQ_TRY(check_inputs(s->m, inputs, n_inputs, rebatched, err));
     /* omp_set_num_threads sticks to the calling thread: restore it so the caller's later
      * OpenMP code (and sessions with n_threads = 0) see what they saw before. */
     int saved_threads = omp_get_max_threads();
     if (s->opts.n_threads > 0) omp_set_num_threads(s->opts.n_threads);
-    calq_status st = run_plan(s, inputs, n_inputs, err);
+    calq_status st = run_plan(s, inputs, n_inputs, rebatched, err);
     if (s->opts.n_threads > 0) omp_set_num_threads(saved_threads);
     return st;
 }
 
-static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
+static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_inputs, const bool *rebatched,
+                            calq_error *err)
 {
     const calq_graph *g = s->g;
-    CALQ_TRY(ensure_plan(s, inputs, n_inputs, err));
+    CALQ_TRY(ensure_plan(s, inputs, n_inputs, rebatched, err));
     calq_plan *p = s->plan;
     for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = inputs[i].data;
     if (err) err->status = CALQ_OK;

@@ -149,3 +149,4 @@ set_tests_properties(peer.accuracy_memory PROPERTIES LABELS "peer;bench" TIMEOUT
 add_test(NAME cli.batch_reshape
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/batch_reshape.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(cli.batch_reshape PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+set_tests_properties(unit.test_adaround PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)

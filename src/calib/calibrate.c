@@ -235,6 +235,7 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_o
     /* staged together: the config is never replaced without its record (issue 14) */
     calq_status st = o->config_out ? write_config(cal, &out->staged, o->config_out, err) : CALQ_OK;
     if (st == CALQ_OK) st = calq__record_stage(r, &out->staged, record_out, err);
+    if (st == CALQ_OK) st = calq__ada_stage(cal, &out->staged, record_out, err); /* beside the record */
     int n_rec = r->n_layers;
     calq__record_free(r);
     if (st != CALQ_OK || !cal->log) return st;
@@ -308,7 +309,9 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
                         "the config enables no layer, so there is nothing to calibrate (every layer is skipped or has "
                         "quant_enable false)");
     if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
+    if (st == CALQ_OK) st = calq__ada_setup(&cal, err);
     if (st == CALQ_OK) st = run_batches(&cal, err);
+    if (st == CALQ_OK) st = calq__calib_ada(&cal, err); /* after the passes: the reservoirs are full */
     if (st == CALQ_OK) st = finish(&cal, &o, outs, record_out, err);
     if (outs != o.outputs) {
         if (st == CALQ_OK)

@@ -75,7 +75,8 @@ typedef struct calq__calib_layer {
     int *offset_w;  /* owned */
     bool w_failed;
     calq_error w_err;
-    bool skipped; /* left out of the record (skip_illegal) */
+    bool skipped;                /* left out of the record (skip_illegal) */
+    struct calq__ada_layer *ada; /* ada_quantize: its sample reservoir, then its learned weights (owned) */
 } calq__calib_layer;
 
 typedef struct calq__calib {
@@ -121,6 +122,20 @@ void calq__group_free(calq__calib_group *gr);
  * by that candidate's factors and the weights as ARQ gives them; the candidate with the smallest
  * squared error against the float layer outputs wins (IFMR on a tie). */
 calq_status calq__calib_auto(calq__calib *cal, calq_error *err);
+
+/* calibrate_ada.c: ada_quantize (docs/numerics.md). setup gives each ada layer its bounded
+ * sample reservoir (after calq__calib_weights), feed adds a pass-1 batch of group `group`'s
+ * tensor to the reservoirs of its ada layers, calib_ada learns every ada layer's rounding after
+ * the passes, stage writes the side file `<record_out>.adaround` (calib/adaround.h): with every
+ * ada layer kept in the record, or with none over a stale file of an earlier run. */
+typedef struct calq__ada_layer calq__ada_layer;
+calq_status calq__ada_setup(calq__calib *cal, calq_error *err);
+void calq__ada_feed(calq__calib *cal, int group, const calq_tensor *t);
+calq_status calq__calib_ada(calq__calib *cal, calq_error *err);
+struct calq_staged_files;
+calq_status calq__ada_stage(const calq__calib *cal, struct calq_staged_files *out, const char *record_out,
+                            calq_error *err);
+void calq__ada_free(calq__ada_layer *a);
 
 /* calibrate_observe.c: the session observer (user = calq__calib), and the progress bar. */
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);

@@ -155,6 +155,7 @@ void calq__calib_free(calq__calib *cal)
         free(cal->layers[i].scale_w);
         free(cal->layers[i].offset_w);
         free(cal->layers[i].key);
+        calq__ada_free(cal->layers[i].ada);
     }
     free(cal->groups);
     free(cal->layers);

@@ -78,6 +78,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
     }
     int64_t n = calq_tensor_numel(t);
     const float *x = t->data;
+    if (cal->pass == 1) calq__ada_feed(cal, (int)(gr - cal->groups), t); /* ada_quantize's reservoirs */
     if (cal->pass == 1) {
         int64_t per_sample = t->ndim > 0 && t->dims[0] > 0 ? n / t->dims[0] : n;
         scan(&gr->stats, x, n, per_sample > 0 ? per_sample : 1, cal->batch);

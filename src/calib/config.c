@@ -93,6 +93,17 @@ void calq__layer_config_defaults(calq_layer_config *l, const calq_qkind *k, bool
     l->has_weights = k->weights == CALQ_QKIND_WEIGHTS_CONST;
     l->wts.num_bits = 8;
     l->wts.channel_wise = k->channel_wise;
+    l->wts.algo = CALQ_WTS_ARQ;
+    l->wts.ada.num_iteration = 10000; /* ada_quantize's defaults (§7.2) */
+    l->wts.ada.reg_param = 0.01;
+    l->wts.ada.beta_range[0] = 20.0;
+    l->wts.ada.beta_range[1] = 2.0;
+    l->wts.ada.warm_start = 0.2;
+}
+
+bool calq__ada_kind_ok(const calq_qkind *k)
+{
+    return k && (k->id == CALQ_QKIND_CONV || k->id == CALQ_QKIND_GEMM || k->id == CALQ_QKIND_MATMUL);
 }
 
 calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const calq_qkind *k, int node,
@@ -252,6 +263,32 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
                               "%s: %s%s is %d; calq quantizes weights to 8 bits only (INT8)", where, wts,
                               json ? "num_bits" : "quant_bits", l->wts.num_bits);
+        const calq_ada_config *d = &l->wts.ada;
+        const char *ada = json ? "weight_quant_params." : "ada_quantize.";
+        if (l->wts.algo == CALQ_WTS_ADA && !calq__ada_kind_ok(l->kind))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %swts_algo is \"ada_quantize\" but layer '%s' is a %s: calq learns the rounding of "
+                              "Conv, Gemm and MatMul weights only; use \"arq_quantize\" for it",
+                              where, wts, l->name, l->op_type);
+        if (l->wts.algo == CALQ_WTS_ADA && (d->num_iteration < 1 || d->num_iteration > 10000000))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %snum_iteration is %d; it must be in [1, 10000000] (AMCT's default 10000, §7.2)",
+                              where, ada, d->num_iteration);
+        if (l->wts.algo == CALQ_WTS_ADA && !(d->reg_param >= 0.0 && d->reg_param <= 1e6))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %sreg_param is %.9g; it must be in [0, 1e6] (AMCT's default 0.01, §7.2)", where, ada,
+                              d->reg_param);
+        for (int i = 0; l->wts.algo == CALQ_WTS_ADA && i < 2; i++)
+            if (!(d->beta_range[i] > 0.0 && d->beta_range[i] <= 1000.0))
+                return calq__fail(
+                    err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                    "%s: %s%s is %.9g; it must be in (0, 1000] (AMCT's beta_range [20, 2], §7.2)", where, ada,
+                    json ? (i ? "beta_range[1]" : "beta_range[0]") : (i ? "beta_range_end" : "beta_range_start"),
+                    d->beta_range[i]);
+        if (l->wts.algo == CALQ_WTS_ADA && !(d->warm_start >= 0.0 && d->warm_start < 1.0))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                              "%s: %swarm_start is %.9g; it must be in [0, 1) (AMCT's default 0.2, §7.2)", where, ada,
+                              d->warm_start);
         char kinds[256];
         if (l->wts.channel_wise && !l->kind->channel_wise)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,

@@ -74,10 +74,29 @@ typedef struct calq_act_config {
     int num_of_bins;        /* 1024, 2048, 4096 (default) or 8192; kl, mse: default 2048 */
 } calq_act_config;
 
-/* "weight_quant_params": ARQ is the only weight algorithm calq implements (§6.1). */
+/* The weight algorithm ("wts_algo", §7.2; the .cfg's wts oneof, §7.3). */
+typedef enum calq_wts_algo {
+    CALQ_WTS_ARQ = 0, /* "arq_quantize": nearest rounding with ARQ's scale (§6.1), the default */
+    CALQ_WTS_ADA = 1  /* "ada_quantize": ARQ's scale, learned rounding (AdaRound, docs/numerics.md) */
+} calq_wts_algo;
+
+/* ada_quantize's parameters (§7.2 defaults: 10000, 0.01, [20, 2], 0.2). */
+typedef struct calq_ada_config {
+    int num_iteration;    /* [1, 10^7] */
+    double reg_param;     /* [0, 1e6], the rounding regulariser's weight */
+    double beta_range[2]; /* start, end of the annealed exponent; each in (0, 1000] */
+    double warm_start;    /* [0, 1): fraction of the iterations without the regulariser */
+} calq_ada_config;
+
+/* True when kind k can take ada_quantize (Conv, Gemm, MatMul with a constant weight). */
+bool calq__ada_kind_ok(const calq_qkind *k);
+
+/* "weight_quant_params". */
 typedef struct calq_wts_config {
     int num_bits;      /* 8 */
     bool channel_wise; /* the kind's default (§8.1 CHANNEL_WISE_ONNX_TYPES); true only where the kind allows it */
+    calq_wts_algo algo;
+    calq_ada_config ada; /* meaningful with CALQ_WTS_ADA; the defaults otherwise */
 } calq_wts_config;
 
 /* One layer entry. Layers of the model that are absent from the config are not quantized

@@ -14,6 +14,9 @@
  *     oneof, so the one written last wins and the earlier one is dropped. channel_wise from
  *     common_config only reaches the layers that have per-channel weights (Conv,
  *     ConvTranspose); set for a Gemm/MatMul/AveragePool type or layer it is an error (§8.4).
+ *     The weight algorithm is likewise the oneof arq_quantize | ada_quantize (the one written
+ *     last wins); ada_quantize reaches the kinds AdaRound takes (Conv, Gemm, MatMul), the others
+ *     keep ARQ.
  * Layer types may be written as the ONNX or the Caffe names of the quantizable kinds
  * (graph/qkind.h: Conv, ConvTranspose, Gemm, MatMul, AveragePool; Convolution, Deconvolution,
  * InnerProduct, Pooling). */
@@ -37,6 +40,9 @@ typedef struct cfg_level {
     bool has_cw, has_wts_bits;
     bool cw;
     int wts_bits;
+    int wts_algo; /* -1: no weight block; else calq_wts_algo (the wts oneof, the one written last) */
+    bool has_iter, has_reg, has_beta0, has_beta1, has_warm;
+    calq_ada_config ada;
 } cfg_level;
 
 typedef struct cfg_override {
@@ -208,14 +214,18 @@ static calq_status read_hfmg(const cfg_ctx *x, const calq_tp_node *msg, cfg_leve
     return CALQ_OK;
 }
 
-static calq_status read_arq(const cfg_ctx *x, const calq_tp_node *msg, cfg_level *l)
+/* arq_quantize { channel_wise quant_bits } (§7.3) and ada_quantize { the same, num_iteration
+ * reg_param beta_range_start beta_range_end warm_start }: §7.3 lists ada_quantize without its
+ * fields, so calq spells §7.2's JSON keys, the range as two fields like ifmr_quantize's
+ * search_range_start / _end. */
+static calq_status read_wts_msg(const cfg_ctx *x, const calq_tp_node *msg, cfg_level *l, bool ada)
 {
     CALQ_TRY(need_message(x, msg));
-    const calq_tp_node *seen[4];
+    const calq_tp_node *seen[8];
     int n_seen = 0;
     for (int i = 0; i < msg->n_children; i++) {
         const calq_tp_node *n = msg->children[i];
-        CALQ_TRY(once(x, seen, &n_seen, 4, n));
+        CALQ_TRY(once(x, seen, &n_seen, 8, n));
         if (strcmp(n->name, "channel_wise") == 0) {
             CALQ_TRY(calq_tp_bool(n, x->file, &l->cw, x->err));
             l->has_cw = true;
@@ -227,8 +237,31 @@ static calq_status read_arq(const cfg_ctx *x, const calq_tp_node *msg, cfg_level
                           (long long)v);
             l->wts_bits = 8;
             l->has_wts_bits = true;
+        } else if (ada && strcmp(n->name, "num_iteration") == 0) {
+            int64_t v;
+            CALQ_TRY(calq_tp_int(n, x->file, &v, x->err));
+            if (v < 1 || v > 10000000)
+                return at(x, n, CALQ_ERR_BAD_PARAMETERS, "num_iteration is %lld; it must be in [1, 10000000]",
+                          (long long)v);
+            l->ada.num_iteration = (int)v;
+            l->has_iter = true;
+        } else if (ada && strcmp(n->name, "reg_param") == 0) {
+            CALQ_TRY(calq_tp_double(n, x->file, &l->ada.reg_param, x->err));
+            l->has_reg = true;
+        } else if (ada && strcmp(n->name, "beta_range_start") == 0) {
+            CALQ_TRY(calq_tp_double(n, x->file, &l->ada.beta_range[0], x->err));
+            l->has_beta0 = true;
+        } else if (ada && strcmp(n->name, "beta_range_end") == 0) {
+            CALQ_TRY(calq_tp_double(n, x->file, &l->ada.beta_range[1], x->err));
+            l->has_beta1 = true;
+        } else if (ada && strcmp(n->name, "warm_start") == 0) {
+            CALQ_TRY(calq_tp_double(n, x->file, &l->ada.warm_start, x->err));
+            l->has_warm = true;
         } else {
-            return unknown_field(x, n, "arq_quantize", "channel_wise, quant_bits");
+            return unknown_field(x, n, ada ? "ada_quantize" : "arq_quantize",
+                                 ada ? "channel_wise, quant_bits, num_iteration, reg_param, beta_range_start, "
+                                       "beta_range_end, warm_start"
+                                     : "channel_wise, quant_bits");
         }
     }
     return CALQ_OK;
@@ -241,6 +274,7 @@ static calq_status read_level(const cfg_ctx *x, const calq_tp_node *msg, cfg_lev
     memset(l, 0, sizeof *l);
     l->node = msg;
     l->act_algo = -1;
+    l->wts_algo = -1;
     const calq_tp_node *seen[8];
     int n_seen = 0;
     for (int i = 0; i < msg->n_children; i++) {
@@ -252,15 +286,21 @@ static calq_status read_level(const cfg_ctx *x, const calq_tp_node *msg, cfg_lev
                 if (strcmp(seen[k]->name, n->name) == 0) return once(x, seen, &n_seen, 8, n);
             if (n_seen < 8) seen[n_seen++] = n;
             CALQ_TRY(strcmp(n->name, "ifmr_quantize") == 0 ? read_ifmr(x, n, l) : read_hfmg(x, n, l));
-        } else if (strcmp(n->name, "arq_quantize") == 0) {
-            CALQ_TRY(once(x, seen, &n_seen, 8, n));
-            CALQ_TRY(read_arq(x, n, l));
-        } else if (strcmp(n->name, "ada_quantize") == 0) {
-            return unsupported(x, n, "AdaRound weight quantization");
+        } else if (strcmp(n->name, "arq_quantize") == 0 || strcmp(n->name, "ada_quantize") == 0) {
+            /* The wts oneof: the member written last wins (§7.3), dropping what an earlier one set;
+             * the same member twice is a slip. */
+            for (int k = 0; k < n_seen; k++)
+                if (strcmp(seen[k]->name, n->name) == 0) return once(x, seen, &n_seen, 8, n);
+            if (n_seen < 8) seen[n_seen++] = n;
+            l->has_cw = l->has_wts_bits = l->has_iter = l->has_reg = l->has_beta0 = l->has_beta1 = l->has_warm = false;
+            bool ada = strcmp(n->name, "ada_quantize") == 0;
+            l->wts_algo = ada ? CALQ_WTS_ADA : CALQ_WTS_ARQ;
+            CALQ_TRY(read_wts_msg(x, n, l, ada));
         } else if (strcmp(n->name, "dmq_balancer") == 0) {
             return unsupported(x, n, "DMQ activation/weight balancing");
         } else {
-            return unknown_field(x, n, "a calibration config", "arq_quantize, ifmr_quantize, hfmg_quantize");
+            return unknown_field(x, n, "a calibration config",
+                                 "arq_quantize, ada_quantize, ifmr_quantize, hfmg_quantize");
         }
     }
     return CALQ_OK;
@@ -280,6 +320,15 @@ static void apply_level(calq_layer_config *l, const cfg_level *v)
     if (v->has_bins) l->act.num_of_bins = v->bins;
     if (v->has_cw) l->wts.channel_wise = v->cw;
     if (v->has_wts_bits) l->wts.num_bits = v->wts_bits;
+    /* a level naming ada_quantize speaks for the kinds that can take it (calq__ada_kind_ok); the
+     * others (ConvTranspose, AveragePool) keep ARQ */
+    if (v->wts_algo >= 0 && (v->wts_algo == CALQ_WTS_ARQ || calq__ada_kind_ok(l->kind)))
+        l->wts.algo = (calq_wts_algo)v->wts_algo;
+    if (v->has_iter) l->wts.ada.num_iteration = v->ada.num_iteration;
+    if (v->has_reg) l->wts.ada.reg_param = v->ada.reg_param;
+    if (v->has_beta0) l->wts.ada.beta_range[0] = v->ada.beta_range[0];
+    if (v->has_beta1) l->wts.ada.beta_range[1] = v->ada.beta_range[1];
+    if (v->has_warm) l->wts.ada.warm_start = v->ada.warm_start;
 }
 
 /* ---- layer types -------------------------------------------------------------------------- */

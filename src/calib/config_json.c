@@ -331,33 +331,63 @@ static calq_status finish_act(json_ctx *x, calq_layer_config *l, const char *whe
     return CALQ_OK;
 }
 
+/* ada_quantize's keys (§7.2): "beta_range" is an array [start, end]. */
+static calq_status read_ada_key(json_ctx *x, const char *w, const char *k, const cJSON *v, calq_ada_config *a)
+{
+    if (strcmp(k, "num_iteration") == 0) return get_int(x, w, k, v, &a->num_iteration);
+    if (strcmp(k, "reg_param") == 0) return get_number(x, w, k, v, &a->reg_param);
+    if (strcmp(k, "warm_start") == 0) return get_number(x, w, k, v, &a->warm_start);
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+        return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer,
+                          "%s: %s'beta_range' must be an array of two numbers [start, end], e.g. [20, 2]", x->file, w);
+    CALQ_TRY(get_number(x, w, "beta_range[0]", v->child, &a->beta_range[0]));
+    return get_number(x, w, "beta_range[1]", v->child->next, &a->beta_range[1]);
+}
+
 static calq_status read_wts(json_ctx *x, calq_layer_config *l, const cJSON *obj, const char *where)
 {
     char w[CALQ_ERROR_NAME_MAX + 64];
     snprintf(w, sizeof w, "%sweight_quant_params: ", where);
     CALQ_TRY(check_unique_keys(x, obj, w));
     calq_wts_config wts = l->wts;
+    const char *ada_key = NULL; /* the first ada_quantize key given */
     for (const cJSON *v = obj->child; v; v = v->next) {
         const char *k = v->string;
         if (strcmp(k, "num_bits") == 0) {
             CALQ_TRY(get_int(x, w, k, v, &wts.num_bits));
         } else if (strcmp(k, "channel_wise") == 0) {
             CALQ_TRY(get_bool(x, w, k, v, &wts.channel_wise));
+        } else if (strcmp(k, "num_iteration") == 0 || strcmp(k, "reg_param") == 0 || strcmp(k, "beta_range") == 0 ||
+                   strcmp(k, "warm_start") == 0) {
+            CALQ_TRY(read_ada_key(x, w, k, v, &wts.ada));
+            if (!ada_key) ada_key = k;
         } else if (strcmp(k, "wts_algo") == 0) {
             if (!cJSON_IsString(v)) return type_error(x, w, k, "\"arq_quantize\"", v);
-            if (strcmp(v->valuestring, "ada_quantize") == 0 || strcmp(v->valuestring, "nuq_quantize") == 0)
+            if (strcmp(v->valuestring, "nuq_quantize") == 0)
                 return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, l->name,
-                                  "%s: %s'wts_algo' \"%s\" is an AMCT algorithm calq does not implement; use "
-                                  "\"arq_quantize\" (amct-reference.md §6.1)",
+                                  "%s: %s'wts_algo' \"%s\" (non-uniform quantization) is an AMCT algorithm calq does "
+                                  "not implement; use \"arq_quantize\" (§6.1) or \"ada_quantize\" (AdaRound)",
                                   x->file, w, v->valuestring);
-            if (strcmp(v->valuestring, "arq_quantize") != 0)
+            if (strcmp(v->valuestring, "ada_quantize") == 0)
+                wts.algo = CALQ_WTS_ADA;
+            else if (strcmp(v->valuestring, "arq_quantize") == 0)
+                wts.algo = CALQ_WTS_ARQ;
+            else
                 return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
-                                  "%s: %s'wts_algo' is \"%s\"; it must be \"arq_quantize\"", x->file, w,
-                                  v->valuestring);
+                                  "%s: %s'wts_algo' is \"%s\"; it must be \"arq_quantize\" or \"ada_quantize\"",
+                                  x->file, w, v->valuestring);
         } else {
-            return unknown_key(x, w, k, "num_bits, wts_algo, channel_wise");
+            return unknown_key(x, w, k,
+                               "num_bits, wts_algo, channel_wise; with \"ada_quantize\": num_iteration, reg_param, "
+                               "beta_range, warm_start");
         }
     }
+    if (ada_key && wts.algo != CALQ_WTS_ADA)
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %s'%s' is an ada_quantize parameter but wts_algo is \"arq_quantize\"%s; set "
+                          "\"wts_algo\": \"ada_quantize\" or remove it (§7.2)",
+                          x->file, w, ada_key,
+                          cJSON_GetObjectItemCaseSensitive(obj, "wts_algo") ? "" : " (the default)");
     if (!l->has_weights) {
         /* AveragePool has no weights; AMCT rejects channel_wise on non-global AVE pooling (§8.4). */
         if (wts.channel_wise)
@@ -459,6 +489,10 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
 /* Shortest "%.Ng" that reads back as the same double: 0.999999 stays 0.999999. */
 static void format_double(double v, char *buf, size_t n)
 {
+    if (v == floor(v) && fabs(v) < 1e15) { /* 20, not 2e+01 */
+        snprintf(buf, n, "%.0f", v);
+        return;
+    }
     for (int p = 1; p <= 17; p++) {
         snprintf(buf, n, "%.*g", p, v);
         if (strtod(buf, NULL) == v) return;
@@ -501,6 +535,17 @@ static void put_double(FILE *fp, double v)
     fputs(buf, fp);
 }
 
+/* "key": [a, b],\n */
+static void put_pair(FILE *fp, int indent, const char *key, const double v[2])
+{
+    put_key(fp, indent, key);
+    fputc('[', fp);
+    put_double(fp, v[0]);
+    fputs(", ", fp);
+    put_double(fp, v[1]);
+    fputs("],\n", fp);
+}
+
 static void write_layer(FILE *fp, const calq_layer_config *l)
 {
     put_key(fp, 1, l->name);
@@ -522,12 +567,7 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
         fputs(",\n", fp);
     }
     if (a->algo == CALQ_ACT_IFMR) {
-        put_key(fp, 3, "search_range");
-        fputc('[', fp);
-        put_double(fp, a->search_range[0]);
-        fputs(", ", fp);
-        put_double(fp, a->search_range[1]);
-        fputs("],\n", fp);
+        put_pair(fp, 3, "search_range", a->search_range);
         put_key(fp, 3, "search_step");
         put_double(fp, a->search_step);
         fputs(",\n", fp);
@@ -551,7 +591,21 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
         put_key(fp, 3, "num_bits");
         fprintf(fp, "%d,\n", l->wts.num_bits);
         put_key(fp, 3, "wts_algo");
-        fputs("\"arq_quantize\",\n", fp);
+        if (l->wts.algo == CALQ_WTS_ADA) { /* §7.2's ada_quantize keys, after the algorithm's name */
+            const calq_ada_config *d = &l->wts.ada;
+            fputs("\"ada_quantize\",\n", fp);
+            put_key(fp, 3, "num_iteration");
+            fprintf(fp, "%d,\n", d->num_iteration);
+            put_key(fp, 3, "reg_param");
+            put_double(fp, d->reg_param);
+            fputs(",\n", fp);
+            put_pair(fp, 3, "beta_range", d->beta_range);
+            put_key(fp, 3, "warm_start");
+            put_double(fp, d->warm_start);
+            fputs(",\n", fp);
+        } else {
+            fputs("\"arq_quantize\",\n", fp);
+        }
         put_key(fp, 3, "channel_wise");
         fprintf(fp, "%s\n", l->wts.channel_wise ? "true" : "false");
         fprintf(fp, "%*s}\n", 8, "");

@@ -28,6 +28,12 @@ typedef struct calq_record_layer {
     int n_shift_bit; /* §6.4: written only with joint_quant / SearchN */
     uint64_t *shift_bit;
     int line, col; /* where the entry starts in the file (0 for records built in memory) */
+    /* ada_quantize: the learned int8 weights from calq's side file (calib/adaround.h), owned;
+     * NULL: nearest rounding */
+    int8_t *ada_w;
+    int64_t n_ada_w;
+    uint64_t ada_wsum;  /* checksum of the float weights they were learned on */
+    char ada_file[512]; /* the side file, for messages */
 } calq_record_layer;
 
 typedef struct calq_record {

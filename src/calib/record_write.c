@@ -22,6 +22,7 @@ static void layer_release(calq_record_layer *l)
     free(l->scale_w);
     free(l->offset_w);
     free(l->shift_bit);
+    free(l->ada_w);
 }
 
 void calq__record_free(calq_record *r)

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "caffe.pb-c.h"
+#include "calib/adaround.h"
 #include "export/export_caffe.h"
 
 static calq_status oom(calq_error *err)
@@ -100,10 +101,13 @@ static calq_status layer_blobs(calq__xc_plan *p, int k, CalqCaffe__BlobProto *co
     int8_t *wq = calq__xa_alloc(a, (size_t)numel);
     float *wf = p->deploy ? NULL : alloc_floats(a, numel);
     if (!wq || (!p->deploy && !wf)) return oom(err);
+    const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
+    CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
     for (int64_t i = 0; i < numel; i++) {
         float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(l->kind, n, w, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q;
+        if (ada) q = ada[i];
         wq[i] = (int8_t)q;
         if (wf) wf[i] = q * s; /* (w_q - offset_w) * scale_w with offset_w = 0 (§6.1) */
     }

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "calib/adaround.h"
 #include "export/export_onnx.h"
 #include "exec/plan.h"
 #include "graph/passes.h"
@@ -199,6 +200,9 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
     }
+    const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
+    CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
+    if (ada) memcpy(*wq, ada, (size_t)numel);
     int bi = kind->bias_input;
     const calq_tensor *b =
         bi >= 0 && n->n_inputs > bi && n->inputs[bi] >= 0 ? c->g->values[n->inputs[bi]].constant : NULL;

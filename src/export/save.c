@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/outputs.h"
+#include "calib/adaround.h"
 #include "export/export_caffe.h"
 #include "export/export_onnx.h"
 
@@ -52,6 +54,37 @@ static calq_status read_record(const char *src, const char *label, const calq_mo
     return st;
 }
 
+/* The record's AdaRound side file `<record>.adaround` (calib/adaround.h), when there is one
+ * (staged by this run's calibration, or on disk): its learned weights go with the record. */
+static calq_status attach_ada(calq_outputs *o, const char *record, calq_record *rec, calq_error *err)
+{
+    char *path = calq__ada_path(record);
+    if (!path) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+    const char *src = calq__outputs_source(o, path);
+    struct stat sb;
+    calq_status st = stat(src, &sb) == 0 ? calq__ada_file_attach(rec, src, path, err) : CALQ_OK;
+    free(path);
+    return st;
+}
+
+/* A layer the config quantizes with ada_quantize needs its learned weights: saving it with
+ * nearest rounding instead would silently give other models than the calibration meant. */
+static calq_status check_ada(const calq_record *rec, const calq_config *cfg, const char *record, calq_error *err)
+{
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const calq_layer_config *l = &cfg->layers[i];
+        if (!l->quant_enable || l->wts.algo != CALQ_WTS_ADA) continue;
+        const calq_record_layer *rl = calq__record_find(rec, l->name);
+        if (rl && !rl->ada_w)
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
+                              "save: layer \"%s\" has wts_algo \"ada_quantize\" in the config but %s%s has no "
+                              "learned weights for it (missing, or from another calibration); rerun `calq "
+                              "calibration` with this config, or save with a config that uses arq_quantize",
+                              l->name, record, CALQ_ADA_SUFFIX);
+    }
+    return CALQ_OK;
+}
+
 static const char *format_name(calq_save_format f)
 {
     switch (f) {
@@ -92,10 +125,12 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
     calq_record *rec = NULL;
     calq_config *cfg = NULL;
     calq_status st = read_record(calq__outputs_source(o, record), record, m, &rec, err);
+    if (st == CALQ_OK) st = attach_ada(o, record, rec, err);
     if (st == CALQ_OK)
         st = config ? calq__config_load_as(m, calq__outputs_source(o, config), config, &cfg, err)
                     : calq_config_create(m, NULL, &cfg, err);
     if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
+    if (st == CALQ_OK) st = check_ada(rec, cfg, record, err);
     int written = 0;
     for (int i = 0; i < n_fmts && st == CALQ_OK; i++) {
         int before = out->n;

@@ -4,7 +4,8 @@
  * rounding on every output position of both photos (computed here by a direct convolution, not
  * by calq's code); the side file is the same bytes for 1 and 2 threads; every saved model
  * carries the learned int8 weights, and two saves give the same bytes; a truncated or
- * mismatched side file, or a missing one under an ada config, is refused with a clear error. */
+ * mismatched side file, or a missing one under an ada config, is refused with a clear error; the
+ * fake-quant model's output cosine to the float model is at least ARQ's on every output. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,9 +355,35 @@ int main(void)
     snprintf(path, sizeof path, "%s_qdq.onnx", bad);
     EXPECT(access(path, F_OK) != 0); /* nothing written by the refused saves */
     /* without the side file and without an ada config: nearest rounding, a different model */
-    EXPECT_STATUS(calq_save_models(m, rec[1], NULL, fmts, 1, bad, &err), CALQ_OK, &err, NULL);
+    calq_save_format near_fmts[2] = {CALQ_SAVE_QDQ, CALQ_SAVE_ASCEND_FAKE_QUANT};
+    memset(&err, 0, sizeof err);
+    EXPECT_STATUS(calq_save_models(m, rec[1], NULL, near_fmts, 2, bad, &err), CALQ_OK, &err, NULL);
     snprintf(path2, sizeof path2, "%s_qdq.onnx", pre[0]);
     EXPECT(!same_file(path, path2));
+    /* the fake-quant model's outputs against the float model: learned >= nearest, every output */
+    double cos[2][8] = {{0}};
+    int n_out = 0;
+    for (int v = 0; v < 2; v++) {
+        snprintf(path, sizeof path, "%s_fake_quant_model.onnx", v ? pre[0] : bad);
+        calq_model *qm = NULL;
+        calq_compare_result *cr = NULL;
+        calq_compare_opts cmo;
+        calq_compare_opts_init(&cmo);
+        cmo.outputs_only = 1;
+        cmo.batch_num = 2;
+        cmo.log = 0;
+        EXPECT_STATUS(calq_model_load_onnx(path, &qm, &err), CALQ_OK, &err, NULL);
+        if (qm) EXPECT_STATUS(calq_compare(m, qm, data, &cmo, NULL, NULL, &cr, &err), CALQ_OK, &err, NULL);
+        for (int o = 0; cr && o < cr->n_outputs && o < 8; o++) cos[v][o] = cr->outputs[o].s.cosine;
+        if (cr) n_out = cr->n_outputs < 8 ? cr->n_outputs : 8;
+        calq_compare_result_free(cr);
+        calq_model_free(qm);
+    }
+    EXPECT(n_out == 2);
+    for (int o = 0; o < n_out; o++) {
+        fprintf(stderr, "output %d cosine to float: ARQ %.7f, ada_quantize %.7f\n", o, cos[0][o], cos[1][o]);
+        EXPECT(cos[0][o] > 0.99 && cos[1][o] >= cos[0][o]);
+    }
 
     for (int i = 0; i < ne; i++) free((char *)e[i].name);
     free(e);

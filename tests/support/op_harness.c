@@ -97,6 +97,13 @@ int op_case_from_ascend_quant(op_case *c, int k, float offset)
 calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
                         calq_error *err)
 {
+    return op_case_run_ex(c, in, n_in, out, n_out, fast, NULL, err);
+}
+
+calq_status op_case_run_ex(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
+                           bool *took_fast, calq_error *err)
+{
+    if (took_fast) *took_fast = false;
     /* as every session does: the integer layers of Ascend deploy models become calq.Ascend<op> */
     int n_lowered;
     calq_status s = calq__pass_lower_ascend(c->g, &n_lowered, err);
@@ -127,6 +134,7 @@ calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor
         s = d->prepare(&ctx);
         if (s != CALQ_OK) return s;
         if (ctx.state) {
+            if (took_fast) *took_fast = true;
             s = d->run_fast(&ctx);
             if (d->release) d->release(ctx.state);
             return s;

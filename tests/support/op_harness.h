@@ -37,6 +37,10 @@ int op_case_from_ascend_quant(op_case *c, int k, float offset);
 calq_status op_case_run(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
                         calq_error *err);
 
+/* op_case_run that also reports whether the fast kernel ran (took_fast may be NULL). */
+calq_status op_case_run_ex(op_case *c, const calq_tensor *in, int n_in, calq_tensor *out, int n_out, int fast,
+                           bool *took_fast, calq_error *err);
+
 /* Tensor helpers for tests. Data is malloc'ed; free with calq_tensor_free_data. */
 calq_tensor t_f32(const float *vals, int ndim, const int64_t *dims);
 calq_tensor t_i64(const int64_t *vals, int ndim, const int64_t *dims);

@@ -10,7 +10,7 @@
  *     depthwise and k > 1 convolutions are 3-12x slower on NCHW (oneDNN then falls back to
  *     im2col + GEMM), far more than the cost of converting. The input is reordered into that
  *     layout, convolved and the output reordered back; the blocked copies live in a
- *     per-thread scratch buffer that every node reuses.
+ *     per-thread scratch buffer that every node reuses (calq__dnnl_scratch).
  * Determinism across thread counts: oneDNN's threaded GEMM splits the reduction (K) between
  * threads when it has many threads and little M x N work, which changes the rounding; its
  * GEMM-based convolutions inherit that (seen with 6+ threads on 1x1 convolutions). So the
@@ -23,64 +23,11 @@
  * (c->const_inputs) that happens once in prepare; otherwise the weight input may change from
  * run to run (a graph input, as in the ONNX conformance tests) and it is reordered on every
  * execution. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernels/conv_dnnl.h"
 #include "exec/kernels/dnnl_common.h"
-
-/* ---- per-thread scratch for blocked activations ------------------------------------------ */
-
-/* A session runs one node at a time on its thread, and a blocked copy is dead once run_fast
- * returns, so one grow-only buffer per calling thread serves every convolution (and stays
- * warm in cache) without the cross-thread races a process-wide buffer would have. */
-typedef struct scratch_buf {
-    void *p;
-    size_t n;
-} scratch_buf;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_ok;
-
-static void scratch_free(void *v)
-{
-    scratch_buf *b = v;
-    free(b->p);
-    free(b);
-}
-
-static void scratch_init(void)
-{
-    scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
-}
-
-static void *scratch_get(size_t n)
-{
-    pthread_once(&scratch_once, scratch_init);
-    if (!scratch_ok) return NULL;
-    scratch_buf *b = pthread_getspecific(scratch_key);
-    if (!b) {
-        b = calloc(1, sizeof *b);
-        if (!b) return NULL;
-        if (pthread_setspecific(scratch_key, b) != 0) {
-            free(b);
-            return NULL;
-        }
-    }
-    if (b->n < n) {
-        free(b->p);
-        b->p = NULL;
-        b->n = 0;
-        if (posix_memalign(&b->p, 64, n) != 0) {
-            b->p = NULL;
-            return NULL;
-        }
-        b->n = n;
-    }
-    return b->p;
-}
 
 /* ---- Conv / ConvTranspose ------------------------------------------------------------------ */
 
@@ -215,17 +162,6 @@ static dnnl_primitive_desc_t try_pd(const calq_conv_geom *g, conv_descs *d, dnnl
         }                                                                                                              \
     } while (0)
 
-static dnnl_status_t make_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
-{
-    dnnl_engine_t eng = calq__dnnl_engine();
-    dnnl_primitive_desc_t rpd;
-    dnnl_status_t ds = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
-    if (ds != dnnl_success) return ds;
-    ds = dnnl_primitive_create(r, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    return ds;
-}
-
 static size_t round64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -318,12 +254,12 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
     TRY_OR_FAIL(dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
     if (!dnnl_memory_desc_equal(s_md, &d.src_plain)) {
         TRY_OR_FAIL(dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(make_reorder(&s->src_reorder, &d.src_plain, s_md));
+        TRY_OR_FAIL(calq__dnnl_reorder(&s->src_reorder, &d.src_plain, s_md));
         s->src_blk_bytes = round64(dnnl_memory_desc_get_size(s_md));
     }
     if (!dnnl_memory_desc_equal(o_md, &d.dst_plain)) {
         TRY_OR_FAIL(dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(make_reorder(&s->dst_reorder, o_md, &d.dst_plain));
+        TRY_OR_FAIL(calq__dnnl_reorder(&s->dst_reorder, o_md, &d.dst_plain));
         s->dst_blk_bytes = round64(dnnl_memory_desc_get_size(o_md));
     }
     if (g.has_bias) TRY_OR_FAIL(dnnl_memory_create(&s->bias, &d.bias, eng, DNNL_MEMORY_NONE));
@@ -332,7 +268,7 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
         s->w = s->w_user;
     } else {
         TRY_OR_FAIL(dnnl_memory_create(&s->w, w_md, eng, DNNL_MEMORY_ALLOCATE));
-        TRY_OR_FAIL(make_reorder(&s->w_reorder, &d.w_user, w_md));
+        TRY_OR_FAIL(calq__dnnl_reorder(&s->w_reorder, &d.w_user, w_md));
     }
     TRY_OR_FAIL(dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags));
     if ((c->const_inputs & 2u) && c->in[1]->data) {
@@ -398,7 +334,7 @@ calq_status calq__conv_dnnl_run(calq_op_ctx *c)
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src, c->in[0]->data));
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst, c->out[0]->data));
     if (s->src_blk || s->dst_blk) {
-        char *scratch = scratch_get(s->src_blk_bytes + s->dst_blk_bytes);
+        char *scratch = calq__dnnl_scratch(CALQ_SCRATCH_CONV, s->src_blk_bytes + s->dst_blk_bytes);
         if (!scratch) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the convolution's scratch");
         if (s->src_blk) CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src_blk, scratch));
         if (s->dst_blk) CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst_blk, scratch + s->src_blk_bytes));

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "exec/kernels/int_accum.h"
 #include "exec/op.h"
 
 /* Spatial ranks handled: 1-D, 2-D and 3-D convolutions (ONNX inputs of rank 3..5). */
@@ -43,12 +44,20 @@ calq_status calq__conv_geom_int(calq_op_ctx *c, const calq_tensor *x, const calq
                                 bool transpose, calq_conv_geom *g);
 calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const int16_t *x, const int16_t *w,
                                const int32_t *b, int32_t *y);
+/* The error of an output sum that leaves int32 (ov: its index in the NCHW output of M channels
+ * and osz positions per channel), naming channel, batch and position. */
+calq_status calq__conv_int_overflow(calq_op_ctx *c, const calq__i32_overflow *ov, int64_t M, int64_t osz);
 /* calq.AscendConv / calq.AscendConvTranspose (ascend.h): the integer Conv / ConvTranspose of an
  * Ascend deploy model (amct-reference.md §9.1), int32 output. */
 calq_status calq__ascend_conv_infer(calq_op_ctx *c);
 calq_status calq__ascend_conv_run(calq_op_ctx *c);
 calq_status calq__ascend_convtranspose_infer(calq_op_ctx *c);
 calq_status calq__ascend_convtranspose_run(calq_op_ctx *c);
+/* calq.AscendConv's oneDNN path (int_dnnl.h); calq__int_conv_release frees the state of any
+ * integer convolution's fast path. */
+calq_status calq__ascend_conv_prepare(calq_op_ctx *c);
+calq_status calq__ascend_conv_run_fast(calq_op_ctx *c);
+void calq__int_conv_release(void *state);
 
 /* oneDNN paths. prepare leaves c->state NULL (declines) when oneDNN cannot run the node, so
  * the reference kernel runs instead. */

@@ -14,6 +14,7 @@
 #include "exec/kernels/ascend.h"
 #include "exec/kernels/conv_dnnl.h"
 #include "exec/kernels/int_accum.h"
+#include "exec/kernels/int_dnnl.h"
 
 calq_status calq__conv_geom_int(calq_op_ctx *c, const calq_tensor *x, const calq_tensor *w, const calq_tensor *b,
                                 bool transpose, calq_conv_geom *g)
@@ -184,13 +185,16 @@ calq_status calq__conv_int_ref(calq_op_ctx *c, const calq_conv_geom *g, const in
         free(acc);
     }
     if (oom) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for an output plane of sums");
-    if (ov.at >= 0)
-        return calq__op_fail(c, CALQ_ERR_DATA,
-                             "the exact sum %lld at output channel %lld (batch %lld, position %lld) does not fit the "
-                             "int32 accumulator",
-                             (long long)ov.sum, (long long)((ov.at / osz) % M), (long long)(ov.at / osz / M),
-                             (long long)(ov.at % osz));
-    return CALQ_OK;
+    return ov.at >= 0 ? calq__conv_int_overflow(c, &ov, M, osz) : CALQ_OK;
+}
+
+calq_status calq__conv_int_overflow(calq_op_ctx *c, const calq__i32_overflow *ov, int64_t M, int64_t osz)
+{
+    return calq__op_fail(c, CALQ_ERR_DATA,
+                         "the exact sum %lld at output channel %lld (batch %lld, position %lld) does not fit the "
+                         "int32 accumulator",
+                         (long long)ov->sum, (long long)((ov->at / osz) % M), (long long)(ov->at / osz / M),
+                         (long long)(ov->at % osz));
 }
 
 /* ---- the Ascend deploy layers ------------------------------------------------------------- */
@@ -249,4 +253,39 @@ calq_status calq__ascend_convtranspose_infer(calq_op_ctx *c)
 calq_status calq__ascend_convtranspose_run(calq_op_ctx *c)
 {
     return ascend_run(c, true);
+}
+
+/* The fast path (int_dnnl.h): oneDNN's sums, then the bias as calq__conv_int_ref adds it. */
+calq_status calq__ascend_conv_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    calq_conv_geom g;
+    CALQ_TRY(ascend_geom(c, false, &g));
+    if (!(c->const_inputs & 2u)) return CALQ_OK; /* weights that change per run: the reference */
+    const calq_int_conv_desc d = {.g = g, .x_type = CALQ_DTYPE_INT8, .x_zp = o, .w = c->in[1]};
+    calq_int_conv_dnnl *s = NULL;
+    CALQ_TRY(calq__int_conv_dnnl_create(c, &d, &s));
+    c->state = s;
+    return CALQ_OK;
+}
+
+calq_status calq__ascend_conv_run_fast(calq_op_ctx *c)
+{
+    calq_conv_geom g;
+    CALQ_TRY(ascend_geom(c, false, &g));
+    const int32_t *acc;
+    CALQ_TRY(calq__int_conv_dnnl_run(c, c->state, c->in[0]->data, &acc));
+    int64_t osz = 1;
+    for (int i = 0; i < g.nsp; i++) osz *= g.out[i];
+    const calq_int_epi e = {.out = CALQ_DTYPE_INT32, .bias = g.has_bias ? c->in[2]->data : NULL, .bias_cs = 1};
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
+    calq__int_epi_channels_last(&e, acc, g.n, osz, g.c_out, c->out[0]->data, &ov);
+    return ov.at >= 0 ? calq__conv_int_overflow(c, &ov, g.c_out, osz) : CALQ_OK;
+}
+
+void calq__int_conv_release(void *state)
+{
+    calq__int_conv_dnnl_free(state);
 }

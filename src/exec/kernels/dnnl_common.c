@@ -1,6 +1,7 @@
 #include "exec/kernels/dnnl_common.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
@@ -21,9 +22,68 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what)
     return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN call failed (status %d): %s", (int)s, what);
 }
 
+dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+{
+    dnnl_engine_t eng = calq__dnnl_engine();
+    dnnl_primitive_desc_t rpd;
+    dnnl_status_t ds = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
+    if (ds != dnnl_success) return ds;
+    ds = dnnl_primitive_create(r, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    return ds;
+}
+
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim)
 {
     static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
     if (ndim < 1 || ndim > 6) return dnnl_invalid_arguments;
     return dnnl_memory_desc_init_by_tag(md, ndim, dims, dnnl_f32, tags[ndim]);
+}
+
+typedef struct scratch_buf {
+    void *p;
+    size_t n;
+} scratch_buf;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_ok;
+
+static void scratch_free(void *v)
+{
+    scratch_buf *b = v;
+    for (int i = 0; i < CALQ_SCRATCH_SLOTS; i++) free(b[i].p);
+    free(b);
+}
+
+static void scratch_init(void)
+{
+    scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n)
+{
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_ok || slot < 0 || slot >= CALQ_SCRATCH_SLOTS) return NULL;
+    scratch_buf *all = pthread_getspecific(scratch_key); /* owner: the thread (scratch_free at its exit) */
+    if (!all) {
+        all = calloc(CALQ_SCRATCH_SLOTS, sizeof *all);
+        if (!all) return NULL;
+        if (pthread_setspecific(scratch_key, all) != 0) {
+            free(all);
+            return NULL;
+        }
+    }
+    scratch_buf *b = &all[slot];
+    if (b->n < n) {
+        free(b->p);
+        b->p = NULL;
+        b->n = 0;
+        if (posix_memalign(&b->p, 64, n ? n : 1) != 0) {
+            b->p = NULL;
+            return NULL;
+        }
+        b->n = n;
+    }
+    return b->p;
 }

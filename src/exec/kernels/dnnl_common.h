@@ -19,6 +19,22 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what);
         if (calq__ds != dnnl_success) return calq__dnnl_check((c), calq__ds, #call);                                   \
     } while (0)
 
+/* Per-thread scratch for activations a fast kernel converts on the way in and out (blocked or
+ * channels-last copies, int32 sums): a grow-only, 64-byte aligned buffer of at least n bytes per
+ * calling thread and slot, valid until the next call with the same slot on the same thread (a
+ * session runs one node at a time on its thread, and these copies are dead once run_fast
+ * returns). NULL when out of memory. Each kernel family has its own slot, so one family's
+ * buffer is never another's. */
+typedef enum calq_dnnl_scratch_slot {
+    CALQ_SCRATCH_CONV, /* conv_dnnl.c */
+    CALQ_SCRATCH_INT,  /* int_dnnl.c */
+    CALQ_SCRATCH_SLOTS
+} calq_dnnl_scratch_slot;
+void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n);
+
+/* A reorder primitive from one memory layout to another (owner: the caller). */
+dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to);
+
 /* f32 memory descriptor with a plain layout (abcd...: C order) for dims[ndim]. */
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim);
 

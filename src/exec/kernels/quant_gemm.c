@@ -31,6 +31,7 @@
 
 #include "exec/kernels/ascend.h"
 #include "exec/kernels/int_accum.h"
+#include "exec/kernels/int_dnnl.h"
 
 static const calq_tensor *opt_in(const calq_op_ctx *c, int k)
 {
@@ -489,4 +490,173 @@ calq_status calq__ascend_matmul_run(calq_op_ctx *c)
     free(b);
     free(acc);
     return st;
+}
+
+/* ---- fast paths (int_dnnl.h) ------------------------------------------------------------- */
+
+/* Whether input k is absent (k < 0 included) or a constant (the same data on every run, known in
+ * prepare). */
+static bool const_or_absent(const calq_op_ctx *c, int k)
+{
+    return k < 0 || k >= c->n_in || !c->in[k] || ((c->const_inputs >> k) & 1u);
+}
+
+/* oneDNN's product of activation a (input ka, zero point input kaz, or the given zero point when
+ * kaz < 0) by the constant b (input kb, zero point input kbz, none when kbz < 0) over `rows` rows:
+ * the state, or NULL when the fast path declines. */
+static calq_status mm_prepare(calq_op_ctx *c, int64_t rows, int64_t K, int64_t N, bool ta, bool tb, int ka, int kaz,
+                              int32_t a_zp, int kb, int kbz)
+{
+    c->state = NULL;
+    if (!c->in[kb] || !const_or_absent(c, kb) || !const_or_absent(c, kaz) || !const_or_absent(c, kbz)) return CALQ_OK;
+    const calq_int_mm_desc d = {.M = rows,
+                                .K = K,
+                                .N = N,
+                                .trans_a = ta,
+                                .trans_b = tb,
+                                .a_type = c->in[ka]->dtype,
+                                .a_zp = kaz >= 0 ? (int32_t)zero_point(opt_in(c, kaz)) : a_zp,
+                                .b = c->in[kb],
+                                .b_zp = kbz >= 0 ? opt_in(c, kbz) : NULL};
+    calq_int_mm_dnnl *s = NULL;
+    CALQ_TRY(calq__int_mm_dnnl_create(c, &d, &s));
+    c->state = s;
+    return CALQ_OK;
+}
+
+/* Runs the product on input ka and writes the output through epilogue e (rows x N). */
+static calq_status mm_fast_run(calq_op_ctx *c, int ka, int64_t rows, int64_t N, const calq_int_epi *e)
+{
+    if (rows == 0 || N == 0) return CALQ_OK;
+    const int32_t *acc;
+    CALQ_TRY(calq__int_mm_dnnl_run(c, c->state, c->in[ka]->data, &acc));
+    calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
+    calq__int_epi_rows(e, acc, rows, N, c->out[0]->data, &ov);
+    return ov.at >= 0 ? overflow_fail(c, &ov) : CALQ_OK;
+}
+
+void calq__int_mm_release(void *state)
+{
+    calq__int_mm_dnnl_free(state);
+}
+
+/* c's broadcast [c_m, c_n] as epilogue strides. */
+static void gemm_bias(calq_int_epi *e, const calq_tensor *bias, const qgemm_geom *g)
+{
+    e->bias = bias ? bias->data : NULL;
+    e->bias_rs = g->c_m > 1 ? g->c_n : 0;
+    e->bias_cs = g->c_n > 1 ? 1 : 0;
+}
+
+static bool attr_flag(const calq_op_ctx *c, const char *name)
+{
+    return calq__attr_int(c->node, name, 0) != 0;
+}
+
+calq_status calq__qgemm_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    qgemm_geom g;
+    CALQ_TRY(qgemm_geom_of(c, &g));
+    return mm_prepare(c, g.M, g.K, g.N, attr_flag(c, "transA"), attr_flag(c, "transB"), 0, 2, 0, 3, 5);
+}
+
+calq_status calq__qgemm_run_fast(calq_op_ctx *c)
+{
+    qgemm_geom g;
+    CALQ_TRY(qgemm_geom_of(c, &g));
+    /* owner: this function; calq__qgemm_run's scales */
+    float *scale = column_scales(calq__attr_float(c->node, "alpha", 1.0f), c->in[1], c->in[4], opt_in(c, 7), g.N);
+    if (!scale) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the scales");
+    calq_int_epi e = {.out = c->out[0]->dtype, .mult = scale, .zp = zero_point(opt_in(c, 8))};
+    gemm_bias(&e, opt_in(c, 6), &g);
+    calq_status st = mm_fast_run(c, 0, g.M, g.N, &e);
+    free(scale);
+    return st;
+}
+
+/* QLinearMatMul / MatMulIntegerToFloat with a constant 2-D b: a's batches and rows are its rows. */
+static calq_status qmm_prepare(calq_op_ctx *c, const qmm_args *q, int kaz, int kb, int kbz)
+{
+    c->state = NULL;
+    mm_geom g;
+    CALQ_TRY(mm_geom_of(c, q, &g));
+    if (q->b->ndim != 2) return CALQ_OK;
+    return mm_prepare(c, g.n_mat * g.M, g.K, g.N, false, false, 0, kaz, 0, kb, kbz);
+}
+
+static calq_status qmm_run_fast(calq_op_ctx *c, const qmm_args *q)
+{
+    mm_geom g;
+    CALQ_TRY(mm_geom_of(c, q, &g));
+    float *mult = column_scales(1.0f, q->a_s, q->b_s, q->y_s, g.N); /* owner: this function; qmm_run's */
+    if (!mult) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the scales");
+    const calq_int_epi e = {
+        .out = c->out[0]->dtype, .mult = mult, .fbias = q->bias ? q->bias->data : NULL, .zp = zero_point(q->y_zp)};
+    calq_status st = mm_fast_run(c, 0, g.n_mat * g.M, g.N, &e);
+    free(mult);
+    return st;
+}
+
+calq_status calq__qlinear_matmul_prepare(calq_op_ctx *c)
+{
+    const qmm_args q = qlinear_matmul_args(c);
+    return qmm_prepare(c, &q, 2, 3, 5);
+}
+
+calq_status calq__qlinear_matmul_run_fast(calq_op_ctx *c)
+{
+    const qmm_args q = qlinear_matmul_args(c);
+    return qmm_run_fast(c, &q);
+}
+
+calq_status calq__matmul_int_to_float_prepare(calq_op_ctx *c)
+{
+    const qmm_args q = matmul_int_to_float_args(c);
+    return qmm_prepare(c, &q, 4, 1, 5);
+}
+
+calq_status calq__matmul_int_to_float_run_fast(calq_op_ctx *c)
+{
+    const qmm_args q = matmul_int_to_float_args(c);
+    return qmm_run_fast(c, &q);
+}
+
+calq_status calq__ascend_gemm_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    qgemm_geom g;
+    CALQ_TRY(ascend_gemm_geom(c, &g));
+    return mm_prepare(c, g.M, g.K, g.N, attr_flag(c, "transA"), attr_flag(c, "transB"), 0, -1, o, 1, -1);
+}
+
+calq_status calq__ascend_gemm_run_fast(calq_op_ctx *c)
+{
+    qgemm_geom g;
+    CALQ_TRY(ascend_gemm_geom(c, &g));
+    calq_int_epi e = {.out = CALQ_DTYPE_INT32};
+    gemm_bias(&e, opt_in(c, 2), &g);
+    return mm_fast_run(c, 0, g.M, g.N, &e);
+}
+
+calq_status calq__ascend_matmul_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    int32_t o;
+    CALQ_TRY(calq__ascend_input_offset(c, &o));
+    CALQ_TRY(ascend_check(c, c->in[0], c->in[1], NULL));
+    mm_geom g;
+    CALQ_TRY(mm_shape(c, c->in[0], c->in[1], &g));
+    if (c->in[1]->ndim != 2) return CALQ_OK;
+    return mm_prepare(c, g.n_mat * g.M, g.K, g.N, false, false, 0, -1, o, 1, -1);
+}
+
+calq_status calq__ascend_matmul_run_fast(calq_op_ctx *c)
+{
+    mm_geom g;
+    CALQ_TRY(mm_shape(c, c->in[0], c->in[1], &g));
+    const calq_int_epi e = {.out = CALQ_DTYPE_INT32};
+    return mm_fast_run(c, 0, g.n_mat * g.M, g.N, &e);
 }

@@ -21,6 +21,19 @@ calq_status calq__ascend_gemm_run(calq_op_ctx *c);
 calq_status calq__ascend_matmul_infer(calq_op_ctx *c);
 calq_status calq__ascend_matmul_run(calq_op_ctx *c);
 
+/* The oneDNN fast paths of the products above (int_dnnl.h); calq__int_mm_release frees their state. */
+calq_status calq__qgemm_prepare(calq_op_ctx *c);
+calq_status calq__qgemm_run_fast(calq_op_ctx *c);
+calq_status calq__qlinear_matmul_prepare(calq_op_ctx *c);
+calq_status calq__qlinear_matmul_run_fast(calq_op_ctx *c);
+calq_status calq__matmul_int_to_float_prepare(calq_op_ctx *c);
+calq_status calq__matmul_int_to_float_run_fast(calq_op_ctx *c);
+calq_status calq__ascend_gemm_prepare(calq_op_ctx *c);
+calq_status calq__ascend_gemm_run_fast(calq_op_ctx *c);
+calq_status calq__ascend_matmul_prepare(calq_op_ctx *c);
+calq_status calq__ascend_matmul_run_fast(calq_op_ctx *c);
+void calq__int_mm_release(void *state);
+
 /* Scale tensor s (named `what` in the message) must be float32, and each value finite and non-zero:
  * a zero or infinite scale makes x / scale or a requantization multiplier infinite or NaN. Values
  * are checked when known (at infer only for constants; always at run); s NULL passes. */

@@ -16,7 +16,9 @@
 
 #include "exec/kernels/conv_dnnl.h"
 #include "exec/kernels/int_accum.h"
+#include "exec/kernels/int_dnnl.h"
 #include "exec/kernels/quant_gemm.h"
+#include "exec/kernels/requant.h"
 #include "exec/op.h"
 
 static int64_t get_int(const calq_tensor *t, int64_t i)
@@ -141,6 +143,126 @@ static calq_status dequantize_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* ---- fast QuantizeLinear / DequantizeLinear ------------------------------------------------ */
+
+/* The same arithmetic as quantize_run / dequantize_run (x / scale then calq__store_q's rule in
+ * calq__requant_level; (float)(q - zp) * scale), per tensor or per axis (blocked factors decline),
+ * as loops over runs of elements that share one factor, which the compiler vectorises and threads split (every element
+ * is computed once, by one thread, so the bits do not depend on the thread count). */
+typedef struct qdq_state {
+    int64_t inner, nf; /* element i uses factor (i / inner) % nf */
+} qdq_state;
+
+/* Elements per parallel work item. */
+#define QDQ_CHUNK 16384
+
+static calq_status qdq_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    qgeom g = {1, 1, 0};
+    CALQ_TRY(qdq_params(c, c->in[0], &g));
+    if (g.block) return CALQ_OK;      /* opset 21's blocks: the reference */
+    qdq_state *s = malloc(sizeof *s); /* owner: the plan step (qdq_release) */
+    if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    s->inner = g.inner;
+    s->nf = g.len;
+    c->state = s;
+    return CALQ_OK;
+}
+
+static void qdq_release(void *state)
+{
+    free(state);
+}
+
+/* Splits n elements into runs sharing one factor (one run when per tensor), and those into
+ * chunks: *seg_len elements per run, *n_chunks chunks per run. */
+static int64_t qdq_items(const qdq_state *s, int64_t n, int64_t *seg_len, int64_t *n_chunks)
+{
+    *seg_len = s->nf == 1 ? n : s->inner;
+    *n_chunks = *seg_len > 0 ? (*seg_len + QDQ_CHUNK - 1) / QDQ_CHUNK : 0;
+    return *seg_len > 0 ? (n / *seg_len) * *n_chunks : 0;
+}
+
+/* Work item it of qdq_items: elements [*i0, *i0 + *len), all of factor *f. */
+static void qdq_span(const qdq_state *s, int64_t it, int64_t seg, int64_t n_chunks, int64_t *i0, int64_t *len,
+                     int64_t *f)
+{
+    const int64_t b = it / n_chunks, j0 = (it % n_chunks) * QDQ_CHUNK;
+    *len = seg - j0 < QDQ_CHUNK ? seg - j0 : QDQ_CHUNK;
+    *f = b % s->nf;
+    *i0 = b * seg + j0;
+}
+
+static void quant_span_u8(const float *x, int64_t n, float s, float zp, uint8_t *y)
+{
+    for (int64_t j = 0; j < n; j++) y[j] = (uint8_t)(int32_t)calq__requant_level(x[j] / s, zp, 0.0f, 255.0f);
+}
+
+static void quant_span_s8(const float *x, int64_t n, float s, float zp, int8_t *y)
+{
+    for (int64_t j = 0; j < n; j++) y[j] = (int8_t)(int32_t)calq__requant_level(x[j] / s, zp, -128.0f, 127.0f);
+}
+
+static calq_status quantize_run_fast(calq_op_ctx *c)
+{
+    const qdq_state *st = c->state;
+    const calq_tensor *x = c->in[0], *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
+    CALQ_TRY(calq__qscale_check(c, s, "y_scale"));
+    const float *xd = x->data, *sd = s->data;
+    const bool u8 = c->out[0]->dtype == CALQ_DTYPE_UINT8;
+    void *y = c->out[0]->data;
+    int64_t seg, nch;
+    const int64_t items = qdq_items(st, calq_tensor_numel(x), &seg, &nch);
+#pragma omp parallel for schedule(static) if (items > 1)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t i0, len, f;
+        qdq_span(st, it, seg, nch, &i0, &len, &f);
+        const float zp = z ? (float)get_int(z, f) : 0.0f;
+        if (u8)
+            quant_span_u8(xd + i0, len, sd[f], zp, (uint8_t *)y + i0);
+        else
+            quant_span_s8(xd + i0, len, sd[f], zp, (int8_t *)y + i0);
+    }
+    return CALQ_OK;
+}
+
+static calq_status dequantize_run_fast(calq_op_ctx *c)
+{
+    const qdq_state *st = c->state;
+    const calq_tensor *x = c->in[0], *s = c->in[1], *z = c->n_in > 2 ? c->in[2] : NULL;
+    const float *sd = s->data;
+    float *y = c->out[0]->data;
+    int64_t seg, nch;
+    const int64_t items = qdq_items(st, calq_tensor_numel(x), &seg, &nch);
+#pragma omp parallel for schedule(static) if (items > 1)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t i0, len, f;
+        qdq_span(st, it, seg, nch, &i0, &len, &f);
+        const float sf = sd[f];
+        const int32_t zp = z ? (int32_t)get_int(z, f) : 0;
+        float *yo = y + i0;
+        switch (x->dtype) {
+        case CALQ_DTYPE_UINT8: {
+            const uint8_t *q = (const uint8_t *)x->data + i0;
+            for (int64_t j = 0; j < len; j++) yo[j] = (float)((int32_t)q[j] - zp) * sf;
+            break;
+        }
+        case CALQ_DTYPE_INT8: {
+            const int8_t *q = (const int8_t *)x->data + i0;
+            for (int64_t j = 0; j < len; j++) yo[j] = (float)((int32_t)q[j] - zp) * sf;
+            break;
+        }
+        default: { /* int32: the difference in int64, as get_int's */
+            const int32_t *q = (const int32_t *)x->data + i0;
+            for (int64_t j = 0; j < len; j++) yo[j] = (float)((int64_t)q[j] - zp) * sf;
+            break;
+        }
+        }
+    }
+    return CALQ_OK;
+}
+
 /* The geometry, and the factors' checks: per-tensor x and y factors, zero points typed like their
  * data, usable scales (quant_gemm.h). */
 static calq_status qconv_geom(calq_op_ctx *c, calq_conv_geom *g)
@@ -209,13 +331,70 @@ static calq_status qconv_run(calq_op_ctx *c)
     return st;
 }
 
+/* The fast path (int_dnnl.h): oneDNN's exact sums, then qconv_run's bias and requantization in
+ * calq__int_epi_channels_last. Zero points and weights must be constants (the primitive holds
+ * them); scales and bias are read on every run, as the reference reads them. */
+static calq_status qconv_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    calq_conv_geom g;
+    CALQ_TRY(qconv_geom(c, &g));
+    const calq_tensor *xz = c->in[2], *wz = c->in[5];
+    if (!(c->const_inputs & (1u << 3)) || (xz && !(c->const_inputs & (1u << 2))) ||
+        (wz && !(c->const_inputs & (1u << 5))))
+        return CALQ_OK;
+    const int64_t nwz = wz ? calq_tensor_numel(wz) : 1;
+    if (nwz != 1 && nwz != g.c_out) return CALQ_OK; /* the reference reports it */
+    const calq_int_conv_desc d = {
+        .g = g, .x_type = c->in[0]->dtype, .x_zp = xz ? (int32_t)get_int(xz, 0) : 0, .w = c->in[3], .w_zp = wz};
+    calq_int_conv_dnnl *s = NULL;
+    CALQ_TRY(calq__int_conv_dnnl_create(c, &d, &s));
+    c->state = s;
+    return CALQ_OK;
+}
+
+static calq_status qconv_run_fast(calq_op_ctx *c)
+{
+    calq_conv_geom g;
+    CALQ_TRY(qconv_geom(c, &g));
+    const calq_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
+    const float xs = *(const float *)c->in[1]->data, ys = *(const float *)c->in[6]->data;
+    const float *ws = c->in[4]->data;
+    const int64_t nws = calq_tensor_numel(c->in[4]);
+    if (nws != 1 && nws != g.c_out) return calq__op_fail(c, CALQ_ERR_SHAPE, "w_scale must have 1 or M entries");
+    int64_t osz = 1;
+    for (int i = 0; i < g.nsp; i++) osz *= g.out[i];
+    float *mult = malloc(sizeof(float) * (size_t)(g.c_out + 1)); /* owner: this function */
+    if (!mult)
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for %lld multipliers", (long long)g.c_out);
+    for (int64_t m = 0; m < g.c_out; m++) mult[m] = xs * ws[nws > 1 ? m : 0] / ys; /* qconv_run's expression */
+    const int32_t *acc;
+    calq_status st = calq__int_conv_dnnl_run(c, c->state, c->in[0]->data, &acc);
+    if (st == CALQ_OK) {
+        const calq_int_epi e = {.out = c->out[0]->dtype,
+                                .bias = b ? b->data : NULL,
+                                .bias_cs = 1,
+                                .mult = mult,
+                                .zp = get_int(c->in[7], 0)};
+        calq__i32_overflow ov = CALQ_I32_OVERFLOW_NONE;
+        calq__int_epi_channels_last(&e, acc, g.n, osz, g.c_out, c->out[0]->data, &ov);
+        if (ov.at >= 0) st = calq__conv_int_overflow(c, &ov, g.c_out, osz);
+    }
+    free(mult);
+    return st;
+}
+
 const calq_op_def calq__ops_quant[] = {
-    {"QuantizeLinear", 2, 3, 1, 1, 0, false, quantize_infer, quantize_run, NULL, NULL, NULL},
-    {"DequantizeLinear", 2, 3, 1, 1, 0, false, dequantize_infer, dequantize_run, NULL, NULL, NULL},
-    {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, NULL, NULL, NULL},
-    {"QLinearMatMul", 8, 8, 1, 1, 0, false, calq__qlinear_matmul_infer, calq__qlinear_matmul_run, NULL, NULL, NULL},
-    {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, NULL, NULL, NULL},
-    {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run, NULL,
-     NULL, NULL},
+    {"QuantizeLinear", 2, 3, 1, 1, 0, false, quantize_infer, quantize_run, qdq_prepare, quantize_run_fast, qdq_release},
+    {"DequantizeLinear", 2, 3, 1, 1, 0, false, dequantize_infer, dequantize_run, qdq_prepare, dequantize_run_fast,
+     qdq_release},
+    {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, qconv_prepare, qconv_run_fast,
+     calq__int_conv_release},
+    {"QLinearMatMul", 8, 8, 1, 1, 0, false, calq__qlinear_matmul_infer, calq__qlinear_matmul_run,
+     calq__qlinear_matmul_prepare, calq__qlinear_matmul_run_fast, calq__int_mm_release},
+    {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, calq__qgemm_prepare, calq__qgemm_run_fast,
+     calq__int_mm_release},
+    {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run,
+     calq__matmul_int_to_float_prepare, calq__matmul_int_to_float_run_fast, calq__int_mm_release},
     {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
 };

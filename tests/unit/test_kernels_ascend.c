@@ -299,7 +299,7 @@ static void conv_vs_float(const char *op, int64_t o, const calq_tensor *x, const
     if (err.message[0]) fprintf(stderr, "%s: %s\n", what, err.message);
     CHECK(op_case_run(&cf, in_f, b ? 3 : 2, &yf, 1, 0, &err) == CALQ_OK);
     CHECK(expect_int_equals_float(&yi, &yf, what));
-    /* the session's fast path declines the integer layer: same result */
+    /* the fast path (oneDNN where it is exact, int_dnnl.h) gives the same sums */
     calq_tensor yi2 = {0};
     CHECK(op_case_run(&ci, in_i, b ? 3 : 2, &yi2, 1, 1, &err) == CALQ_OK);
     CHECK(t_close(&yi2, &yi, 0.0, 1e-9, what));

@@ -14,6 +14,12 @@
  * are shifted to u8 and compensated); longer reductions decline to the reference kernel, which
  * also reports the sums that leave int32.
  *
+ * Why oneDNN does not requantize itself (libdnnl 2.6 has output scales and destination zero points):
+ * it would add an int32 bias to the converted sum in float ((float)acc + (float)bias rounds twice
+ * once the sum passes 2^24, where the reference converts the exact acc + bias once) and fold the
+ * layer's scales in its own order; the reference's float operations in calq's own loop are exact
+ * by construction, and the loop is cheap next to the sums.
+ *
  * Activations are reordered into channels-last (NHWC), the layout of oneDNN's integer kernels;
  * the sums come back channels-last and the epilogue writes calq's NCHW output. Weights must be
  * constant (reordered once in prepare); anything else declines (state NULL: the reference runs). */

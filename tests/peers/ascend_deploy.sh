@@ -38,13 +38,28 @@ PHOTO=$SHARED/data/faces/ultraface_5.jpg
     { fail "calq run (float UltraFace)"; cat "$T/run.log"; }
 $PY ultraface "$M" "$T/float" "$T/uf_deploy.onnx" || fail "building the UltraFace deploy model"
 "$CALQ" inspect "$T/uf_deploy.onnx" >"$T/inspect.log" 2>&1 || { fail "calq inspect (UltraFace deploy)"; cat "$T/inspect.log"; }
-start=$(date +%s.%N)
 "$CALQ" run "$T/uf_deploy.onnx" --input "input=$T/float/input.npy" --output-dir "$T/deploy" >"$T/run.log" 2>&1 ||
     { fail "calq run (UltraFace deploy)"; cat "$T/run.log"; }
-end=$(date +%s.%N)
-secs=$(echo "$end - $start" | bc)
-echo "UltraFace deploy model, 320x240, calq run (load + plan + one inference): ${secs} s"
-[ "$(echo "$secs < 5" | bc)" = 1 ] || fail "the integer UltraFace run takes ${secs} s (limit 5 s)"
+# The integer run must not fall back to scalar reference speed (it was ~15x the float run before
+# the oneDNN int8 paths). Wall-clock limits fail on a loaded machine, so the integer run is timed
+# against the float run of the same model, alternating, and the fastest of three of each kept.
+secs_of() {
+    s0=$(date +%s.%N)
+    "$CALQ" run "$1" --input "input=$T/float/input.npy" --output-dir "$T/timing" >/dev/null 2>&1
+    s1=$(date +%s.%N)
+    echo "$s1 - $s0" | bc
+}
+best_f=1000000
+best_q=1000000
+for _ in 1 2 3; do
+    f=$(secs_of "$M")
+    q=$(secs_of "$T/uf_deploy.onnx")
+    [ "$(echo "$f < $best_f" | bc)" = 1 ] && best_f=$f
+    [ "$(echo "$q < $best_q" | bc)" = 1 ] && best_q=$q
+done
+echo "UltraFace 320x240, calq run (load + plan + one inference), best of 3: float ${best_f} s, deploy ${best_q} s"
+[ "$(echo "$best_q < 4 * $best_f + 0.5" | bc)" = 1 ] ||
+    fail "the integer UltraFace run takes ${best_q} s, over 4x the float run's ${best_f} s"
 for out in scores boxes; do
     $PY cosine "$T/deploy/$out.npy" "$T/float/$out.npy" 0.99 || fail "deploy $out: cosine below 0.99"
 done

@@ -104,7 +104,7 @@ int main(int argc, char **argv)
             b.batches[k] = bench_inputs(b.m, &b.n_in);
             if (calq_data_read_batch(b.data, k, b.batches[k], b.n_in, &err) != CALQ_OK) bench_die("--data", &err);
         }
-        calq_session_opts so = {.n_threads = b.threads, .use_fast = 1};
+        calq_session_opts so = {.n_threads = b.threads};
         if (calq_session_create(b.m, &so, &b.s, &err) != CALQ_OK) bench_die("session", &err);
         forward_once(&b);
         bench_serve(forward_once, &b);

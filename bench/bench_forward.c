@@ -91,7 +91,8 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/%s.npy", save, name);
         if (calq_npy_write(path, &f.ins[i], &err) != CALQ_OK) bench_die("--save-input", &err);
     }
-    calq_session_opts opts = {.n_threads = threads, .use_fast = !ref, .no_fusion = no_fusion};
+    calq_session_opts opts = {
+        .n_threads = threads, .kernels = ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = no_fusion};
     if (calq_session_create(m, &opts, &f.s, &err) != CALQ_OK) bench_die("session", &err);
     for (int r = 0; r < 3; r++) run_once(&f);
     bench_serve(run_once, &f);

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     }
     for (int amct = 0; amct < 2; amct++) {
         calq_ifmr_opts o;
-        calq_ifmr_opts_default(&o);
+        calq_ifmr_opts_init(&o);
         o.n_threads = threads;
         o.amct_float_loss = amct;
         calq_error err = {0};
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     }
     /* the whole-buffer reference, for comparison (sort + scalar loss) */
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     o.n_threads = threads;
     calq_ifmr_result r;
     calq_error err = {0};

@@ -1,11 +1,18 @@
 /*
  * calq: post-training INT8 quantization (calibration) of neural-network models.
  *
- * The one public header. Conventions:
+ * The one public header. Conventions (docs/c-api.md):
  *  - every fallible call returns a calq_status (CALQ_OK == 0, negative on error) and fills the
- *    caller-owned calq_error with a message and, when one is involved, the layer (node) name;
- *  - there is no global error state;
- *  - every object a call allocates has one documented free function.
+ *    caller-owned calq_error (may be NULL) with a message and, when one is involved, the layer
+ *    (node) name; bad input is an error, never an exit or abort;
+ *  - there is no global error state; the one process-wide setting is the log callback
+ *    (calq_set_log), and without one the library prints nothing;
+ *  - ownership: every object a call allocates has one documented free function, and every
+ *    free function accepts NULL; strings and tensors the library hands out are owned by the
+ *    object they come from and valid as long as it is (or as stated); pointer arguments are
+ *    borrowed for the duration of the call unless the function says it keeps them;
+ *  - option structs calq_<thing>_opts are filled by calq_<thing>_opts_init() before fields are
+ *    set, so that fields added in later versions get their defaults.
  */
 #ifndef CALQ_H
 #define CALQ_H
@@ -23,44 +30,97 @@ extern "C" {
 #define CALQ_API
 #endif
 
-#define CALQ_VERSION_MAJOR  0
-#define CALQ_VERSION_MINOR  1
-#define CALQ_VERSION_PATCH  0
-#define CALQ_VERSION_STRING "0.1.0"
+/* The version, in one place: CMakeLists.txt reads these three lines, and the shared library's
+ * file name (libcalq.so.MAJOR.MINOR.PATCH), its SONAME (libcalq.so.MAJOR), calq.pc and the CMake
+ * package follow. Before 1.0 a minor release may change the API and the ABI (docs/c-api.md,
+ * "Versions"). */
+#define CALQ_VERSION_MAJOR 0
+#define CALQ_VERSION_MINOR 2
+#define CALQ_VERSION_PATCH 0
 
-/* Status codes. The -655xx values are AMCT's own error codes (amct-reference.md §2.2), so a
- * calq failure and the AMCT failure it corresponds to carry the same number. The small
- * negative values are calq's own. */
+#define CALQ_VERSION_HEX   ((CALQ_VERSION_MAJOR << 16) | (CALQ_VERSION_MINOR << 8) | CALQ_VERSION_PATCH)
+#define CALQ_STRINGIFY_(x) #x
+#define CALQ_STRINGIFY(x)  CALQ_STRINGIFY_(x)
+#define CALQ_VERSION_STRING                                                                                            \
+    CALQ_STRINGIFY(CALQ_VERSION_MAJOR) "." CALQ_STRINGIFY(CALQ_VERSION_MINOR) "." CALQ_STRINGIFY(CALQ_VERSION_PATCH)
+
+/* The version of the library that runs (which may differ from the header a program was built
+ * with): CALQ_VERSION_HEX's value, and "MAJOR.MINOR.PATCH" (static). */
+CALQ_API unsigned int calq_version(void);
+CALQ_API const char *calq_version_string(void);
+
+/* Status codes, from one list: CALQ_STATUS_MAP(XX) calls XX(symbol, value, name, description)
+ * for each, and the enum, calq_status_name() and calq_strerror() are generated from it. The
+ * -655xx values are AMCT's own error codes (amct-reference.md §2.2), so a calq failure and the
+ * AMCT failure it corresponds to carry the same number (and AMCT's name). The small negative
+ * values are calq's own. New codes may be added in any release; callers should treat an
+ * unknown negative value as a failure. */
+#define CALQ_STATUS_MAP(XX)                                                                                            \
+    XX(CALQ_OK, 0, "OK", "success")                                                                                    \
+    XX(CALQ_ERR_IO, -1, "IO", "a file could not be opened, read or written")                                           \
+    XX(CALQ_ERR_INTERNAL, -2, "INTERNAL", "a bug in calq: please report it")                                           \
+    XX(CALQ_ERR_SHAPE, -3, "SHAPE", "tensor shapes or dtypes do not fit the operation")                                \
+    XX(CALQ_ERR_DATA, -4, "DATA", "data values are unusable (NaN/Inf, wrong size)")                                    \
+    XX(CALQ_ERR_UNSUPPORTED, -5, "UNSUPPORTED", "an operator, attribute or dtype calq does not implement")             \
+    XX(CALQ_ERR_GENERIC, -65536, "GENERIC_ERROR", "the operation failed (e.g. stopped by a callback)")                 \
+    XX(CALQ_ERR_BAD_FORMAT, -65531, "BAD_FORMAT", "malformed model, record, config or data file")                      \
+    XX(CALQ_ERR_BAD_PARAMETERS, -65530, "BAD_PARAMETERS", "an argument or option is invalid")                          \
+    XX(CALQ_ERR_RECORD_FILE, -65529, "RECORD_FILE_ERROR", "the record file is malformed or misses a layer")            \
+    XX(CALQ_ERR_RECORD_FACTOR, -65528, "RECORD_FACTOR_ERROR", "a factor in the record file is out of range")           \
+    XX(CALQ_ERR_OUT_OF_MEMORY, -65524, "OUT_OF_MEMORY", "out of memory, or above a memory limit")                      \
+    XX(CALQ_ERR_SHORT_BUFFER, -65520, "SHORT_BUFFER", "a buffer is too small")                                         \
+    XX(CALQ_ERR_NOT_SUPPORT, -65519, "NOT_SUPPORT", "a quantization factor is illegal (AMCT's \"scale is illegal\")")  \
+    XX(CALQ_ERR_INDEX_OUT_OF_RANGE, -65517, "INDEX_OUT_OF_RANGE", "an index is out of range")
+
 typedef enum calq_status {
-    CALQ_OK = 0,
-    CALQ_ERR_IO = -1,          /* a file could not be opened, read or written */
-    CALQ_ERR_INTERNAL = -2,    /* a bug in calq: please report it */
-    CALQ_ERR_SHAPE = -3,       /* tensor shapes or dtypes do not fit the operation */
-    CALQ_ERR_DATA = -4,        /* data values are unusable (NaN/Inf, wrong size) */
-    CALQ_ERR_UNSUPPORTED = -5, /* an operator, attribute or dtype calq does not implement */
-    CALQ_ERR_GENERIC = -65536,
-    CALQ_ERR_BAD_FORMAT = -65531, /* malformed model, record, config or data file */
-    CALQ_ERR_BAD_PARAMETERS = -65530,
-    CALQ_ERR_RECORD_FILE = -65529,
-    CALQ_ERR_RECORD_FACTOR = -65528,
-    CALQ_ERR_OUT_OF_MEMORY = -65524,
-    CALQ_ERR_SHORT_BUFFER = -65520,
-    CALQ_ERR_NOT_SUPPORT = -65519, /* AMCT's "scale is illegal" family */
-    CALQ_ERR_INDEX_OUT_OF_RANGE = -65517
+#define CALQ_STATUS_ENUM_(sym, value, name, description) sym = value,
+    CALQ_STATUS_MAP(CALQ_STATUS_ENUM_)
+#undef CALQ_STATUS_ENUM_
 } calq_status;
 
 #define CALQ_ERROR_MESSAGE_MAX 4096
 #define CALQ_ERROR_NAME_MAX    256
 
-/* Filled by a failing call. Caller-owned; zero-initialise it ({0}) before the first use. */
+/* Filled by a failing call (and left as it was by a successful one unless stated). Caller-owned;
+ * zero-initialise it ({0}) before the first use. */
 typedef struct calq_error {
     calq_status status;
     char message[CALQ_ERROR_MESSAGE_MAX]; /* one paragraph: what, where, why, what to do */
     char layer[CALQ_ERROR_NAME_MAX];      /* node / layer name, or "" */
 } calq_error;
 
-/* A short, static description of a status code ("NOT_SUPPORT", ...). Never NULL. */
+/* The status code's name ("NOT_SUPPORT", ...) and a one-line description of what it means
+ * ("a quantization factor is illegal ..."); static strings, never NULL ("UNKNOWN" and
+ * "unknown status code" for a value not in CALQ_STATUS_MAP). The message of the calq_error a
+ * call filled says what happened; these say what the code means. */
 CALQ_API const char *calq_status_name(calq_status s);
+CALQ_API const char *calq_strerror(calq_status s);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Logging                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* calq prints nothing. What it has to tell (AMCT's calibration progress lines, amct-reference.md
+ * §1.4; notes such as a skipped training-only Caffe layer; warnings such as layers left in
+ * float; the files a save wrote) goes to the callback installed with calq_set_log, one message
+ * per call. Failures are not logged: they come back as a status and a calq_error. */
+typedef enum calq_log_level {
+    CALQ_LOG_WARNING = 1, /* something went differently than asked (a layer left in float, a record
+                             value that differs from calq's own), the result is still valid */
+    CALQ_LOG_INFO = 2,    /* progress and notes: what `calq` prints by default */
+    CALQ_LOG_DEBUG = 3    /* details for developers (which kernel runs, what save folded) */
+} calq_log_level;
+
+/* `message` has no trailing newline (it may hold several lines) and is only valid during the
+ * call. */
+typedef void (*calq_log_fn)(void *user, calq_log_level level, const char *message);
+
+/* Installs fn for the whole process, replacing the previous one; fn NULL (the default) turns
+ * logging off. Messages above max_level are not even formatted. Thread safety: calq_set_log may
+ * be called from any thread at any time; calls to fn are serialised (one at a time, from
+ * whichever thread logs), and calq_set_log returns only once no call to the previous callback
+ * is running, so its `user` may be freed then. fn may itself log or call calq_set_log. */
+CALQ_API void calq_set_log(calq_log_fn fn, void *user, calq_log_level max_level);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Tensors                                                                                   */
@@ -98,10 +158,12 @@ CALQ_API size_t calq_dtype_size(calq_dtype t);      /* bytes per element; 0 for 
 CALQ_API int64_t calq_tensor_numel(const calq_tensor *t);
 
 /* .npy files (float32, float64, int8, uint8, int32, int64; C order). On success *out holds a
- * tensor whose data the caller frees with calq_tensor_free_data(). */
+ * tensor whose data the caller frees with calq_tensor_free_data(); on failure out->data is NULL. */
 CALQ_API calq_status calq_npy_read(const char *path, calq_tensor *out, calq_error *err);
 /* Writes atomically (temporary file + rename): an existing file is never left half-written. */
 CALQ_API calq_status calq_npy_write(const char *path, const calq_tensor *t, calq_error *err);
+/* Frees t->data when the library allocated it (calq_npy_read, calq_image_load) and sets it to
+ * NULL; t itself is the caller's. Never call it on a tensor around the caller's own buffer. */
 CALQ_API void calq_tensor_free_data(calq_tensor *t);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -127,10 +189,11 @@ CALQ_API calq_status calq_model_load_onnx_buffer(const void *data, size_t size, 
  * may be reshaped to any size (calq_model_set_input_shape). Free with calq_model_free(). */
 CALQ_API calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, calq_model **out,
                                            calq_error *err);
+/* Frees the model and every string it handed out. Free the sessions on it first. */
 CALQ_API void calq_model_free(calq_model *m);
 
-/* Graph inputs (constant initializers excluded) and outputs. Names are owned by the model.
- * Dims of -1 are dynamic; bind them with calq_model_set_input_shape(). */
+/* Graph inputs (constant initializers excluded) and outputs. `name` is owned by the model (valid
+ * until calq_model_free). Dims of -1 are dynamic; bind them with calq_model_set_input_shape(). */
 typedef struct calq_value_info {
     const char *name;
     calq_dtype dtype;
@@ -146,7 +209,7 @@ CALQ_API calq_status calq_model_output_info(const calq_model *m, int i, calq_val
 CALQ_API calq_status calq_model_set_input_shape(calq_model *m, const char *name, const int64_t *dims, int ndim,
                                                 calq_error *err);
 
-/* Nodes, in topological order. Strings are owned by the model. */
+/* Nodes, in topological order. Strings are owned by the model (valid until calq_model_free). */
 typedef struct calq_node_info {
     const char *name;
     const char *op_type;
@@ -156,7 +219,8 @@ typedef struct calq_node_info {
 
 CALQ_API int calq_model_num_nodes(const calq_model *m);
 CALQ_API calq_status calq_model_node_info(const calq_model *m, int i, calq_node_info *out);
-/* Name of input/output j of node i ("" for an omitted optional input). */
+/* Name of input/output j of node i ("" for an omitted optional input, NULL when i or j is out of
+ * range); owned by the model. */
 CALQ_API const char *calq_model_node_input(const calq_model *m, int i, int j);
 CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 
@@ -166,9 +230,19 @@ CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 
 typedef struct calq_session calq_session;
 
+/* Which kernels a session runs. */
+typedef enum calq_kernels {
+    CALQ_KERNELS_DEFAULT = 0, /* the fast paths (oneDNN) where calq has them, the plain-C kernel elsewhere */
+    CALQ_KERNELS_REF = 1      /* the plain-C _ref kernel of every operator: slower; what tests hold the fast
+                                 ones against */
+} calq_kernels;
+
+/* Session options. All-zero (`calq_session_opts o = {0};`) or calq_session_opts_init() means
+ * the defaults, and so does passing NULL. The struct may grow in a minor release (new fields
+ * whose 0 keeps today's behaviour): initialise it with calq_session_opts_init() or {0}. */
 typedef struct calq_session_opts {
-    int n_threads;                         /* 0: OpenMP's default */
-    int use_fast;                          /* 1 (default when opts is NULL): oneDNN kernels; 0: plain _ref kernels */
+    int n_threads;                         /* 0 (default): OpenMP's default */
+    calq_kernels kernels;                  /* CALQ_KERNELS_DEFAULT (0) or CALQ_KERNELS_REF */
     int no_fusion;                         /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
                                               before them (their outputs keep their names; the Conv's own output is no
                                               longer computed), and run a QDQ model's DequantizeLinear -> layer ->
@@ -177,12 +251,15 @@ typedef struct calq_session_opts {
                                               exactly as the model has it */
     const char *const *skip_fusion_layers; /* Conv layers never folded (AMCT's skip_fusion_layers,
                                               amct-reference.md §8.3); read by calq_session_create
-                                              only, not kept */
+                                              only, not kept (the caller keeps ownership) */
     int n_skip_fusion_layers;
     size_t max_arena_bytes; /* 0 (default): no limit; else planning fails with CALQ_ERR_OUT_OF_MEMORY, naming the
                                size, instead of allocating an activation arena above it (a service bounding
                                what an untrusted model may claim) */
 } calq_session_opts;
+
+/* Fills *o with the defaults (every field 0). */
+CALQ_API void calq_session_opts_init(calq_session_opts *o);
 
 /* Called once for every tensor the executor produces (graph inputs first, then each node's
  * outputs in execution order), while the tensor is valid. `t` is only valid during the call:
@@ -190,14 +267,17 @@ typedef struct calq_session_opts {
  * with CALQ_ERR_GENERIC and the observer's message). */
 typedef int (*calq_observer_fn)(void *user, const char *tensor_name, const calq_tensor *t);
 
-/* A session plans and runs `m`. The model must outlive the session. Free with
- * calq_session_free(). */
+/* A session plans and runs `m` (borrowed: the model must outlive the session; the session never
+ * modifies it). opts NULL: the defaults; opts is read here only. Free with calq_session_free().
+ * A session is used by one thread at a time; sessions on the same model may run in different
+ * threads as long as nothing changes the model meanwhile (calq_model_set_input_shape). */
 CALQ_API calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, calq_session **out,
                                          calq_error *err);
 CALQ_API void calq_session_free(calq_session *s);
 
-/* Observe the named tensors (names[n]); n == 0 with names == NULL observes every tensor.
- * Fails if a name is not a tensor of the model. */
+/* Observe the named tensors (names[n], read here only); n == 0 with names == NULL observes every
+ * tensor. fn == NULL removes the observer. `user` is handed to fn, never touched. Fails if a name
+ * is not a tensor of the model. */
 CALQ_API calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void *user,
                                                const char *const *names, int n, calq_error *err);
 
@@ -211,7 +291,7 @@ CALQ_API calq_status calq_session_run(calq_session *s, const calq_tensor *inputs
 CALQ_API calq_status calq_session_output(const calq_session *s, int i, const calq_tensor **out);
 
 /* Shape and dtype of any tensor named `name` as planned for the current input shapes (plans
- * first if needed). */
+ * first if needed). out->name is owned by the session. */
 CALQ_API calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err);
 
 /* Peak bytes of the activation arena of the current plan, and the sum of all activation
@@ -235,7 +315,7 @@ typedef struct calq_image_opts {
 
 /* Defaults: keep size, mean 0, std 1, scale 1, RGB. */
 CALQ_API void calq_image_opts_init(calq_image_opts *o);
-/* Loads one image into *out (data owned by the caller: calq_tensor_free_data). */
+/* Loads one image into *out (data owned by the caller: calq_tensor_free_data; NULL on failure). */
 CALQ_API calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_tensor *out, calq_error *err);
 
 /* ---- Calibration config and data (src/calib) ---- */
@@ -267,9 +347,10 @@ CALQ_API void calq_config_opts_init(calq_config_opts *o);
 CALQ_API calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts *opts, const char *json_out,
                                               calq_error *err);
 
-/* A validated config, read against a model. Free with calq_config_free(). The library's
- * calibration code reads every parameter through src/calib/config.h; this header offers the
- * lifecycle and what a command line needs. */
+/* A validated config, read against a model. Free with calq_config_free(). It keeps no pointer
+ * to the model (it holds layer names and node indices of it): use it with the model it was
+ * made for. The library's calibration code reads every parameter through src/calib/config.h;
+ * this header offers the lifecycle and what a command line needs. */
 typedef struct calq_config calq_config;
 
 /* The same config calq_create_quant_config writes, in memory. */
@@ -303,8 +384,9 @@ CALQ_API calq_status calq_config_set_layer_enabled(calq_config *c, int i, int en
  *  - .npy files: per input, a folder of .npy files (name order) or a list of files;
  *  - a folder of photos (JPEG/PNG/BMP, name order) for a model with one image input: a batch
  *    is batch_size consecutive images, each through calq_image_load.
- * Opening only lists the files; calq_data_check then compares every batch it will use with
- * the model's inputs before any inference. Free with calq_data_free(). */
+ * Opening only lists the files (the path strings and opts are copied); calq_data_check then
+ * compares every batch it will use with the model's inputs before any inference. Free with
+ * calq_data_free(). */
 typedef struct calq_data calq_data;
 
 /* data_dir: "dir1/;dir2/" (one folder per input, in model input order; .bin files).
@@ -371,30 +453,49 @@ CALQ_API void calq_outputs_abort(calq_outputs *o);
  * failure is reported: the error lists all layers whose factors are illegal, with their data
  * range, NaN/Inf counts, the first batch and sample (and file) where the bad value appeared,
  * and the skip_layers line that leaves them in float. */
+/* Progress of a calibration run, after each batch (for a progress bar; `calq calibration` draws
+ * one when stderr is a terminal). */
+typedef struct calq_calibrate_progress {
+    int pass;          /* 1: statistics (IFMR) / histograms (HFMG); 2: IFMR losses (3: rare, numerics.md) */
+    int batch;         /* the batch just run, 0-based */
+    int batch_num;     /* batches per pass */
+    int runs_done;     /* model runs so far */
+    int runs_expected; /* model runs in total, as far as known (grows if a third pass is needed) */
+    double elapsed_s;  /* seconds since calq_calibrate started */
+} calq_calibrate_progress;
+
+/* Return 0 to go on, non-zero to stop the run (calq_calibrate then fails with CALQ_ERR_GENERIC
+ * and writes nothing). `p` is only valid during the call. */
+typedef int (*calq_progress_fn)(void *user, const calq_calibrate_progress *p);
+
 typedef struct calq_calibrate_opts {
-    int n_threads;          /* 0: OpenMP's default. The record never depends on it. */
-    int skip_illegal;       /* 1: layers with illegal factors are left out of the record (kept in
-                               float), listed in the log and disabled in config_out; 0 (default):
-                               they fail the run and nothing is written */
-    int log;                /* 1 (default): AMCT's progress lines (§1.4), a summary and, when stderr
-                               is a terminal, a progress bar; 0: quiet */
-    const char *config_out; /* NULL or a path: the config actually used (JSON, §7.2) is written
-                               there (atomically) when the run succeeds */
-    calq_outputs *outputs;  /* NULL: the record and config_out are committed together at the end
-                               of the run, under the lock of the record's prefix (record_out
-                               without "_record.txt"); else they are staged in `outputs`, for
-                               the caller to commit with the models it saves from them */
+    int n_threads;             /* 0: OpenMP's default. The record never depends on it. */
+    int skip_illegal;          /* 1: layers with illegal factors are left out of the record (kept in
+                                  float), logged as a warning and disabled in config_out; 0 (default):
+                                  they fail the run and nothing is written */
+    int log;                   /* 1 (default): AMCT's progress lines (§1.4) and a summary go to the
+                                  calq_set_log callback (CALQ_LOG_INFO); 0: not */
+    const char *config_out;    /* NULL or a path: the config actually used (JSON, §7.2) is written
+                                  there (atomically) when the run succeeds */
+    calq_outputs *outputs;     /* NULL: the record and config_out are committed together at the end
+                                  of the run, under the lock of the record's prefix (record_out
+                                  without "_record.txt"); else they are staged in `outputs`, for
+                                  the caller to commit with the models it saves from them */
+    calq_progress_fn progress; /* NULL (default) or called after every batch of every pass */
+    void *progress_user;       /* handed to progress */
 } calq_calibrate_opts;
 
-/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs. */
+/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs, no progress callback. */
 CALQ_API void calq_calibrate_opts_init(calq_calibrate_opts *o);
 
 /* Calibrates m on `data` and writes the record (§7.1 text format) to record_out, atomically and
  * only when the whole run succeeds; an existing file there is left untouched on failure.
  * cfg NULL: AMCT's defaults for every quantizable layer (batch_num 1). The model's input
  * shapes must be fixed (calq_model_set_input_shape). opts NULL: defaults. With log on, the
- * summary ("calibrated N layers in X s; record PATH", the layers skipped) is printed. Errors: the preflight's (too few
- * batches; no inference was run), CALQ_ERR_NOT_SUPPORT (-65519) for illegal factors, I/O. */
+ * summary ("calibrated N layers in X s; record PATH", the layers skipped) is logged. m is
+ * borrowed and left as it was; cfg and data are borrowed. Errors: the preflight's (too few
+ * batches; no inference was run), CALQ_ERR_NOT_SUPPORT (-65519) for illegal factors, I/O, a
+ * data source's or the progress callback's failure. */
 CALQ_API calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *data,
                                     const calq_calibrate_opts *opts, const char *record_out, calq_error *err);
 
@@ -436,7 +537,7 @@ typedef struct calq_ifmr_opts {
     int n_threads;                        /* 0: OpenMP's default. Results never depend on it. */
 } calq_ifmr_opts;
 
-CALQ_API void calq_ifmr_opts_default(calq_ifmr_opts *o);
+CALQ_API void calq_ifmr_opts_init(calq_ifmr_opts *o);
 
 typedef struct calq_ifmr_result {
     float scale;                 /* scale_d */
@@ -482,7 +583,7 @@ typedef struct calq_hfmg_opts {
                            §5 describes it and PyTorch's HistogramObserver does */
 } calq_hfmg_opts;
 
-CALQ_API void calq_hfmg_opts_default(calq_hfmg_opts *o);
+CALQ_API void calq_hfmg_opts_init(calq_hfmg_opts *o);
 
 typedef struct calq_hfmg_result {
     float scale;
@@ -531,7 +632,7 @@ typedef struct calq_range_opts {
 } calq_range_opts;
 
 /* Defaults for method m. */
-CALQ_API void calq_range_opts_default(calq_range_opts *o, calq_range_method m);
+CALQ_API void calq_range_opts_init(calq_range_opts *o, calq_range_method m);
 /* "minmax", "percentile", "kl", "mse"; NULL for an unknown value. */
 CALQ_API const char *calq_range_method_name(calq_range_method m);
 
@@ -579,7 +680,7 @@ typedef struct calq_arq_opts {
     calq_round_mode round_mode; /* default CALQ_ROUND_HALF_AWAY (AMCT) */
 } calq_arq_opts;
 
-CALQ_API void calq_arq_opts_default(calq_arq_opts *o);
+CALQ_API void calq_arq_opts_init(calq_arq_opts *o);
 /* Number of scales calq_arq_quantize writes (Cout when channel-wise, else 1); -1 if the shape
  * does not fit the layout. */
 CALQ_API int64_t calq_arq_num_scales(const calq_tensor *w, calq_weight_layout layout, int group,
@@ -685,7 +786,7 @@ typedef struct calq_compare_opts {
     int outputs_only; /* 1: the model outputs only (no per-layer figures; faster) */
     int batch_num;    /* batches of the data to run (0: all of them) */
     int n_threads;    /* 0: OpenMP's default. The figures never depend on it. */
-    int log;          /* 1 (default): a progress line per batch on a terminal; 0: quiet */
+    int log;          /* 1 (default): a CALQ_LOG_DEBUG line per batch (calq_set_log); 0: quiet */
 } calq_compare_opts;
 
 /* Defaults: accumulated, every layer, every batch, log 1. */

@@ -54,6 +54,8 @@ set_tests_properties(peer.caffe_vs_onnx_twin PROPERTIES LABELS peer TIMEOUT 300)
 
 # docs/operators.md must list exactly the registry's operators.
 set_tests_properties(unit.test_operator_docs PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# The include rule of docs/architecture.md's Layers table, over src/ and tools/.
+set_tests_properties(unit.test_layers PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 # Calibration end to end (issue 5): real models, the seed failure scenarios, --threads 1 vs 2.
 add_test(NAME peer.calib_cli
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/calib_cli.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
@@ -150,3 +152,19 @@ add_test(NAME cli.batch_reshape
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/batch_reshape.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(cli.batch_reshape PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 set_tests_properties(unit.test_adaround PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+# The library as embedders get it (issue 10, item 4): the shared library exports exactly the
+# CALQ_API functions (nm -D) under SONAME libcalq.so.MAJOR; `cmake --install` into a temporary
+# prefix, then a C program built with pkg-config (shared and --static) and a find_package(calq)
+# project (calq::calq, calq::calq_static) run UltraFace on a face photo.
+add_test(NAME lib.exports COMMAND sh ${CMAKE_SOURCE_DIR}/tests/install/exports.sh $<TARGET_FILE:calq_shared>
+                                     ${CMAKE_SOURCE_DIR}/include/calq.h)
+if(CALQ_SANITIZE)
+  set(CALQ_INSTALL_TEST_CFLAGS "-fsanitize=address,undefined")
+else()
+  set(CALQ_INSTALL_TEST_CFLAGS "")
+endif()
+add_test(NAME lib.install
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/install/install.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}
+                 ${CALQ_SHARED_DIR}/models/ultraface/version-slim-320.onnx ${CALQ_SHARED_DIR}/data/faces/ultraface_1.jpg
+                 "${CALQ_INSTALL_TEST_CFLAGS}")
+set_tests_properties(lib.install PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

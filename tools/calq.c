@@ -45,6 +45,7 @@ static void prefer_active_waiting(char **argv)
 int main(int argc, char **argv)
 {
     prefer_active_waiting(argv);
+    cli_log_install();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : 0;

@@ -61,6 +61,12 @@ int cli_save_formats(const char *format, const char *save_type, bool caffe, calq
 calq_status cli_save(const calq_model *m, const char *record, const char *config, bool chosen,
                      const calq_save_format *fmts, int n, const char *prefix, calq_outputs *outputs, calq_error *err);
 
+/* cli_log.c: the logger every subcommand runs with (messages up to INFO on stderr), and
+ * calibration's progress bar (stderr a terminal and o->log set); cli_progress_end clears it. */
+void cli_log_install(void);
+void cli_progress_attach(calq_calibrate_opts *o);
+void cli_progress_end(void);
+
 /* mkdir -p; 0, or -1 with errno. */
 int cli_mkdir_p(const char *path);
 

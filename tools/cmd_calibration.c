@@ -307,7 +307,10 @@ int calq_cmd_calibration(int argc, char **argv)
     if (calq_outputs_begin(save, &outs, &err) != CALQ_OK) goto fail;
     co.config_out = config_path;
     co.outputs = outs;
-    if (calq_calibrate(m, c, d, &co, record_path, &err) != CALQ_OK) goto fail;
+    cli_progress_attach(&co);
+    calq_status cst = calq_calibrate(m, c, d, &co, record_path, &err);
+    cli_progress_end();
+    if (cst != CALQ_OK) goto fail;
     bool missed = false;
     if (searching) {
         calq_fallback_opts fo;

@@ -134,11 +134,11 @@ int calq_cmd_factors(int argc, char **argv)
     const char *algo = "ifmr", *input = NULL, *layer = "", *layout_s = NULL, *v = NULL;
     int symmetric = 0, batches = 1, json = 0, whole = 0, per_tensor = 0, group = 1, bins_given = 0, pct_given = 0;
     calq_ifmr_opts io;
-    calq_ifmr_opts_default(&io);
+    calq_ifmr_opts_init(&io);
     calq_hfmg_opts ho;
-    calq_hfmg_opts_default(&ho);
+    calq_hfmg_opts_init(&ho);
     calq_arq_opts ao;
-    calq_arq_opts_default(&ao);
+    calq_arq_opts_init(&ao);
     for (int i = 1; i < argc; i++) {
         int r;
         const char *a = argv[i];
@@ -250,7 +250,7 @@ int calq_cmd_factors(int argc, char **argv)
 
     if (range >= 0) {
         calq_range_opts ro;
-        calq_range_opts_default(&ro, (calq_range_method)range);
+        calq_range_opts_init(&ro, (calq_range_method)range);
         ro.asymmetric = !symmetric;
         ro.n_threads = io.n_threads;
         ro.num_bits = io.num_bits;

@@ -61,7 +61,8 @@ int calq_cmd_inspect(int argc, char **argv)
         return cli_fail(&err);
     }
     calq_session *s = NULL;
-    calq_session_opts opts = {.n_threads = 1, .no_fusion = 1}; /* shapes of the model's own tensors */
+    /* shapes of the model's own tensors; planning only, so no fast kernel is prepared */
+    calq_session_opts opts = {.n_threads = 1, .kernels = CALQ_KERNELS_REF, .no_fusion = 1};
     int shapes_ok = calq_session_create(m, &opts, &s, &err) == CALQ_OK;
     calq_error shape_err = {0};
     calq_value_info probe;

@@ -225,7 +225,8 @@ int calq_cmd_run(int argc, char **argv)
         cli_failf("cannot create %s: %s", outdir, strerror(errno));
         goto done;
     }
-    calq_session_opts opts = {.n_threads = threads, .use_fast = !ref, .no_fusion = no_fusion};
+    calq_session_opts opts = {
+        .n_threads = threads, .kernels = ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = no_fusion};
     if (calq_session_create(m, &opts, &s, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;

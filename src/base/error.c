@@ -37,24 +37,25 @@ _Noreturn void calq__abort(const char *file, int line, const char *what)
     abort();
 }
 
+/* Both from CALQ_STATUS_MAP (calq.h), so a new code cannot lack a name. */
 const char *calq_status_name(calq_status s)
 {
     switch (s) {
-    case CALQ_OK: return "OK";
-    case CALQ_ERR_IO: return "IO";
-    case CALQ_ERR_INTERNAL: return "INTERNAL";
-    case CALQ_ERR_SHAPE: return "SHAPE";
-    case CALQ_ERR_DATA: return "DATA";
-    case CALQ_ERR_UNSUPPORTED: return "UNSUPPORTED";
-    case CALQ_ERR_GENERIC: return "GENERIC_ERROR";
-    case CALQ_ERR_BAD_FORMAT: return "BAD_FORMAT";
-    case CALQ_ERR_BAD_PARAMETERS: return "BAD_PARAMETERS";
-    case CALQ_ERR_RECORD_FILE: return "RECORD_FILE_ERROR";
-    case CALQ_ERR_RECORD_FACTOR: return "RECORD_FACTOR_ERROR";
-    case CALQ_ERR_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case CALQ_ERR_SHORT_BUFFER: return "SHORT_BUFFER";
-    case CALQ_ERR_NOT_SUPPORT: return "NOT_SUPPORT";
-    case CALQ_ERR_INDEX_OUT_OF_RANGE: return "INDEX_OUT_OF_RANGE";
+#define CALQ_STATUS_NAME_(sym, value, name, description)                                                               \
+    case sym: return name;
+        CALQ_STATUS_MAP(CALQ_STATUS_NAME_)
+#undef CALQ_STATUS_NAME_
     }
     return "UNKNOWN";
+}
+
+const char *calq_strerror(calq_status s)
+{
+    switch (s) {
+#define CALQ_STATUS_DESCRIPTION_(sym, value, name, description)                                                        \
+    case sym: return description;
+        CALQ_STATUS_MAP(CALQ_STATUS_DESCRIPTION_)
+#undef CALQ_STATUS_DESCRIPTION_
+    }
+    return "unknown status code";
 }

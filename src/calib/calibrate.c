@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "base/file.h"
@@ -20,6 +19,7 @@
 #include "calib/calibrate.h"
 #include "calib/data.h"
 #include "calib/record.h"
+#include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/passes.h"
 
@@ -78,15 +78,13 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
         CALQ_TRY(calq_data_read_batch(cal->data, b, ins, n_in, err));
         calq_status st = calq_session_run(s, ins, n_in, err);
         if (st != CALQ_OK) {
-            calq__bar_clear(cal);
             char src[1024];
             return calq__prefix(err, "calibration batch %d (%s)", b,
                                 calq_data_batch_source(cal->data, b, src, sizeof src));
         }
         cal->runs_done++;
-        calq__bar_clear(cal);
         if (cal->pass == 1 && cal->log) log_stored(cal);
-        calq__bar_update(cal);
+        CALQ_TRY(calq__calib_progress(cal, err));
     }
     return CALQ_OK;
 }
@@ -119,12 +117,11 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
 {
     const calq_config *c = cal->cfg;
     calq_session_opts so = {.n_threads = cal->n_threads,
-                            .use_fast = 1,
                             .no_fusion = !c->do_fusion,
                             .skip_fusion_layers = (const char *const *)c->skip_fusion_layers,
                             .n_skip_fusion_layers = c->n_skip_fusion_layers};
     calq_session *s = NULL;
-    CALQ_TRY(calq_session_create(cal->m, &so, &s, err));
+    CALQ_TRY(calq__session_create_graph(cal->m->g, &so, &s, err));
     const char **names = calloc((size_t)cal->n_groups + 1, sizeof *names);
     int n_in = calq_model_num_inputs(cal->m);
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
@@ -145,7 +142,6 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
         if (st == CALQ_OK && !end_pass(cal)) break;
         if (cal->pass == 2) cal->runs_expected += cal->batch_num; /* a rare third pass (numerics.md) */
     }
-    calq__bar_clear(cal);
     for (int i = 0; ins && i < n_in; i++) free(ins[i].data);
     free(ins);
     free(names);
@@ -226,7 +222,7 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_o
         calq__calib_report(cal, &rep);
         char *remedy = strstr(rep.message, "\n  To quantize the rest"); /* the run already follows it */
         if (remedy) *remedy = 0;
-        calq__log(CALQ_LOG_INFO, "calq: warning: --skip-illegal: %d layer%s left in float:\n%s", n_failed,
+        calq__log(CALQ_LOG_WARNING, "calq: warning: --skip-illegal: %d layer%s left in float:\n%s", n_failed,
                   n_failed == 1 ? "" : "s", rep.message);
         for (int i = 0; i < cal->n_layers; i++) cal->layers[i].skipped = calq__calib_layer_failed(cal, i);
     }
@@ -292,7 +288,8 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     calq__calib cal = {.m = m, .cfg = cfg, .data = data, .n_threads = o.n_threads, .batch_num = cfg->batch_num};
     cal.caffe_log = m->format == CALQ_FORMAT_CAFFE;
     cal.log = o.log != 0;
-    cal.bar = cal.log && isatty(2);
+    cal.progress = o.progress;
+    cal.progress_user = o.progress_user;
     cal.t_start = calq__now();
     calq_status st = calq_data_check(data, m, cfg->batch_num, err); /* preflight: before any inference */
     if (st == CALQ_OK && cfg->do_fusion) {

@@ -84,7 +84,7 @@ typedef struct calq__calib {
     const calq_config *cfg;
     calq_data *data;
     bool caffe_log; /* Caffe's log lines (§1.4) rather than ONNX/PyTorch's */
-    bool log, bar;  /* AMCT lines and summary; the progress bar (stderr is a terminal) */
+    bool log;       /* AMCT lines and summary to the log callback */
     int n_threads;
     const calq_graph *g; /* the graph that runs, folded as the session folds it */
     calq_graph *g_owned; /* the folded copy when there is one (owned) */
@@ -94,10 +94,11 @@ typedef struct calq__calib {
     calq__calib_group *groups;
     /* the batch being run */
     int pass, batch, batch_num;
-    /* progress bar */
+    /* progress */
+    calq_progress_fn progress; /* the caller's, or NULL */
+    void *progress_user;
     double t_start;
     int runs_done, runs_expected;
-    bool bar_shown;
 } calq__calib;
 
 /* calibrate_layers.c: the enabled layers of cfg, their groups and calibrators (cal->g must be
@@ -137,11 +138,11 @@ calq_status calq__ada_stage(const calq__calib *cal, struct calq_staged_files *ou
                             calq_error *err);
 void calq__ada_free(calq__ada_layer *a);
 
-/* calibrate_observe.c: the session observer (user = calq__calib), and the progress bar. */
+/* calibrate_observe.c: the session observer (user = calq__calib), and the progress callback
+ * (CALQ_ERR_GENERIC when it asks to stop). */
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);
 double calq__now(void);
-void calq__bar_update(calq__calib *cal);
-void calq__bar_clear(calq__calib *cal);
+calq_status calq__calib_progress(calq__calib *cal, calq_error *err);
 
 /* diagnose.c: true when the layer of entry i cannot be quantized (the calibrator of one of its
  * inputs, or its weights, failed). */

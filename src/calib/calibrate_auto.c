@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "calib/calibrate.h"
+#include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/quantizable.h"
 #include "graph/splice.h"
@@ -212,9 +213,8 @@ calq_status calq__calib_auto(calq__calib *cal, calq_error *err)
     calq_status st = ins ? calq__graph_splice(cal->g, after_node, &x, &g, err)
                          : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory");
     /* the graph is folded already (cal->g); the session runs it as it is */
-    calq_model am = {.g = g, .format = cal->m->format};
-    calq_session_opts so = {.n_threads = cal->n_threads, .use_fast = 1, .no_fusion = 1};
-    if (st == CALQ_OK) st = calq_session_create(&am, &so, &s, err);
+    calq_session_opts so = {.n_threads = cal->n_threads, .no_fusion = 1};
+    if (st == CALQ_OK) st = calq__session_create_graph(g, &so, &s, err);
     if (st == CALQ_OK && !(names = malloc(sizeof *names * (size_t)(x.n_obs + 1))))
         st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory");
     for (int i = 0; st == CALQ_OK && i < x.n_obs; i++) names[i] = x.obs[i].name;
@@ -239,9 +239,8 @@ calq_status calq__calib_auto(calq__calib *cal, calq_error *err)
                          calq_data_batch_source(cal->data, b, src, sizeof src));
         }
         cal->runs_done++;
-        calq__bar_update(cal);
+        if (st == CALQ_OK) st = calq__calib_progress(cal, err);
     }
-    calq__bar_clear(cal);
     for (int k = 0; st == CALQ_OK && k < cal->n_groups; k++)
         if (cal->groups[k].auto_pending) choose(cal, &cal->groups[k]);
     for (int i = 0; ins && i < n_in; i++) free(ins[i].data);

@@ -5,7 +5,6 @@
  * across batches but the calibrators' bounded state (amct-reference.md §3.2 is what AMCT does
  * instead: it stores every batch). */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -87,27 +86,21 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
     return 0;
 }
 
-/* ---- progress bar (stderr is a terminal) ----------------------------------------------------- */
+/* ---- progress (the caller's callback; the library draws nothing) -------------------------------- */
 
-void calq__bar_clear(calq__calib *cal)
+calq_status calq__calib_progress(calq__calib *cal, calq_error *err)
 {
-    if (!cal->bar_shown) return;
-    fputs("\r\033[K", stderr);
-    cal->bar_shown = false;
-}
-
-void calq__bar_update(calq__calib *cal)
-{
-    if (!cal->bar) return;
-    int total = cal->runs_expected > cal->runs_done ? cal->runs_expected : cal->runs_done;
-    double el = calq__now() - cal->t_start;
-    double eta = cal->runs_done ? el / cal->runs_done * (total - cal->runs_done) : 0.0;
-    char bar[31];
-    int fill = total ? (int)(30.0 * cal->runs_done / total) : 0;
-    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
-    bar[30] = 0;
-    fprintf(stderr, "\r\033[Kcalq: [%s] pass %d, batch %d/%d, %.1f s, ETA %.1f s", bar, cal->pass, cal->batch + 1,
-            cal->batch_num, el, eta);
-    fflush(stderr);
-    cal->bar_shown = true;
+    if (!cal->progress) return CALQ_OK;
+    calq_calibrate_progress p = {
+        .pass = cal->pass,
+        .batch = cal->batch,
+        .batch_num = cal->batch_num,
+        .runs_done = cal->runs_done,
+        .runs_expected = cal->runs_expected > cal->runs_done ? cal->runs_expected : cal->runs_done,
+        .elapsed_s = calq__now() - cal->t_start,
+    };
+    if (cal->progress(cal->progress_user, &p) == 0) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_GENERIC, NULL,
+                      "calibration stopped by its progress callback after batch %d of pass %d; nothing was written",
+                      cal->batch, cal->pass);
 }

@@ -431,7 +431,7 @@ calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, ca
 
 void calq__config_ifmr_opts(const calq_layer_config *l, calq_ifmr_opts *o)
 {
-    calq_ifmr_opts_default(o);
+    calq_ifmr_opts_init(o);
     o->max_percentile = (float)l->act.max_percentile;
     o->min_percentile = (float)l->act.min_percentile;
     o->search_start = (float)l->act.search_range[0];
@@ -443,7 +443,7 @@ void calq__config_ifmr_opts(const calq_layer_config *l, calq_ifmr_opts *o)
 
 void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o)
 {
-    calq_hfmg_opts_default(o);
+    calq_hfmg_opts_init(o);
     o->num_bins = l->act.num_of_bins;
     o->asymmetric = l->act.asymmetric;
     o->num_bits = l->act.num_bits;
@@ -452,7 +452,7 @@ void calq__config_hfmg_opts(const calq_layer_config *l, calq_hfmg_opts *o)
 void calq__config_range_opts(const calq_layer_config *l, calq_range_opts *o)
 {
     const calq__act_algo_info *info = calq__act_algo(l->act.algo);
-    calq_range_opts_default(o, info->range_method >= 0 ? (calq_range_method)info->range_method : CALQ_RANGE_MINMAX);
+    calq_range_opts_init(o, info->range_method >= 0 ? (calq_range_method)info->range_method : CALQ_RANGE_MINMAX);
     o->asymmetric = l->act.asymmetric;
     o->num_bits = l->act.num_bits;
     if (info->keys & CALQ_ACT_KEY_PERCENTILES) {
@@ -464,7 +464,7 @@ void calq__config_range_opts(const calq_layer_config *l, calq_range_opts *o)
 
 void calq__config_arq_opts(const calq_layer_config *l, calq_arq_opts *o)
 {
-    calq_arq_opts_default(o);
+    calq_arq_opts_init(o);
     o->channel_wise = l->wts.channel_wise;
     o->num_bits = l->wts.num_bits;
 }

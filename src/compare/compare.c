@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "compare/compare.h"
+#include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/splice.h"
 
@@ -369,9 +370,8 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     }
     if (st == CALQ_OK && c.n == 0 && n_out == 0)
         st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "compare: nothing to compare");
-    calq_model fmodel = {.g = run_g ? run_g : fold, .format = fm->format};
-    calq_session_opts so = {.n_threads = o.n_threads, .use_fast = 1, .no_fusion = 1};
-    if (st == CALQ_OK) st = calq_session_create(&fmodel, &so, &fs, err);
+    calq_session_opts so = {.n_threads = o.n_threads, .no_fusion = 1};
+    if (st == CALQ_OK) st = calq__session_create_graph(run_g ? run_g : fold, &so, &fs, err);
     /* Q runs as its file says: a QDQ model as float fake-quant, so every layer's output exists */
     if (st == CALQ_OK) st = calq_session_create(qm, &so, &qs, err);
     int nf = 0, nq = 0;

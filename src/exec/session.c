@@ -1,18 +1,19 @@
-/* calq_session: plans a model for the current input shapes (re-planning when they change),
- * runs it, and hands every produced tensor to the observer. */
+/* calq_session: plans a graph for the current input shapes (re-planning when they change),
+ * runs it, and hands every produced tensor to the observer. The public calq_session_create
+ * (src/api) is a session over the model's graph. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/tensor.h"
 #include "exec/plan.h"
-#include "frontend/model.h"
+#include "exec/session.h"
 #include "graph/passes.h"
 
 struct calq_session {
-    calq_model *m;
-    calq_graph *g; /* what runs: the model's graph, or a fused copy (owned) */
-    bool owns_graph;
+    const calq_graph *model_g; /* the graph the session was created on (borrowed) */
+    const calq_graph *g;       /* what runs: model_g, or fused (owned) */
+    calq_graph *fused;         /* the fused copy, when fusion changed anything (owned) */
     calq_session_opts opts;
     calq_plan *plan;
     calq_observer_fn observer;
@@ -23,44 +24,49 @@ struct calq_session {
     void **output_copies; /* outputs that are graph inputs are copied (user data is borrowed) */
 };
 
-calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, calq_session **out, calq_error *err)
+calq_status calq__session_create_graph(const calq_graph *g, const calq_session_opts *opts, calq_session **out,
+                                       calq_error *err)
 {
     *out = NULL;
-    if (!m) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model");
+    if (!g) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model");
     calq_session *s = calloc(1, sizeof *s);
     if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    s->m = m;
-    s->opts.n_threads = 0;
-    s->opts.use_fast = 1;
+    s->model_g = g;
+    calq_session_opts_init(&s->opts);
     if (opts) s->opts = *opts;
+    if (s->opts.kernels != CALQ_KERNELS_DEFAULT && s->opts.kernels != CALQ_KERNELS_REF) {
+        int k = (int)s->opts.kernels;
+        calq_session_free(s);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_session_opts.kernels is %d; use CALQ_KERNELS_DEFAULT (0) or CALQ_KERNELS_REF (1)", k);
+    }
     /* The graph that runs is a rewritten copy (sharing the model's constants): the integer layers
      * of an Ascend deploy model lowered to calq's integer operators, always, since a deploy model
      * means nothing without them (a literal graph would run an int8 Conv as a float one); then,
      * unless no_fusion asks for the literal graph, Conv+BN folding and the QDQ fusion (a QDQ model
      * runs as onnxruntime runs it: integer layers where it fuses them). */
     int n_lowered = 0, n_folded = 0, n_qdq = 0, n_act = 0;
-    calq_status st = calq__graph_clone(m->g, &s->g, err);
-    if (st == CALQ_OK) {
-        s->owns_graph = true;
-        st = calq__pass_lower_ascend(s->g, &n_lowered, err);
-    }
+    calq_status st = calq__graph_clone(g, &s->fused, err);
+    if (st == CALQ_OK) st = calq__pass_lower_ascend(s->fused, &n_lowered, err);
     if (st == CALQ_OK && !s->opts.no_fusion)
-        st =
-            calq__pass_fold_conv_affine(s->g, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded, err);
-    if (st == CALQ_OK && !s->opts.no_fusion) st = calq__pass_fuse_qdq(s->g, &n_qdq, &n_act, err);
+        st = calq__pass_fold_conv_affine(s->fused, s->opts.skip_fusion_layers, s->opts.n_skip_fusion_layers, &n_folded,
+                                         err);
+    if (st == CALQ_OK && !s->opts.no_fusion) st = calq__pass_fuse_qdq(s->fused, &n_qdq, &n_act, err);
     if (st != CALQ_OK) {
         calq_session_free(s);
         return st;
     }
     if (!n_lowered && !n_folded && !n_qdq && !n_act) { /* nothing rewritten: run the model's own graph */
-        calq__graph_free(s->g);
-        s->g = m->g;
-        s->owns_graph = false;
+        calq__graph_free(s->fused);
+        s->fused = NULL;
+        s->g = g;
+    } else {
+        s->g = s->fused;
     }
     s->opts.skip_fusion_layers = NULL; /* borrowed for the fold above only */
     s->opts.n_skip_fusion_layers = 0;
-    s->outputs = calloc((size_t)m->g->n_outputs + 1, sizeof *s->outputs);
-    s->output_copies = calloc((size_t)m->g->n_outputs + 1, sizeof *s->output_copies);
+    s->outputs = calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
+    s->output_copies = calloc((size_t)g->n_outputs + 1, sizeof *s->output_copies);
     if (!s->outputs || !s->output_copies) {
         calq_session_free(s);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -69,16 +75,21 @@ calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, ca
     return CALQ_OK;
 }
 
+void calq_session_opts_init(calq_session_opts *o)
+{
+    memset(o, 0, sizeof *o); /* every default is 0 */
+}
+
 void calq_session_free(calq_session *s)
 {
     if (!s) return;
     calq__plan_free(s->plan);
     free(s->observed);
     if (s->output_copies)
-        for (int i = 0; i < s->m->g->n_outputs; i++) free(s->output_copies[i]);
+        for (int i = 0; i < s->model_g->n_outputs; i++) free(s->output_copies[i]);
     free(s->output_copies);
     free(s->outputs);
-    if (s->owns_graph) calq__graph_free(s->g);
+    calq__graph_free(s->fused);
     free(s);
 }
 
@@ -99,7 +110,7 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
             const calq_value *val = &g->values[v];
             if (val->producer < 0 && !val->is_input && !val->constant) {
                 /* The model computes it, this session's fused graph does not. */
-                bool folded = g != s->m->g && s->m->g->values[v].producer >= 0;
+                bool folded = g != s->model_g && s->model_g->values[v].producer >= 0;
                 free(obs);
                 return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                                   folded
@@ -122,9 +133,8 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
 /* Checks user inputs against the model's declared inputs. Dim 0 may differ from a fixed one
  * (rebatched[i] set: the caller checks the graph runs at another batch, exec/batch.c), and a
  * Caffe net takes any shape of its inputs' rank, as Caffe reshapes a net to its data. */
-static calq_status check_inputs(const calq_model *m, const calq_tensor *inputs, int n, bool *rebatched, calq_error *err)
+static calq_status check_inputs(const calq_graph *g, const calq_tensor *inputs, int n, bool *rebatched, calq_error *err)
 {
-    const calq_graph *g = m->g;
     if (n != g->n_inputs)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has %d inputs, %d were given", g->n_inputs, n);
     for (int i = 0; i < n; i++) {
@@ -144,7 +154,7 @@ static calq_status check_inputs(const calq_model *m, const calq_tensor *inputs, 
             if (v->dims[d] < 0 || v->dims[d] == t->dims[d]) continue;
             if (d == 0 && t->dims[0] > 0)
                 rebatched[i] = true;
-            else if (m->format != CALQ_FORMAT_CAFFE)
+            else if (!g->any_input_dims)
                 ok = false;
         }
         if (!ok)
@@ -166,7 +176,8 @@ static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n
     bool any = false;
     for (int i = 0; i < n; i++) any |= rebatched[i];
     if (any) CALQ_TRY(calq__batch_check(s->g, inputs, n, rebatched, err));
-    return calq__plan_build(s->g, inputs, n, s->opts.use_fast != 0, s->opts.max_arena_bytes, &s->plan, err);
+    return calq__plan_build(s->g, inputs, n, s->opts.kernels != CALQ_KERNELS_REF, s->opts.max_arena_bytes, &s->plan,
+                            err);
 }
 
 static calq_status observe(calq_session *s, int v, calq_error *err)
@@ -192,7 +203,7 @@ calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_i
     if (n_inputs > 64)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%d inputs given; calq runs models with up to 64",
                           n_inputs);
-    CALQ_TRY(check_inputs(s->m, inputs, n_inputs, rebatched, err));
+    CALQ_TRY(check_inputs(s->model_g, inputs, n_inputs, rebatched, err));
     /* omp_set_num_threads sticks to the calling thread: restore it so the caller's later
      * OpenMP code (and sessions with n_threads = 0) see what they saw before. */
     int saved_threads = omp_get_max_threads();
@@ -242,7 +253,7 @@ calq_status calq_session_output(const calq_session *s, int i, const calq_tensor 
 {
     *out = NULL;
     if (!s->have_outputs) return CALQ_ERR_BAD_PARAMETERS; /* no successful run since the last change */
-    if (!s->plan || i < 0 || i >= s->m->g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
+    if (!s->plan || i < 0 || i >= s->model_g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     *out = &s->outputs[i];
     return CALQ_OK;
 }
@@ -266,8 +277,8 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
             }
             calq__set_shape(&ins[i], iv->dtype, iv->dims, iv->ndim);
         }
-        calq_status st =
-            calq__plan_build(g, ins, g->n_inputs, s->opts.use_fast != 0, s->opts.max_arena_bytes, &s->plan, err);
+        calq_status st = calq__plan_build(g, ins, g->n_inputs, s->opts.kernels != CALQ_KERNELS_REF,
+                                          s->opts.max_arena_bytes, &s->plan, err);
         free(ins);
         CALQ_TRY(st);
     }
@@ -288,4 +299,11 @@ void calq_session_memory(const calq_session *s, size_t *arena_bytes, size_t *sum
 {
     *arena_bytes = s->plan ? s->plan->arena_bytes : 0;
     *sum_bytes = s->plan ? s->plan->sum_bytes : 0;
+}
+
+int calq__session_fast_steps(const calq_session *s)
+{
+    int n = 0;
+    for (int i = 0; s->plan && i < s->plan->n_steps; i++) n += s->plan->steps[i].fast && s->plan->steps[i].state;
+    return n;
 }

@@ -150,7 +150,7 @@ static void arq_cross_check(const calq_qkind *kind, const calq_node *n, const ca
                             const calq_record_layer *rl)
 {
     calq_arq_opts o;
-    calq_arq_opts_default(&o);
+    calq_arq_opts_init(&o);
     o.channel_wise = rl->n_scale_w > 1;
     calq_weight_layout layout = kind->layout;
     int group = calq__qkind_group(kind, n);
@@ -162,7 +162,7 @@ static void arq_cross_check(const calq_qkind *kind, const calq_node *n, const ca
         int bad = 0;
         for (int c = 0; c < rl->n_scale_w; c++) bad += fabsf(s[c] - rl->scale_w[c]) > 1e-6f * fabsf(s[c]);
         if (bad)
-            calq__log(CALQ_LOG_INFO,
+            calq__log(CALQ_LOG_WARNING,
                       "calq: warning: layer \"%s\": %d of %d scale_w in the record differ from ARQ on its weights as "
                       "saved (folded, amct-reference.md §8.3): a record from other fusion settings or another tool? "
                       "The record's values are used",

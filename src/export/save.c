@@ -13,6 +13,7 @@
 #include "calib/adaround.h"
 #include "export/export_caffe.h"
 #include "export/export_onnx.h"
+#include "export/save.h"
 
 /* The ONNX file name of each format: AMCT's names for AMCT's models (§1.3). */
 static const char *onnx_suffix(calq_save_format f)
@@ -101,7 +102,7 @@ static const char *format_name(calq_save_format f)
  * config checks, and the final commit, still fail the whole save. */
 static calq_status save_models(calq_outputs *given, const calq_model *m, const char *record, const char *config,
                                const calq_save_format *fmts, int n_fmts, const char *prefix, calq_save_skip *skipped,
-                               int *n_skipped, calq_error *err)
+                               int *n_skipped, bool log, calq_error *err)
 {
     if (n_skipped) *n_skipped = 0;
     if (!m || !record || !prefix || !fmts || n_fmts < 1)
@@ -159,13 +160,13 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
         calq_outputs_abort(o);
         return st;
     }
-    return calq__outputs_commit(o, true, err);
+    return calq__outputs_commit(o, log, err);
 }
 
 calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
                              int n_fmts, const char *prefix, calq_error *err)
 {
-    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, err);
+    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, true, err);
 }
 
 calq_status calq_save_models_available(const calq_model *m, const char *record, const char *config,
@@ -175,7 +176,7 @@ calq_status calq_save_models_available(const calq_model *m, const char *record, 
     if (!skipped || !n_skipped)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_available: skipped (n_fmts entries) and n_skipped are required");
-    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
+    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, true, err);
 }
 
 calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, const char *record, const char *config,
@@ -188,7 +189,13 @@ calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, 
     if (!skipped != !n_skipped)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_staged: give both skipped and n_skipped, or neither");
-    return save_models(outputs, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, err);
+    return save_models(outputs, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, true, err);
+}
+
+calq_status calq__save_models_quiet(const calq_model *m, const char *record, const char *config,
+                                    const calq_save_format *fmts, int n_fmts, const char *prefix, calq_error *err)
+{
+    return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, false, err);
 }
 
 calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,

@@ -227,6 +227,7 @@ calq_status calq__caffe_load_buffers(const char *prototxt, size_t prototxt_len, 
         s = calq__caffe_oom(&c);
     } else {
         c.g->opset = 13;
+        c.g->any_input_dims = true; /* Caffe reshapes a net to its data */
         s = calq__caffe_index_weights(&c);
         if (s == CALQ_OK) s = calq__caffe_build(&c, root);
         if (s == CALQ_OK) s = calq__graph_toposort(c.g, err);
@@ -246,7 +247,7 @@ calq_status calq__caffe_load_buffers(const char *prototxt, size_t prototxt_len, 
     return CALQ_OK;
 }
 
-calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, calq_model **out, calq_error *err)
+calq_status calq__caffe_load_files(const char *prototxt, const char *caffemodel, calq_model **out, calq_error *err)
 {
     *out = NULL;
     if (!prototxt) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no prototxt given");

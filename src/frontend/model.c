@@ -1,4 +1,4 @@
-/* calq_model: loading and the read-only model API. */
+/* calq_model: ONNX loading (src/api adds the op-support check) and the read-only model API. */
 #include "frontend/model.h"
 
 #include <stdio.h>
@@ -23,8 +23,8 @@ static char *dupstr(const char *s)
     return d;
 }
 
-calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
-                                        calq_error *err)
+calq_status calq__onnx_load_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
+                                   calq_error *err)
 {
     *out = NULL;
     if (!data && size) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model data");
@@ -57,7 +57,7 @@ calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const cha
     return CALQ_OK;
 }
 
-calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err)
+calq_status calq__onnx_load_file(const char *onnx_path, calq_model **out, calq_error *err)
 {
     *out = NULL;
     char *buf;
@@ -65,7 +65,7 @@ calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_e
     CALQ_TRY(calq__read_file_max(onnx_path, CALQ_READ_MAX_BYTES, "an ONNX model", &buf, &size, err));
     char dir[4096];
     calq__dirname(onnx_path, dir, sizeof dir);
-    calq_status s = calq_model_load_onnx_buffer(buf, size, dir, out, err);
+    calq_status s = calq__onnx_load_buffer(buf, size, dir, out, err);
     free(buf);
     if (s != CALQ_OK) return calq__prefix(err, "%s", onnx_path);
     (*out)->path = dupstr(onnx_path);

@@ -18,6 +18,15 @@ struct calq_model {
     void *caffe_net;               /* CalqCaffe__NetParameter* unpacked from the caffemodel (owned), or NULL */
 };
 
+/* The frontend's loads: the model as the file describes it, operators not yet checked against
+ * the executor (src/api's calq_model_load_* do that). On success *out is owned by the caller
+ * (calq_model_free). */
+calq_status calq__onnx_load_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
+                                   calq_error *err);
+/* Errors are prefixed with the path. */
+calq_status calq__onnx_load_file(const char *onnx_path, calq_model **out, calq_error *err);
+calq_status calq__caffe_load_files(const char *prototxt, const char *caffemodel, calq_model **out, calq_error *err);
+
 /* Builds m->g from the ONNX ModelProto in m->onnx. */
 calq_status calq__onnx_import(struct calq_model *m, calq_error *err);
 

@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "base/tensor.h"
-#include "exec/op.h"
 #include "frontend/model.h"
 #include "frontend/onnx_tensor.h"
 
@@ -308,61 +307,6 @@ static int find_opset(const Onnx__ModelProto *mp, const char *domain)
     return -1;
 }
 
-/* Every node of g and of its subgraphs, depth first. */
-static int collect_nodes(const calq_graph *g, const calq_node **out, int n, int cap)
-{
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (out && n < cap) out[n] = &g->nodes[i];
-        n++;
-        for (int a = 0; a < g->nodes[i].n_attrs; a++)
-            if (g->nodes[i].attrs[a].g) n = collect_nodes(g->nodes[i].attrs[a].g, out, n, cap);
-    }
-    return n;
-}
-
-/* One message listing every unsupported op type (in the graph and its subgraphs) with the nodes
- * using it. */
-static calq_status check_supported(const calq_graph *g, calq_error *err)
-{
-    char msg[CALQ_ERROR_MESSAGE_MAX];
-    size_t at = 0;
-    int n_types = 0, nn = collect_nodes(g, NULL, 0, 0);
-    const calq_node **nodes = malloc(sizeof(calq_node *) * ((size_t)nn + 1));
-    char *seen = calloc((size_t)nn + 1, 1);
-    if (!seen || !nodes) {
-        free(seen);
-        free(nodes);
-        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    }
-    collect_nodes(g, nodes, 0, nn);
-    for (int i = 0; i < nn; i++) {
-        if (seen[i] || calq__op_find(nodes[i]->domain, nodes[i]->op_type)) continue;
-        const char *dom = nodes[i]->domain;
-        if (at < sizeof msg)
-            at += (size_t)snprintf(msg + at, sizeof msg - at, "%s  %s%s%s (nodes:", n_types ? "\n" : "",
-                                   dom[0] ? dom : "", dom[0] ? "::" : "", nodes[i]->op_type);
-        int listed = 0;
-        for (int j = i; j < nn; j++) {
-            if (strcmp(nodes[j]->op_type, nodes[i]->op_type) != 0 || strcmp(nodes[j]->domain, dom) != 0) continue;
-            seen[j] = 1;
-            if (listed < 8 && at < sizeof msg)
-                at += (size_t)snprintf(msg + at, sizeof msg - at, " %s", nodes[j]->name);
-            else if (listed == 8 && at < sizeof msg)
-                at += (size_t)snprintf(msg + at, sizeof msg - at, " ...");
-            listed++;
-        }
-        if (at < sizeof msg) at += (size_t)snprintf(msg + at, sizeof msg - at, ")");
-        n_types++;
-    }
-    free(seen);
-    free(nodes);
-    if (!n_types) return CALQ_OK;
-    return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                      "the model uses %d operator type%s calq does not implement:\n%s\nSee docs/operators.md for the "
-                      "supported set.",
-                      n_types, n_types == 1 ? "" : "s", msg);
-}
-
 /* Builds g from gp. depth 0 is the model's graph; deeper ones are subgraphs, whose formal inputs
  * are their declared inputs and whose reads of enclosing scopes become further inputs. */
 static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp, int depth, calq_graph *g)
@@ -519,7 +463,6 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
     g->opset = opset;
     import_ctx ic = {mp, m->base_dir, opset, err};
     CALQ_TRY(import_graph(&ic, gp, 0, g));
-    CALQ_TRY(check_supported(g, err));
     CALQ_TRY(calq__graph_toposort(g, err));
 
     /* Every node input must be produced, fed, or constant. */

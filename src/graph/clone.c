@@ -74,6 +74,7 @@ static calq_status clone_into(calq_graph *d, const calq_graph *s, calq_error *er
     d->n_formal_inputs = s->n_formal_inputs;
     d->n_outputs = s->n_outputs;
     d->opset = s->opset;
+    d->any_input_dims = s->any_input_dims;
     return CALQ_OK;
 }
 

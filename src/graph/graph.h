@@ -76,7 +76,9 @@ typedef struct calq_graph {
     int *inputs;
     int n_outputs;
     int *outputs;
-    int opset; /* default-domain opset */
+    int opset;           /* default-domain opset */
+    bool any_input_dims; /* the inputs take any dims of their declared rank (a Caffe net reshapes
+                            itself to its data); set by the frontend, copied by clone and splice */
     /* name -> value index hash */
     int *hash;
     int hash_cap;

@@ -112,6 +112,7 @@ calq_status calq__graph_splice(const calq_graph *src, calq__splice_fn after, voi
         dv->constant_shared = sv->constant != NULL; /* viewed, never freed here (as calq__graph_clone) */
     }
     d->opset = src->opset;
+    d->any_input_dims = src->any_input_dims;
     for (int i = 0; i < src->n_nodes && st == CALQ_OK; i++) {
         const calq_node *n = &src->nodes[i];
         if (calq__graph_copy_node(d, n, n->name, n->inputs, n->outputs, err) < 0) {

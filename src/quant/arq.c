@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "quant/quant.h"
 
-void calq_arq_opts_default(calq_arq_opts *o)
+void calq_arq_opts_init(calq_arq_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->channel_wise = 1;
@@ -61,7 +61,7 @@ int64_t calq_arq_num_scales(const calq_tensor *w, calq_weight_layout layout, int
 {
     calq_arq_opts d;
     if (!o) {
-        calq_arq_opts_default(&d);
+        calq_arq_opts_init(&d);
         o = &d;
     }
     arq_geom g;
@@ -85,7 +85,7 @@ calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, i
 {
     calq_arq_opts d;
     if (!o) {
-        calq_arq_opts_default(&d);
+        calq_arq_opts_init(&d);
         o = &d;
     }
     const char *name = calq__name(layer);

@@ -27,7 +27,7 @@ struct calq_hfmg {
     uint64_t fed, nan_count, pos_inf_count, neg_inf_count;
 };
 
-void calq_hfmg_opts_default(calq_hfmg_opts *o)
+void calq_hfmg_opts_init(calq_hfmg_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->num_bins = 4096;

@@ -12,7 +12,7 @@
 
 #define IFMR_MAX_CANDIDATES 1000000u /* beyond this the grid is a typo, not a search (§3.1) */
 
-void calq_ifmr_opts_default(calq_ifmr_opts *o)
+void calq_ifmr_opts_init(calq_ifmr_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->max_percentile = 0.999999f;

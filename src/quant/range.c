@@ -47,7 +47,7 @@ const char *calq_range_method_name(calq_range_method m)
     return (unsigned)m < sizeof method_names / sizeof method_names[0] ? method_names[m] : NULL;
 }
 
-void calq_range_opts_default(calq_range_opts *o, calq_range_method m)
+void calq_range_opts_init(calq_range_opts *o, calq_range_method m)
 {
     memset(o, 0, sizeof *o);
     o->method = m;

@@ -32,6 +32,7 @@
 #include "base/outputs.h"
 #include "calib/config.h"
 #include "calib/record.h"
+#include "export/save.h"
 #include "frontend/model.h"
 
 void calq_fallback_opts_init(calq_fallback_opts *o)
@@ -126,13 +127,9 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     st = calq_config_save(c, cfg_path, err);
     calq_config_free(c);
     if (st == CALQ_OK) {
-        /* quiet: the trials' saves are not the user's outputs (the log level is the library's
-         * one switch; restored right after) */
-        int level = calq__log_level();
-        calq__log_set_level(CALQ_LOG_QUIET);
+        /* quiet: the trials' saves are not the user's outputs */
         calq_save_format f = CALQ_SAVE_ASCEND_FAKE_QUANT;
-        st = calq_save_models(s->m, s->record, cfg_path, &f, 1, prefix, err);
-        calq__log_set_level(level);
+        st = calq__save_models_quiet(s->m, s->record, cfg_path, &f, 1, prefix, err);
     }
     if (st == CALQ_OK) st = load_like(s, model, caffe ? weights : NULL, &q, err);
     if (st == CALQ_OK && s->o.evaluator && !ranking) {

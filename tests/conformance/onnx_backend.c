@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
-#include "base/log.h"
 #include "base/tensor.h"
 #include "calq.h"
 #include "frontend/onnx_tensor.h"
@@ -138,7 +137,7 @@ static result run_test(const char *dir, int fast, char *why, size_t whyn)
         if (stat(sd, &stbuf) != 0) break;
         calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
         calq_session *s = NULL;
-        calq_session_opts opts = {.use_fast = fast};
+        calq_session_opts opts = {.kernels = fast ? CALQ_KERNELS_DEFAULT : CALQ_KERNELS_REF};
         int loaded = 0;
         for (int i = 0; i < n_in; i++, loaded++) {
             snprintf(path, sizeof path, "%s/input_%d.pb", sd, i);
@@ -206,7 +205,6 @@ int main(int argc, char **argv)
         suites[n_suites++] = "/usr/share/libonnx-testdata/data/pytorch-converted";
         suites[n_suites++] = "/usr/share/libonnx-testdata/data/pytorch-operator";
     }
-    calq__log_set_level(0);
     int passed = 0, failed = 0, skipped = 0, known_fail = 0;
     for (int su = 0; su < n_suites; su++) {
         DIR *d = opendir(suites[su]);

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  &err) != CALQ_OK)
         return 0;
     calq_session *s = NULL;
-    calq_session_opts opts = {.n_threads = 1, .use_fast = 0, .max_arena_bytes = 256u << 20};
+    calq_session_opts opts = {.n_threads = 1, .kernels = CALQ_KERNELS_REF, .max_arena_bytes = 256u << 20};
     if (calq_session_create(m, &opts, &s, &err) == CALQ_OK) {
         static float x[1 * 3 * 6 * 6];
         calq_tensor in = {CALQ_DTYPE_FLOAT32, 4, {1, 3, 6, 6}, x};

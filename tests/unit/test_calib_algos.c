@@ -276,7 +276,7 @@ static void test_det3(const char *shared, const char *dir)
             for (int k = 0; k < gc.n && !g; k++)
                 if (strcmp(gc.t[k].name, t) == 0) g = &gc.t[k];
             calq_range_opts o;
-            calq_range_opts_default(&o, (calq_range_method)a);
+            calq_range_opts_init(&o, (calq_range_method)a);
             calq_range_result r;
             EXPECT(g && calq_range(g->x, g->n, &o, l->name, &r, &err) == CALQ_OK);
             bool same = g && r.scale == l->scale_d && r.offset == l->offset_d;

@@ -126,7 +126,7 @@ int main(void)
     /* a memory bound the model's activations (4.9 MB at 320x240) exceed: planning fails with
      * the size, before anything is allocated; the bound above it runs */
     {
-        calq_session_opts lim = {.n_threads = 1, .use_fast = 1, .max_arena_bytes = 1 << 20};
+        calq_session_opts lim = {.n_threads = 1, .max_arena_bytes = 1 << 20};
         calq_tensor x;
         EXPECT(calq_image_load(img_path[0], &io, &x, &err) == CALQ_OK);
         EXPECT(calq_session_create(m, &lim, &s, &err) == CALQ_OK);
@@ -152,7 +152,7 @@ int main(void)
         const calq_record_layer *l = &rec->layers[i];
         const gathered *a = &gc.t[tensor_of[i]];
         calq_ifmr_opts o;
-        calq_ifmr_opts_default(&o);
+        calq_ifmr_opts_init(&o);
         calq_ifmr_result r;
         if (calq_ifmr(a->x, a->n, &o, l->name, &r, &err) != CALQ_OK) {
             fprintf(stderr, "%s: %s\n", l->name, err.message);
@@ -173,7 +173,7 @@ int main(void)
         const calq_tensor *w = g->values[n->inputs[1]].constant;
         calq_weight_layout layout = strcmp(n->op_type, "Conv") == 0 ? CALQ_WEIGHTS_CONV : CALQ_WEIGHTS_MATRIX;
         calq_arq_opts ao;
-        calq_arq_opts_default(&ao);
+        calq_arq_opts_init(&ao);
         ao.channel_wise = layout == CALQ_WEIGHTS_CONV;
         int group = (int)calq__attr_int(n, "group", 1);
         int64_t ns = calq_arq_num_scales(w, layout, group, &ao);

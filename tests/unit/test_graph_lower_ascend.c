@@ -317,7 +317,8 @@ static void test_session(void)
     calq_tensor x = {.dtype = CALQ_DTYPE_FLOAT32, .ndim = 2, .dims = {1, 4}, .data = (void *)xv};
     for (int no_fusion = 0; no_fusion < 2; no_fusion++)
         for (int fast = 0; fast < 2; fast++) {
-            calq_session_opts o = {.n_threads = 1, .use_fast = fast, .no_fusion = no_fusion};
+            calq_session_opts o = {
+                .n_threads = 1, .kernels = fast ? CALQ_KERNELS_DEFAULT : CALQ_KERNELS_REF, .no_fusion = no_fusion};
             calq_session *s = NULL;
             calq_error err = {0};
             EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_OK, &err, NULL);
@@ -349,7 +350,7 @@ static void test_session(void)
     int8_t xd[18] = {0};
     calq_tensor xi = {.dtype = CALQ_DTYPE_INT8, .ndim = 4, .dims = {1, 2, 3, 3}, .data = xd};
     for (int no_fusion = 0; no_fusion < 2; no_fusion++) {
-        calq_session_opts o = {.n_threads = 1, .use_fast = 1, .no_fusion = no_fusion};
+        calq_session_opts o = {.n_threads = 1, .no_fusion = no_fusion};
         calq_session *s = NULL;
         calq_error err = {0};
         EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_OK, &err, NULL);

@@ -725,7 +725,7 @@ static void test_session(const calq_tensor *x)
     m->format = CALQ_FORMAT_ONNX;
     calq_error err = {0};
     for (int no_fusion = 0; no_fusion < 2; no_fusion++) {
-        calq_session_opts o = {.n_threads = 1, .use_fast = 1, .no_fusion = no_fusion};
+        calq_session_opts o = {.n_threads = 1, .no_fusion = no_fusion};
         calq_session *s = NULL;
         CHECK_OK(calq_session_create(m, &o, &s, &err));
         if (!s) continue;

@@ -22,7 +22,7 @@ static void test_zeros(void)
     const int64_t dims[] = {4, 3, 3, 3};
     calq_tensor t = tensor(w, 4, dims);
     calq_arq_opts o;
-    calq_arq_opts_default(&o);
+    calq_arq_opts_init(&o);
     float s[4];
     int off[4];
     int8_t q[108];
@@ -47,7 +47,7 @@ static void test_conv_by_hand(void)
     const int64_t dims[] = {2, 1, 2, 2};
     calq_tensor t = tensor(w, 4, dims);
     calq_arq_opts o;
-    calq_arq_opts_default(&o);
+    calq_arq_opts_init(&o);
     float s[2], fake[8];
     int off[2];
     int8_t q[8];
@@ -72,7 +72,7 @@ static void test_conv_by_hand(void)
 static void test_layouts(void)
 {
     calq_arq_opts o;
-    calq_arq_opts_default(&o);
+    calq_arq_opts_init(&o);
     calq_error e = {0};
     /* depthwise [3, 1, 1, 2], group 3: one scale per output channel */
     float dw[6] = {1.27f, -0.5f, 0.0f, 2.54f, -3.81f, 1.0f};
@@ -115,7 +115,7 @@ static void test_layouts(void)
 static void test_arq_errors(void)
 {
     calq_arq_opts o;
-    calq_arq_opts_default(&o);
+    calq_arq_opts_init(&o);
     calq_error e = {0};
     float w[4] = {0.1f, NAN, 0.2f, 0.3f};
     const int64_t dims[] = {2, 2};

@@ -9,7 +9,7 @@
 static calq_hfmg *make(int bins, int asym, int left_clip_loss)
 {
     calq_hfmg_opts o;
-    calq_hfmg_opts_default(&o);
+    calq_hfmg_opts_init(&o);
     o.num_bins = bins;
     o.asymmetric = asym;
     o.left_clip_loss = left_clip_loss;
@@ -125,7 +125,7 @@ static void test_search(void)
 static void test_errors(void)
 {
     calq_hfmg_opts o;
-    calq_hfmg_opts_default(&o);
+    calq_hfmg_opts_init(&o);
     o.num_bins = 1000;
     calq_hfmg *h = NULL;
     calq_error e = {0};

@@ -30,7 +30,7 @@ static void expect_factors(const char *what, const float *x, size_t n, int asymm
 {
     for (int amct = 0; amct < 2; amct++) {
         calq_ifmr_opts o;
-        calq_ifmr_opts_default(&o);
+        calq_ifmr_opts_init(&o);
         o.asymmetric = asymmetric;
         o.amct_float_loss = amct;
         calq_ifmr_result r1, r2;
@@ -86,7 +86,7 @@ static void expect_failure(const char *what, const float *x, size_t n, int asymm
 {
     const char *layer = "conv_1/relu";
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     o.asymmetric = asymmetric;
     for (int impl = 0; impl < 2; impl++) {
         calq_ifmr_result r;
@@ -149,7 +149,7 @@ static void test_some_illegal(void)
     float *x = malloc(N * sizeof *x);
     for (int i = 0; i < N; i++) x[i] = 2.0e9f * (float)i / (float)(N - 1);
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     calq_ifmr_result r1, r2;
     calq_error e = {0};
     CHECK(calq_ifmr(x, N, &o, "big", &r1, &e) == CALQ_OK);
@@ -172,16 +172,16 @@ static void test_some_illegal(void)
 static void test_options(void)
 {
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     float x[4] = {1, 2, 3, 4};
     calq_ifmr_result r;
     calq_error e = {0};
     o.search_step = 0.0f;
     CHECK(calq_ifmr(x, 4, &o, "L", &r, &e) == CALQ_ERR_BAD_PARAMETERS);
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     o.max_percentile = 0.5f;
     CHECK(calq_ifmr(x, 4, &o, "L", &r, &e) == CALQ_ERR_BAD_PARAMETERS);
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     CHECK(calq_ifmr(x, 0, &o, "L", &r, &e) == CALQ_ERR_BAD_PARAMETERS);
     CHECK(strstr(e.message, "empty") != NULL);
 }

@@ -92,7 +92,7 @@ static void test_hist_sse(void)
 static calq_status run(calq_range_method m, int asym, const float *x, size_t n, calq_range_result *r, calq_error *err)
 {
     calq_range_opts o;
-    calq_range_opts_default(&o, m);
+    calq_range_opts_init(&o, m);
     o.asymmetric = asym;
     memset(r, 0, sizeof *r);
     return calq_range(x, n, &o, "t", r, err);
@@ -116,7 +116,7 @@ static void test_examples(void)
     /* percentile 0.99 of 0..999: rank 1000 - floor(0.99*1000) = 10, the 10th largest is 990 */
     for (int i = 0; i < 1000; i++) x[i] = (float)((i * 7919) % 1000);
     calq_range_opts o;
-    calq_range_opts_default(&o, CALQ_RANGE_PERCENTILE);
+    calq_range_opts_init(&o, CALQ_RANGE_PERCENTILE);
     o.max_percentile = o.min_percentile = 0.99f;
     EXPECT_STATUS(calq_range(x, 1000, &o, "p", &r, &err), CALQ_OK, &err, NULL);
     EXPECT(r.clip_min == 0.0f && r.clip_max == 990.0f);
@@ -164,7 +164,7 @@ static void test_edge_data(void)
     }
     EXPECT_STATUS(run(CALQ_RANGE_MINMAX, 1, x, 0, &r, &err), CALQ_ERR_BAD_PARAMETERS, &err, "is empty");
     calq_range_opts o;
-    calq_range_opts_default(&o, CALQ_RANGE_KL);
+    calq_range_opts_init(&o, CALQ_RANGE_KL);
     o.num_bins = 1000;
     EXPECT_STATUS(calq_range(x, 10, &o, "t", &r, &err), CALQ_ERR_BAD_PARAMETERS, &err, "num_of_bins 1000");
 }
@@ -182,7 +182,7 @@ static void test_split_and_threads(void)
             for (int v = 0; v < 2; v++) {
                 calq_error err = {0};
                 calq_range_opts o;
-                calq_range_opts_default(&o, (calq_range_method)m);
+                calq_range_opts_init(&o, (calq_range_method)m);
                 o.asymmetric = asym;
                 o.n_threads = v + 1;
                 calq_range_stream *s = NULL;
@@ -213,7 +213,7 @@ static void test_split_and_threads(void)
     /* a second pass fed other data fails */
     calq_error err = {0};
     calq_range_opts o;
-    calq_range_opts_default(&o, CALQ_RANGE_MSE);
+    calq_range_opts_init(&o, CALQ_RANGE_MSE);
     calq_range_stream *s = NULL;
     int done = 0;
     EXPECT_STATUS(calq_range_stream_create(&o, N, "s", &s, &err), CALQ_OK, &err, NULL);

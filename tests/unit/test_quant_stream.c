@@ -135,7 +135,7 @@ static void run_case(const tcase *c)
     rs = 0x1234567ull + (uint64_t)c->gen * 1000003ull + c->n;
     generate(c->gen, x, c->n);
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     o.asymmetric = c->asym;
     o.amct_float_loss = c->amct;
     if (c->pmax > 0) o.max_percentile = c->pmax;

@@ -161,7 +161,7 @@ calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_
     }
     omp_set_num_threads(prev_threads);
     if (st != dnnl_success) {
-        calq__log(CALQ_LOG_DEBUG, "%s '%s': oneDNN matmul unavailable (status %d), using the reference kernel\n",
+        calq__log(CALQ_LOG_DEBUG, "%s '%s': oneDNN matmul unavailable (status %d), using the reference kernel",
                   c->node->op_type, c->node->name, (int)st);
         calq__mm_dnnl_free(p);
         return CALQ_OK;

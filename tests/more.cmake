@@ -168,3 +168,10 @@ add_test(NAME lib.install
                  ${CALQ_SHARED_DIR}/models/ultraface/version-slim-320.onnx ${CALQ_SHARED_DIR}/data/faces/ultraface_1.jpg
                  "${CALQ_INSTALL_TEST_CFLAGS}")
 set_tests_properties(lib.install PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Caffe SSD and the other common Caffe layers (issue 14, item 11): the zoo's WeChat QR detector
+# and its super-resolution net, a MobileNet-SSD-like net built here, vs OpenCV's DNN module;
+# Interp vs numpy; both detectors calibrated and saved, the saved models run.
+add_test(NAME peer.caffe_ssd
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_ssd.sh $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.caffe_ssd PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -23,7 +23,7 @@ const calq_op_def *calq__op_find(const char *domain, const char *op_type)
 }
 
 /* Operators of domain CALQ_DOMAIN_INTERNAL. */
-static const calq_op_def *const internal_tables[] = {calq__ops_ascend_int};
+static const calq_op_def *const internal_tables[] = {calq__ops_ascend_int, calq__ops_ssd};
 
 const calq_op_def *calq__op_of(const calq_node *n)
 {

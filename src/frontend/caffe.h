@@ -123,6 +123,12 @@ calq_status calq__caffe_map_flatten(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_reshape(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_permute(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_softmax(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_crop(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_interp(calq_caffe_ctx *c, calq_caffe_layer *L);
+/* Caffe SSD's layers (caffe_layers_ssd.c). */
+calq_status calq__caffe_map_prior_box(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_detection_output(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_normalize(calq_caffe_ctx *c, calq_caffe_layer *L);
 /* AMCT's Quant / DeQuant layers (caffe_layers_quant.c). */
 calq_status calq__caffe_map_quant(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_dequant(calq_caffe_ctx *c, calq_caffe_layer *L);
@@ -190,6 +196,7 @@ calq_status calq__caffe_attr_int(calq_caffe_ctx *c, int node, const char *name, 
 calq_status calq__caffe_attr_float(calq_caffe_ctx *c, int node, const char *name, float v);
 calq_status calq__caffe_attr_ints(calq_caffe_ctx *c, int node, const char *name, const int64_t *v, int n);
 calq_status calq__caffe_attr_string(calq_caffe_ctx *c, int node, const char *name, const char *v);
+calq_status calq__caffe_attr_floats(calq_caffe_ctx *c, int node, const char *name, const float *v, int n);
 /* Constants named "<layer>/<what>". */
 int calq__caffe_const_f32(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, const float *v,
                           const int64_t *dims, int ndim);

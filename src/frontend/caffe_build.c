@@ -428,6 +428,17 @@ calq_status calq__caffe_attr_ints(calq_caffe_ctx *c, int node, const char *name,
     return CALQ_OK;
 }
 
+calq_status calq__caffe_attr_floats(calq_caffe_ctx *c, int node, const char *name, const float *v, int n)
+{
+    calq_attr *a = calq__node_add_attr(c->g, node, name, CALQ_ATTR_FLOATS);
+    if (!a) return calq__caffe_oom(c);
+    a->floats = malloc(sizeof(float) * (size_t)(n + 1));
+    if (!a->floats) return calq__caffe_oom(c);
+    if (n) memcpy(a->floats, v, sizeof(float) * (size_t)n);
+    a->n = n;
+    return CALQ_OK;
+}
+
 static int add_const(calq_caffe_ctx *c, const calq_caffe_layer *L, const char *what, calq_dtype dt, const void *v,
                      const int64_t *dims, int ndim)
 {

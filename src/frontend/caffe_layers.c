@@ -559,6 +559,11 @@ calq_caffe_map_fn calq__caffe_mapper(const char *type)
         {"Reshape", calq__caffe_map_reshape},
         {"Permute", calq__caffe_map_permute},
         {"Softmax", calq__caffe_map_softmax},
+        {"Crop", calq__caffe_map_crop},
+        {"Interp", calq__caffe_map_interp},
+        {"PriorBox", calq__caffe_map_prior_box},
+        {"DetectionOutput", calq__caffe_map_detection_output},
+        {"Normalize", calq__caffe_map_normalize},
         {"Quant", calq__caffe_map_quant},
         {"DeQuant", calq__caffe_map_dequant},
     };

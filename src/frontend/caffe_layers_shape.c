@@ -289,3 +289,121 @@ calq_status calq__caffe_map_softmax(calq_caffe_ctx *c, calq_caffe_layer *L)
     calq__caffe_copy_shape(c, y, L->bottom[0]);
     return CALQ_OK;
 }
+
+/* crop_param { axis (2) offset }: bottom 0 cut to bottom 1's dims from `axis` on, starting at
+ * the offsets (one for every cropped axis, or one each): a Slice whose ends are offset +
+ * bottom 1's dims, from its Shape (folded once the input size is known). */
+calq_status calq__caffe_map_crop(calq_caffe_ctx *c, calq_caffe_layer *L)
+{
+    CALQ_TRY(calq__caffe_need_io(c, L, 2, 2, 1, 1));
+    const calq_tp_node *p = calq__caffe_param(L, "crop_param");
+    int r = calq__caffe_rank(c, L, 0);
+    if (r < 0) return c->status;
+    int64_t axis = 2;
+    CALQ_TRY(calq__caffe_get_int(c, p, "axis", 2, &axis));
+    int a = calq__caffe_axis(c, L, axis, r, "axis");
+    if (a < 0) return c->status;
+    int n_off = calq__caffe_count(p, "offset"), n = r - a;
+    if (n_off != 0 && n_off != 1 && n_off != n)
+        return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT, "%d offset values for %d cropped axes (give 0, 1 or %d)",
+                                n_off, n, n);
+    int64_t off[CALQ_MAX_DIMS], axes[CALQ_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        off[i] = 0;
+        if (n_off) CALQ_TRY(calq__caffe_get_int_at(c, p, "offset", n_off == 1 ? 0 : i, &off[i]));
+        if (off[i] < 0)
+            return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT, "offset %lld is negative", (long long)off[i]);
+        axes[i] = a + i;
+    }
+    const calq_caffe_shape xs = calq__caffe_shape(c, L->bottom[0]), rs = calq__caffe_shape(c, L->bottom[1]);
+    if (rs.ndim >= 0 && rs.ndim != r)
+        return calq__caffe_fail(c, L, CALQ_ERR_SHAPE, "bottom 1 has %d axes, bottom 0 %d", rs.ndim, r);
+    for (int i = 0; i < n; i++)
+        if (xs.dims[a + i] >= 0 && rs.ndim == r && rs.dims[a + i] >= 0 && off[i] + rs.dims[a + i] > xs.dims[a + i])
+            return calq__caffe_fail(c, L, CALQ_ERR_SHAPE, "axis %d: offset %lld + size %lld exceeds the bottom's %lld",
+                                    a + i, (long long)off[i], (long long)rs.dims[a + i], (long long)xs.dims[a + i]);
+    int size = calq__caffe_shape_slice(c, L, "size", L->bottom[1], a, r);
+    int vs = size < 0 ? -1 : calq__caffe_const_i64(c, L, "starts", off, n);
+    int ends = vs < 0 ? -1 : calq__caffe_binary(c, L, "Add", "ends", size, vs);
+    int va = ends < 0 ? -1 : calq__caffe_const_i64(c, L, "axes", axes, n);
+    int y = va < 0 ? -1 : calq__caffe_top(c, L, 0);
+    int in[4] = {L->bottom[0], vs, ends, va};
+    if (y < 0 || calq__caffe_node(c, L, "Slice", NULL, true, in, 4, &y, 1) < 0) return c->status;
+    calq_caffe_shape ys = xs;
+    for (int i = 0; i < n; i++) ys.dims[a + i] = rs.ndim == r ? rs.dims[a + i] : -1;
+    calq__caffe_set_shape(c, y, &ys);
+    return CALQ_OK;
+}
+
+/* PSPNet's Interp { height width | zoom_factor | shrink_factor }: bilinear with aligned corners
+ * (Caffe's interp layer and OpenCV's reading of it), as ONNX Resize with sizes computed from the
+ * bottom's Shape: zoom z gives in + (in - 1) (z - 1), shrink s gives (in - 1) / s + 1. */
+calq_status calq__caffe_map_interp(calq_caffe_ctx *c, calq_caffe_layer *L)
+{
+    CALQ_TRY(calq__caffe_need_io(c, L, 1, 1, 1, 1));
+    const calq_tp_node *p = calq__caffe_param(L, "interp_param");
+    int r = calq__caffe_rank(c, L, 0);
+    if (r < 0) return c->status;
+    if (r != 4)
+        return calq__caffe_fail(c, L, CALQ_ERR_UNSUPPORTED, "Interp resizes N x C x H x W bottoms, not %d axes", r);
+    int64_t zoom = 1, shrink = 1, h = 0, w = 0, pb = 0, pe = 0;
+    CALQ_TRY(calq__caffe_get_int(c, p, "zoom_factor", 1, &zoom));
+    CALQ_TRY(calq__caffe_get_int(c, p, "shrink_factor", 1, &shrink));
+    CALQ_TRY(calq__caffe_get_int(c, p, "height", 0, &h));
+    CALQ_TRY(calq__caffe_get_int(c, p, "width", 0, &w));
+    CALQ_TRY(calq__caffe_get_int(c, p, "pad_beg", 0, &pb));
+    CALQ_TRY(calq__caffe_get_int(c, p, "pad_end", 0, &pe));
+    if (pb || pe)
+        return calq__caffe_fail(c, L, CALQ_ERR_UNSUPPORTED, "pad_beg / pad_end other than 0 are not supported");
+    if (zoom < 1 || shrink < 1 || h < 0 || w < 0 || h > (1 << 24) || w > (1 << 24))
+        return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT,
+                                "zoom_factor / shrink_factor must be >= 1 and sizes positive");
+    const calq_caffe_shape xs = calq__caffe_shape(c, L->bottom[0]);
+    int x = L->bottom[0];
+    int lead = calq__caffe_shape_slice(c, L, "lead", x, 0, 2), hw;
+    if (lead < 0) return c->status;
+    int64_t out[2] = {-1, -1};
+    if (h && w) {
+        int64_t v[2] = {h, w};
+        hw = calq__caffe_const_i64(c, L, "hw", v, 2);
+        out[0] = h, out[1] = w;
+    } else {
+        hw = calq__caffe_shape_slice(c, L, "in_hw", x, 2, 4);
+        int64_t one = 1;
+        int v1 = hw < 0 ? -1 : calq__caffe_const_i64(c, L, "one", &one, 1);
+        if (shrink > 1) { /* (in - 1) / s + 1 */
+            int vs = v1 < 0 ? -1 : calq__caffe_const_i64(c, L, "shrink", &shrink, 1);
+            hw = vs < 0 ? -1 : calq__caffe_binary(c, L, "Sub", "in_m1", hw, v1);
+            hw = hw < 0 ? -1 : calq__caffe_binary(c, L, "Div", "shrunk", hw, vs);
+            hw = hw < 0 ? -1 : calq__caffe_binary(c, L, "Add", "shrunk_p1", hw, v1);
+        }
+        if (zoom > 1 && hw >= 0) { /* in + (in - 1)(z - 1) = z in - z + 1 */
+            int64_t zm1 = zoom - 1;
+            int vz = calq__caffe_const_i64(c, L, "zoom", &zoom, 1),
+                vz1 = calq__caffe_const_i64(c, L, "zoom_m1", &zm1, 1);
+            hw = vz < 0 || vz1 < 0 ? -1 : calq__caffe_binary(c, L, "Mul", "zoomed", hw, vz);
+            hw = hw < 0 ? -1 : calq__caffe_binary(c, L, "Sub", "zoomed_m", hw, vz1);
+        }
+        for (int i = 0; i < 2; i++) {
+            int64_t in = xs.ndim == 4 ? xs.dims[2 + i] : -1;
+            out[i] = in > 0 ? ((in - 1) / shrink + 1 - 1) * zoom + 1 : -1;
+        }
+    }
+    int sizes = hw < 0 ? -1 : calq__caffe_binary(c, L, "Concat", "sizes", lead, hw);
+    if (sizes < 0 || calq__caffe_attr_int(c, c->g->n_nodes - 1, "axis", 0) != CALQ_OK) return c->status;
+    const float none = 0;
+    int64_t zero = 0;
+    int roi = calq__caffe_const_typed(c, L, "roi", CALQ_DTYPE_FLOAT32, &none, &zero, 1);
+    int scales = roi < 0 ? -1 : calq__caffe_const_typed(c, L, "scales", CALQ_DTYPE_FLOAT32, &none, &zero, 1);
+    int y = scales < 0 ? -1 : calq__caffe_top(c, L, 0);
+    int in[4] = {x, roi, scales, sizes};
+    int ni = y < 0 ? -1 : calq__caffe_node(c, L, "Resize", NULL, true, in, 4, &y, 1);
+    if (ni < 0 || calq__caffe_attr_string(c, ni, "mode", "linear") != CALQ_OK ||
+        calq__caffe_attr_string(c, ni, "coordinate_transformation_mode", "align_corners") != CALQ_OK)
+        return c->status;
+    calq_caffe_shape ys = xs;
+    ys.dims[2] = out[0];
+    ys.dims[3] = out[1];
+    calq__caffe_set_shape(c, y, &ys);
+    return CALQ_OK;
+}

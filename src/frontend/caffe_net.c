@@ -265,7 +265,8 @@ static calq_status check_unknown(calq_caffe_ctx *c, const layer_rec *recs, int n
         "the net uses %d layer type%s calq does not support:%s\nSupported: Convolution, "
         "Deconvolution, InnerProduct, Pooling, ReLU, PReLU, Sigmoid, TanH, ELU, AbsVal, Power, Exp, "
         "Log, BatchNorm, Scale, Bias, Eltwise, Concat, Slice, Split, Flatten, Reshape, Permute, "
-        "Softmax, Dropout, LRN, Input, and AMCT's Quant and DeQuant.",
+        "Softmax, Dropout, LRN, Crop, Interp, SSD's PriorBox, DetectionOutput and Normalize, Input, and AMCT's "
+        "Quant and DeQuant.",
         n_types, n_types == 1 ? "" : "s", msg);
 }
 

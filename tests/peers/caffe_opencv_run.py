@@ -5,6 +5,12 @@
       and writes OUTDIR/<output layer>.npy for each of OpenCV's unconnected output layers;
       prints their names, one per line. Listed extra layers are written too (not printed).
 
+  caffe_opencv_run.py ssd DIR
+      Writes DIR/ssd.prototxt, DIR/ssd.caffemodel (random weights) and DIR/data.npy: a small
+      MobileNet-SSD-like detector (depthwise convolutions, BatchNorm/Scale, Normalize, two heads
+      with Permute/Flatten/PriorBox/Concat, Softmax over classes, DetectionOutput with top_k /
+      keep_top_k truncation) and a segmentation branch (Interp, Crop).
+
   caffe_opencv_run.py zoo DIR
       Writes DIR/zoo.prototxt, DIR/zoo.caffemodel (random weights) and DIR/data.npy: a small
       net using most layer types calq maps, with their less common parameters (in-place
@@ -134,10 +140,109 @@ def zoo(d):
     np.save(os.path.join(d, "data.npy"), rng.uniform(-1, 1, size=(1, 4, 9, 11)).astype(np.float32))
 
 
+SSD = """name: "ssd"
+input: "data"
+input_shape { dim: 1 dim: 3 dim: 64 dim: 64 }
+layer { name: "conv0" type: "Convolution" bottom: "data" top: "conv0"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 bias_term: false } }
+layer { name: "conv0/bn" type: "BatchNorm" bottom: "conv0" top: "conv0" }
+layer { name: "conv0/scale" type: "Scale" bottom: "conv0" top: "conv0" scale_param { bias_term: true } }
+layer { name: "conv0/relu" type: "ReLU" bottom: "conv0" top: "conv0" }
+layer { name: "conv1/dw" type: "Convolution" bottom: "conv0" top: "conv1/dw"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 group: 8 } }
+layer { name: "conv1/dw/relu" type: "ReLU" bottom: "conv1/dw" top: "conv1/dw" }
+layer { name: "conv1" type: "Convolution" bottom: "conv1/dw" top: "conv1" convolution_param { num_output: 16 kernel_size: 1 } }
+layer { name: "conv1/relu" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "conv1_norm" type: "Normalize" bottom: "conv1" top: "conv1_norm"
+  norm_param { across_spatial: false channel_shared: false eps: 1e-10 } }
+layer { name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
+  convolution_param { num_output: 16 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "conv2/relu" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "h1_loc" type: "Convolution" bottom: "conv1_norm" top: "h1_loc"
+  convolution_param { num_output: 24 kernel_size: 3 pad: 1 } }
+layer { name: "h1_loc_perm" type: "Permute" bottom: "h1_loc" top: "h1_loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "h1_loc_flat" type: "Flatten" bottom: "h1_loc_perm" top: "h1_loc_flat" flatten_param { axis: 1 } }
+layer { name: "h1_conf" type: "Convolution" bottom: "conv1_norm" top: "h1_conf"
+  convolution_param { num_output: 24 kernel_size: 3 pad: 1 } }
+layer { name: "h1_conf_perm" type: "Permute" bottom: "h1_conf" top: "h1_conf_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "h1_conf_flat" type: "Flatten" bottom: "h1_conf_perm" top: "h1_conf_flat" flatten_param { axis: 1 } }
+layer { name: "h1_prior" type: "PriorBox" bottom: "conv1_norm" bottom: "data" top: "h1_prior"
+  prior_box_param { min_size: 12 max_size: 24 aspect_ratio: 2 aspect_ratio: 3 flip: true clip: true
+                    variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 offset: 0.5 } }
+layer { name: "h2_loc" type: "Convolution" bottom: "conv2" top: "h2_loc" convolution_param { num_output: 12 kernel_size: 1 } }
+layer { name: "h2_loc_perm" type: "Permute" bottom: "h2_loc" top: "h2_loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "h2_loc_flat" type: "Flatten" bottom: "h2_loc_perm" top: "h2_loc_flat" }
+layer { name: "h2_conf" type: "Convolution" bottom: "conv2" top: "h2_conf" convolution_param { num_output: 12 kernel_size: 1 } }
+layer { name: "h2_conf_perm" type: "Permute" bottom: "h2_conf" top: "h2_conf_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "h2_conf_flat" type: "Flatten" bottom: "h2_conf_perm" top: "h2_conf_flat" }
+layer { name: "h2_prior" type: "PriorBox" bottom: "conv2" bottom: "data" top: "h2_prior"
+  prior_box_param { min_size: 28 aspect_ratio: 2 aspect_ratio: 0.5 aspect_ratio: 2 flip: false clip: false
+                    variance: 0.1 step: 16 } }
+layer { name: "mbox_loc" type: "Concat" bottom: "h1_loc_flat" bottom: "h2_loc_flat" top: "mbox_loc" concat_param { axis: 1 } }
+layer { name: "mbox_conf" type: "Concat" bottom: "h1_conf_flat" bottom: "h2_conf_flat" top: "mbox_conf" concat_param { axis: 1 } }
+layer { name: "mbox_prior" type: "Concat" bottom: "h1_prior" bottom: "h2_prior" top: "mbox_prior" concat_param { axis: 2 } }
+layer { name: "mbox_conf_reshape" type: "Reshape" bottom: "mbox_conf" top: "mbox_conf_reshape"
+  reshape_param { shape { dim: 0 dim: -1 dim: 4 } } }
+layer { name: "mbox_conf_softmax" type: "Softmax" bottom: "mbox_conf_reshape" top: "mbox_conf_softmax" softmax_param { axis: 2 } }
+layer { name: "mbox_conf_flatten" type: "Flatten" bottom: "mbox_conf_softmax" top: "mbox_conf_flatten" flatten_param { axis: 1 } }
+layer { name: "detection_out" type: "DetectionOutput" bottom: "mbox_loc" bottom: "mbox_conf_flatten" bottom: "mbox_prior"
+  top: "detection_out"
+  detection_output_param { num_classes: 4 share_location: true background_label_id: 0
+    nms_param { nms_threshold: 0.45 top_k: 40 } code_type: CENTER_SIZE keep_top_k: 25 confidence_threshold: 0.2 } }
+layer { name: "data_crop" type: "Crop" bottom: "data" bottom: "conv1" top: "data_crop" crop_param { axis: 2 offset: 3 offset: 1 } }
+"""
+
+# PSPNet's Interp (not in OpenCV 4.6's Caffe schema): checked against numpy's align-corners
+# bilinear resize by caffe_ssd.sh instead.
+INTERP = """name: "interp"
+input: "data"
+input_shape { dim: 1 dim: 2 dim: 5 dim: 7 }
+layer { name: "zoom" type: "Interp" bottom: "data" top: "zoom" interp_param { zoom_factor: 3 } }
+layer { name: "shrink" type: "Interp" bottom: "data" top: "shrink" interp_param { shrink_factor: 2 } }
+layer { name: "fixed" type: "Interp" bottom: "data" top: "fixed" interp_param { height: 9 width: 4 } }
+"""
+
+
+def ssd(d):
+    rng = np.random.default_rng(20260101)
+
+    def normal(*shape, s=0.3):
+        return rng.normal(0.0, s, size=shape).astype(np.float32)
+
+    layers = [
+        layer("conv0", [normal(8, 3, 3, 3)]),
+        layer("conv0/bn", [normal(8) * 2, np.abs(normal(8)) * 2 + 0.1, np.array([2.0], np.float32)]),
+        layer("conv0/scale", [normal(8) + 1, normal(8)]),
+        layer("conv1/dw", [normal(8, 1, 3, 3), normal(8)]),
+        layer("conv1", [normal(16, 8, 1, 1), normal(16)]),
+        layer("conv1_norm", [np.abs(normal(16)) * 20 + 5]),
+        layer("conv2", [normal(16, 16, 3, 3, s=0.15), normal(16)]),
+        layer("h1_loc", [normal(24, 16, 3, 3, s=0.02), normal(24, s=0.05)]),
+        layer("h1_conf", [normal(24, 16, 3, 3, s=0.05), normal(24)]),
+        layer("h2_loc", [normal(12, 16, 1, 1, s=0.05), normal(12, s=0.05)]),
+        layer("h2_conf", [normal(12, 16, 1, 1), normal(12)]),
+    ]
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "ssd.prototxt"), "w") as f:
+        f.write(SSD)
+    with open(os.path.join(d, "ssd.caffemodel"), "wb") as f:
+        f.write(field(1, b"ssd") + b"".join(layers))
+    for k in range(3):
+        np.save(os.path.join(d, "data%s.npy" % ("" if k == 0 else str(k))),
+                rng.uniform(0, 1, size=(1, 3, 64, 64)).astype(np.float32))
+    with open(os.path.join(d, "interp.prototxt"), "w") as f:
+        f.write(INTERP)
+    with open(os.path.join(d, "interp.caffemodel"), "wb") as f:  # no learned blobs
+        f.write(field(1, b"interp"))
+    np.save(os.path.join(d, "interp_data.npy"), rng.uniform(-1, 1, size=(1, 2, 5, 7)).astype(np.float32))
+
+
 if __name__ == "__main__":
     if len(sys.argv) in (6, 7) and sys.argv[1] == "run":
         run(*sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "zoo":
         zoo(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "ssd":
+        ssd(sys.argv[2])
     else:
         sys.exit(__doc__)

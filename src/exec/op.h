@@ -90,6 +90,7 @@ extern const calq_op_def calq__ops_ascend[];
 extern const calq_op_def calq__ops_ascend_int[]; /* internal: calq.Ascend<op> (kernels/ascend.h) */
 extern const calq_op_def calq__ops_ssd[];        /* internal: calq.PriorBox, calq.DetectionOutput (Caffe SSD) */
 extern const calq_op_def calq__ops_norm[];
+extern const calq_op_def calq__ops_dynamic_quant[];
 extern const calq_op_def calq__ops_col2im[];
 extern const calq_op_def calq__ops_center_crop_pad[];
 extern const calq_op_def calq__ops_grid_sample[];

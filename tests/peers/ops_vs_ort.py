@@ -47,10 +47,11 @@ def graph_model(nodes, inputs, outputs, opset=17, inits=()):
     for n, a in inputs:
         if n == "":
             continue
-        t = {np.float32: F, np.int64: I64, np.int32: TP.INT32, np.int8: TP.INT8, np.bool_: TP.BOOL}[a.dtype.type]
+        t = {np.float32: F, np.int64: I64, np.int32: TP.INT32, np.int8: TP.INT8, np.uint8: TP.UINT8,
+             np.bool_: TP.BOOL}[a.dtype.type]
         ins.append(vi(n, t, list(a.shape)))
     # "name" is a float output, "name:i64" (:i32, :i8, :bool) an integer one (shapes are left to the runtimes)
-    kinds = {"i64": I64, "i32": TP.INT32, "i8": TP.INT8, "bool": TP.BOOL}
+    kinds = {"i64": I64, "i32": TP.INT32, "i8": TP.INT8, "u8": TP.UINT8, "bool": TP.BOOL}
     outs = [vi(o.split(":")[0], kinds[o.split(":")[1]] if ":" in o else F, None) for o in outputs]
     g = h.make_graph(nodes, "g", ins, outs, initializer=list(inits))
     m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
@@ -220,6 +221,16 @@ def _():
     x = rng.integers(0, 3, size=(4, 6)).astype(np.float32)
     x[:, 3] = x[:, 1]
     return one_node("Unique", [("x", x)], ["y", "idx:i64", "inv:i64", "cnt:i64"], axis=1, sorted=0)
+
+
+@case("dynamic quantization: DynamicQuantizeLinear + MatMulInteger")
+def _():
+    nodes = [h.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             h.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["y"])]
+    w = rng.integers(0, 255, size=(5, 6)).astype(np.uint8)
+    wz = rng.integers(100, 150, size=(6,)).astype(np.uint8)
+    return graph_model(nodes, [("x", rnd(2, 1, 4, 5, lo=-3, hi=2)), ("w", w), ("wz", wz)],
+                       ["xq:u8", "xs", "xz:u8", "y:i32"], 13)
 
 
 # ---- opsets 18 to 21: the signatures that changed ------------------------------------------

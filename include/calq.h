@@ -670,7 +670,9 @@ typedef enum calq_weight_layout {
     CALQ_WEIGHTS_CONV = 0,           /* Conv [Cout, Cin/group, k...] incl. depthwise: channel = dim 0 */
     CALQ_WEIGHTS_CONV_TRANSPOSE = 1, /* ConvTranspose [Cin, Cout/group, k...]: channel of element
                                         (ci, j, ...) = (ci / (Cin/group)) * (Cout/group) + j */
-    CALQ_WEIGHTS_MATRIX = 2          /* Gemm / InnerProduct / MatMul: per tensor only */
+    CALQ_WEIGHTS_MATRIX = 2,         /* Gemm / InnerProduct / MatMul: per tensor only */
+    CALQ_WEIGHTS_RNN = 3             /* LSTM / GRU / RNN W and R [directions, gates*hidden, in]: one channel per
+                                        direction and gate row (element e is in channel e / in) */
 } calq_weight_layout;
 
 typedef struct calq_arq_opts {

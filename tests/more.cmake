@@ -175,3 +175,9 @@ add_test(NAME peer.caffe_ssd
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_ssd.sh $<TARGET_FILE:calq_cli>
                  $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.caffe_ssd PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+# LSTM / GRU quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (issue 14, item 12): the
+# record's W / R scale_w against ARQ in numpy, every saved format in onnxruntime-node and calq.
+add_test(NAME peer.save_rnn
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_rnn.sh $<TARGET_FILE:calq_cli>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/peers/ort_run.js)
+set_tests_properties(peer.save_rnn PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)

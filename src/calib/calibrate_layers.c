@@ -105,35 +105,44 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
     }
     if (k->weights != CALQ_QKIND_WEIGHTS_CONST) return CALQ_OK; /* no weight factors (§7.1) */
     const calq_node *n = &cal->g->nodes[find_node(cal->g, lc->name)];
-    const calq_tensor *w = n->n_inputs > k->weight_input && n->inputs[k->weight_input] >= 0
-                               ? cal->g->values[n->inputs[k->weight_input]].constant
-                               : NULL;
-    if (!w) {
-        l->w_failed = true;
-        calq__fail(&l->w_err, CALQ_ERR_UNSUPPORTED, lc->name,
-                   "the weight of layer \"%s\" (%s) is not a constant, so ARQ cannot quantize it (§8.1)", lc->name,
-                   n->op_type);
-        return CALQ_OK;
+    /* One weight, or two (LSTM / GRU / RNN: W then R, their scale_w one after the other, §8.1). */
+    const int nw = calq__qkind_n_weights(k), wi[2] = {k->weight_input, k->weight2_input};
+    const calq_tensor *ws[2] = {NULL, NULL};
+    for (int j = 0; j < nw; j++) {
+        ws[j] = n->n_inputs > wi[j] && n->inputs[wi[j]] >= 0 ? cal->g->values[n->inputs[wi[j]]].constant : NULL;
+        if (!ws[j]) {
+            l->w_failed = true;
+            calq__fail(&l->w_err, CALQ_ERR_UNSUPPORTED, lc->name,
+                       "the weight (input %d) of layer \"%s\" (%s) is not a constant, so ARQ cannot quantize it (§8.1)",
+                       wi[j], lc->name, n->op_type);
+            return CALQ_OK;
+        }
     }
     calq_weight_layout layout = k->layout;
     int group = calq__qkind_group(k, n);
     /* Gemm / MatMul are per tensor (§8.4), so transB does not change the factors */
     calq_arq_opts ao;
     calq__config_arq_opts(lc, &ao);
-    int64_t ns = calq_arq_num_scales(w, layout, group, &ao);
-    if (ns <= 0) {
-        l->w_failed = true;
-        calq__fail(&l->w_err, CALQ_ERR_SHAPE, lc->name,
-                   "the weight of layer \"%s\" (%s, %d dims) does not fit its layer type for ARQ (§8.2)", lc->name,
-                   n->op_type, w->ndim);
-        return CALQ_OK;
+    int64_t ns[2] = {0, 0}, total = 0;
+    for (int j = 0; j < nw; j++) {
+        ns[j] = calq_arq_num_scales(ws[j], layout, group, &ao);
+        if (ns[j] <= 0) {
+            l->w_failed = true;
+            calq__fail(&l->w_err, CALQ_ERR_SHAPE, lc->name,
+                       "the weight of layer \"%s\" (%s, %d dims) does not fit its layer type for ARQ (§8.2)", lc->name,
+                       n->op_type, ws[j]->ndim);
+            return CALQ_OK;
+        }
+        total += ns[j];
     }
-    l->n_w = (int)ns;
-    l->scale_w = malloc((size_t)ns * sizeof(float));
-    l->offset_w = malloc((size_t)ns * sizeof(int));
+    l->n_w = (int)total;
+    l->scale_w = malloc((size_t)total * sizeof(float));
+    l->offset_w = malloc((size_t)total * sizeof(int));
     if (!l->scale_w || !l->offset_w) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "out of memory");
-    if (calq_arq_quantize(w, layout, group, &ao, lc->name, l->scale_w, l->offset_w, NULL, NULL, &l->w_err) != CALQ_OK)
-        l->w_failed = true;
+    for (int j = 0, at = 0; j < nw && !l->w_failed; at += (int)ns[j], j++)
+        if (calq_arq_quantize(ws[j], layout, group, &ao, lc->name, l->scale_w + at, l->offset_w + at, NULL, NULL,
+                              &l->w_err) != CALQ_OK)
+            l->w_failed = true;
     return CALQ_OK;
 }
 

@@ -423,12 +423,21 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
                               "many (§7.1)",
                               l->name, rf, l->line, l->n_shift_bit, l->n_scale_w);
         int64_t channels = weights ? weight_channels(g, ni, k) : 1;
-        if (channels > 0 && l->n_scale_w > 1 && l->n_scale_w != channels)
-            return calq__fail(
-                err, CALQ_ERR_RECORD_FACTOR, l->name,
-                "layer %s in %s (line %d) has %d scale_w values, but its weight has %lld output channels; "
-                "give one per output channel or a single one",
-                l->name, rf, l->line, l->n_scale_w, (long long)channels);
+        /* one scale_w per weight (per tensor) or per output channel of each weight; LSTM / GRU /
+         * RNN have two weights, W's values first */
+        int nw = weights ? calq__qkind_n_weights(k) : 1;
+        if (channels > 0 && l->n_scale_w > nw && l->n_scale_w != nw * channels)
+            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                              nw > 1
+                                  ? "layer %s in %s (line %d) has %d scale_w values, but its W and R have %lld output "
+                                    "channels each; give %lld (W's, then R's) or one per weight"
+                                  : "layer %s in %s (line %d) has %d scale_w values, but its weight has %lld output "
+                                    "channels; give one per output channel or a single one",
+                              l->name, rf, l->line, l->n_scale_w, (long long)channels, (long long)(nw * channels));
+        if (nw > 1 && l->n_scale_w < nw)
+            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                              "layer %s in %s (line %d) has %d scale_w value; its W and R take one each at least",
+                              l->name, rf, l->line, l->n_scale_w);
     }
     /* the range checks, in parse_record_file.py's order */
     for (int i = 0; i < r->n_layers; i++) {

@@ -229,6 +229,7 @@ int64_t calq__weight_channel(const calq_qkind *k, const calq_node *n, const calq
         int64_t j = (i / per) % w->dims[1], ci = i / (per * w->dims[1]);
         return (ci / (w->dims[0] / g)) * w->dims[1] + j;
     }
+    if (k->layout == CALQ_WEIGHTS_RNN) return i / w->dims[w->ndim - 1];
     return i / (numel / w->dims[0]);
 }
 

@@ -61,6 +61,12 @@ bool calq__x_act_input(const calq__xctx *c, int ni, int k);
 calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl, int8_t **wq, int32_t **bq,
                              int64_t *n_bias, calq_error *err);
 
+/* W (j = 0) or R (j = 1) of recurrent layer ni (LSTM / GRU / RNN) as int8 with the record's
+ * scale_w, which hold one value per weight or one per direction and gate row of each, W's first
+ * (§8.1). *wq (numel, the weight's layout) is arena memory; *scales / *n_scales point into rl. */
+calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *rl, int j, int8_t **wq,
+                                const float **scales, int64_t *n_scales, calq_error *err);
+
 /* QOperator form of quantized layer ni (QLinearConv / QLinearMatMul) when its output factors
  * are known (export_onnx_qop.c); *done false leaves the layer to the QDQ writer. */
 calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,

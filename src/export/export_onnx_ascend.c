@@ -14,8 +14,8 @@
  * with two variable inputs (§8.1) quantizes both, each with its record entry, and its deq_scale is
  * scale_d * scale_d1.
  * A bias that is not one value per output channel (a Gemm C that broadcasts) stays float and
- * is added after the dequantization. The Ascend operators are in the default domain, where
- * AMCT writes them and ATC looks for them. */
+ * is added after the dequantization. LSTM / GRU / RNN keep a float layer (ascend_rnn). The
+ * Ascend operators are in the default domain, where AMCT writes them and ATC looks for them. */
 #include <string.h>
 
 #include "base/error.h"
@@ -90,6 +90,79 @@ static const char *act_quant(calq__xctx *c, const char *layer, const char *tenso
     return a->q;
 }
 
+/* The dequantized float of quantized activation xq for node `name` (§9.3): AscendAntiQuant in
+ * the deploy model, Mul(scale_d) after the fake-quant chain. NULL on OOM (err set). */
+static const char *antiquant(calq__xctx *c, const char *name, const char *xq, const calq_record_layer *rl,
+                             calq_error *err)
+{
+    char *out = calq__xname(c, "%s.antiquant.output0", name);
+    char *nn = out ? calq__xname(c, "%s.antiquant", name) : NULL;
+    if (!nn) {
+        oom(err);
+        return NULL;
+    }
+    if (c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
+        /* y = (x + offset) * scale (the CANN formula, docs/operators.md) with offset = -offset_d:
+         * (q - offset_d) * scale_d. AMCT's own sign here is an open question (§13.4). */
+        Onnx__NodeProto *a = node1(c, "AscendAntiQuant", nn, xq, NULL, out);
+        if (!a || !calq__xg_attr_float(&c->x, a, "scale", rl->scale_d) ||
+            !calq__xg_attr_float(&c->x, a, "offset", (float)-rl->offset_d) ||
+            !calq__xg_attr_int(&c->x, a, "sqrt_mode", 0) || !calq__xg_attr_int(&c->x, a, "dtype", 0)) {
+            oom(err);
+            return NULL;
+        }
+    } else { /* the fake-quant chain gives q - offset_d; AMCT's fake AntiQuant is Mul(scale_d) */
+        const char *s = scalar(c, rl->scale_d, name, "antiquant.scale");
+        if (!s || !node1(c, "Mul", nn, xq, s, out)) {
+            oom(err);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* LSTM / GRU / RNN (§8.1 CHANNEL_WISE_ONNX_TYPES): the recurrence is not a linear layer whose
+ * output a deq_scale could restore, and AMCT's description has no integer form for it, so both
+ * models quantize what AMCT calibrates and keep the layer in float: X through the quantize chain
+ * and back (AscendQuant -> AscendAntiQuant in the deploy model, as §9.3 does for MaxPool), W and R
+ * as their fake-quant values w_q * scale_w, the bias as it was. */
+static calq_status ascend_rnn(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+                              calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_qkind *kind = c->kinds[ni];
+    const char *xq = act_quant(c, n->name, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d);
+    const char *xa = xq ? antiquant(c, n->name, xq, rl, err) : NULL;
+    Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
+    char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
+    if (!xa || !nd || !in) return oom(err);
+    nd->input = in;
+    nd->n_input = (size_t)n->n_inputs;
+    in[0] = (char *)xa;
+    for (int k = 0; k < n->n_outputs && k < (int)nd->n_output; k++)
+        if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
+    for (int j = 0; j < 2; j++) {
+        int8_t *wq;
+        const float *sc;
+        int64_t ns;
+        CALQ_TRY(calq__xq_rnn_weight(c, ni, rl, j, &wq, &sc, &ns, err));
+        const int wi = j ? kind->weight2_input : kind->weight_input;
+        const calq_tensor *w = c->g->values[n->inputs[wi]].constant;
+        int64_t numel = calq_tensor_numel(w);
+        float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
+        char *wn = calq__xname(c, "%s.%s_fake_quant", n->name, j ? "recurrence" : "weight");
+        if (!wf || !wn) return oom(err);
+        for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * sc[ns > 1 ? calq__weight_channel(kind, n, w, i) : 0];
+        if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf,
+                       sizeof(float) * (size_t)numel))
+            return oom(err);
+        in[wi] = wn;
+    }
+    for (int k = 1; k < n->n_inputs; k++)
+        if (!in[k] && !(in[k] = n->inputs[k] < 0 ? "" : (char *)calq__xvalue(c, n->inputs[k], err))) return err->status;
+    return calq__xg_node(&c->x, nd) ? CALQ_OK : oom(err);
+}
+
 calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
                                calq_error *err)
 {
@@ -99,6 +172,7 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     bool weights = kind->weights == CALQ_QKIND_WEIGHTS_CONST; /* else AvgPool: deq_scale = scale_d (§6.3) */
     if (rl->offset_d < -128 || rl->offset_d > 127)            /* calq__record_check rejects it first (§4.4) */
         return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
+    if (kind->weight2_input >= 0) return ascend_rnn(c, ni, orig, rl, err);
     const char *xq = act_quant(c, n->name, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d);
     Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
     char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
@@ -253,28 +327,9 @@ const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err)
         }
     if (!rl) return NULL; /* no quantized reader: the pool reads the float tensor */
     const char *xq = act_quant(c, layer, c->g->values[v].name, rl->scale_d, rl->offset_d);
-    char *out = xq ? calq__xname(c, "%s.antiquant.output0", n->name) : NULL;
-    char *nn = out ? calq__xname(c, "%s.antiquant", n->name) : NULL;
-    if (!nn) {
+    if (!xq) {
         oom(err);
         return NULL;
     }
-    if (c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
-        /* y = (x + offset) * scale (the CANN formula, docs/operators.md) with offset = -offset_d:
-         * (q - offset_d) * scale_d. AMCT's own sign here is an open question (§13.4). */
-        Onnx__NodeProto *a = node1(c, "AscendAntiQuant", nn, xq, NULL, out);
-        if (!a || !calq__xg_attr_float(&c->x, a, "scale", rl->scale_d) ||
-            !calq__xg_attr_float(&c->x, a, "offset", (float)-rl->offset_d) ||
-            !calq__xg_attr_int(&c->x, a, "sqrt_mode", 0) || !calq__xg_attr_int(&c->x, a, "dtype", 0)) {
-            oom(err);
-            return NULL;
-        }
-    } else { /* the fake-quant chain gives q - offset_d; AMCT's fake AntiQuant is Mul(scale_d) */
-        const char *s = scalar(c, rl->scale_d, n->name, "antiquant.scale");
-        if (!s || !node1(c, "Mul", nn, xq, s, out)) {
-            oom(err);
-            return NULL;
-        }
-    }
-    return out;
+    return antiquant(c, n->name, xq, rl, err);
 }

@@ -218,6 +218,33 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
     return CALQ_OK;
 }
 
+calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *rl, int j, int8_t **wq,
+                                const float **scales, int64_t *n_scales, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_qkind *kind = c->kinds[ni];
+    const int wi = j ? kind->weight2_input : kind->weight_input;
+    const calq_tensor *w = c->g->values[n->inputs[wi]].constant;
+    int64_t numel = calq_tensor_numel(w), ch = calq__weight_channels(kind, n, w);
+    /* scale_w: one per weight (W, R) or one per channel of each, W's first (§8.1) */
+    if (w->dtype != CALQ_DTYPE_FLOAT32 || (rl->n_scale_w != 2 && rl->n_scale_w != 2 * ch))
+        return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name,
+                          "save: layer \"%s\" (%s) has %d scale_w in the record; its W and R take 2 (one each) or "
+                          "%lld (one per direction and gate row of each, W's first)",
+                          n->name, n->op_type, rl->n_scale_w, (long long)(2 * ch));
+    *n_scales = rl->n_scale_w == 2 ? 1 : ch;
+    *scales = rl->scale_w + j * *n_scales;
+    *wq = calq__xa_alloc(&c->x.a, (size_t)numel);
+    if (!*wq) return oom(err);
+    const float *wd = w->data;
+    for (int64_t i = 0; i < numel; i++) {
+        float sc = (*scales)[*n_scales > 1 ? calq__weight_channel(kind, n, w, i) : 0];
+        float q = calq_round(wd[i] / sc, CALQ_ROUND_HALF_AWAY); /* ARQ's rounding (§6.1) */
+        (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
+    }
+    return CALQ_OK;
+}
+
 /* Emits initializer + DequantizeLinear of an int8 weight / int32 bias; returns the float name. */
 static const char *emit_dq_const(calq__xctx *c, const char *layer, const char *what, int dt, const calq_tensor *shape,
                                  const void *q, size_t qbytes, const float *scales, int n_scales, int axis)
@@ -274,7 +301,34 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
     }
     for (int k = 0; k < n->n_outputs && k < (int)nd->n_output; k++)
         if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
-    if (rl->n_scale_w > 0 && kind->weights == CALQ_QKIND_WEIGHTS_CONST) {
+    if (rl->n_scale_w > 0 && kind->weight2_input >= 0) {
+        /* LSTM / GRU / RNN: W and R stored int8 as [directions * gates * hidden, in], dequantized
+         * per row (one DequantizeLinear axis), reshaped back; the layer itself runs in float */
+        for (int j = 0; j < 2; j++) {
+            int8_t *wq;
+            const float *sc;
+            int64_t ns;
+            CALQ_TRY(calq__xq_rnn_weight(c, ni, rl, j, &wq, &sc, &ns, err));
+            const int wi = j ? kind->weight2_input : kind->weight_input;
+            const calq_tensor *w = c->g->values[n->inputs[wi]].constant;
+            calq_tensor flat = {.dtype = CALQ_DTYPE_INT8,
+                                .ndim = 2,
+                                .dims = {calq_tensor_numel(w) / w->dims[w->ndim - 1], w->dims[w->ndim - 1]}};
+            const char *what = j ? "recurrence" : "weight";
+            const char *dq = emit_dq_const(c, n->name, what, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &flat, wq,
+                                           (size_t)calq_tensor_numel(w), sc, (int)ns, 0);
+            char *shp = calq__xname(c, "%s.%s_shape", n->name, what), *rs = calq__xname(c, "%s.%s_3d", n->name, what);
+            int64_t rank = w->ndim;
+            const char *rin[2] = {dq, shp};
+            Onnx__NodeProto *r = dq && shp && rs &&
+                                         emit_init(c, shp, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &rank, 1, w->dims,
+                                                   sizeof(int64_t) * (size_t)rank)
+                                     ? calq__xg_new_node(&c->x, "Reshape", rs, rin, 2, (const char **)&rs, 1)
+                                     : NULL;
+            if (!r || !calq__xg_node(&c->x, r)) return oom(err);
+            nd->input[wi] = rs;
+        }
+    } else if (rl->n_scale_w > 0 && kind->weights == CALQ_QKIND_WEIGHTS_CONST) {
         int8_t *wq;
         int32_t *bq;
         int64_t nb;

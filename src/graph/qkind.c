@@ -117,6 +117,63 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
         .output_channel_axis = 1,
         .input_ranks = RANK(4),
     },
+    /* LSTM: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
+     * input X (not the hidden state, which lives inside the operator), W and R per direction and
+     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
+     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
+    {
+        .id = CALQ_QKIND_LSTM,
+        .onnx = "LSTM",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = 2,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_RNN,
+        .weight_channel_axis = 1,
+        .output_channel_axis = -1,
+        .channel_wise = true,
+        .weight_ranks = RANK(3),
+        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
+    },
+    /* GRU: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
+     * input X (not the hidden state, which lives inside the operator), W and R per direction and
+     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
+     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
+    {
+        .id = CALQ_QKIND_GRU,
+        .onnx = "GRU",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = 2,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_RNN,
+        .weight_channel_axis = 1,
+        .output_channel_axis = -1,
+        .channel_wise = true,
+        .weight_ranks = RANK(3),
+        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
+    },
+    /* RNN: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
+     * input X (not the hidden state, which lives inside the operator), W and R per direction and
+     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
+     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
+    {
+        .id = CALQ_QKIND_RNN,
+        .onnx = "RNN",
+        .act_inputs = 1u << 0,
+        .weights = CALQ_QKIND_WEIGHTS_CONST,
+        .weight_input = 1,
+        .weight2_input = 2,
+        .bias_input = -1,
+        .layout = CALQ_WEIGHTS_RNN,
+        .weight_channel_axis = 1,
+        .output_channel_axis = -1,
+        .channel_wise = true,
+        .weight_ranks = RANK(3),
+        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
+    },
 };
 
 int calq__qkind_count(void)

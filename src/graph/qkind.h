@@ -29,6 +29,9 @@ typedef enum calq_qkind_id {
     CALQ_QKIND_MATMUL,
     CALQ_QKIND_MATMUL_VAR, /* MatMul with two variable inputs (§8.1), after the constant-weight row */
     CALQ_QKIND_AVERAGE_POOL,
+    CALQ_QKIND_LSTM,
+    CALQ_QKIND_GRU,
+    CALQ_QKIND_RNN,
     CALQ_QKIND_COUNT
 } calq_qkind_id;
 

@@ -136,7 +136,13 @@ int64_t calq__qkind_out_channels(const calq_qkind *k, const calq_node *n, int nd
     if (axis < 0) return 0;
     int64_t c = dims[axis];
     if (k->layout == CALQ_WEIGHTS_CONV_TRANSPOSE) c *= calq__qkind_group(k, n);
+    if (k->layout == CALQ_WEIGHTS_RNN) c *= dims[0]; /* per direction and gate row */
     return c;
+}
+
+int calq__qkind_n_weights(const calq_qkind *k)
+{
+    return k->weights != CALQ_QKIND_WEIGHTS_CONST ? 0 : 1 + (k->weight2_input >= 0);
 }
 
 bool calq__node_folds_bn(const calq_node *n)

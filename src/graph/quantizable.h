@@ -34,6 +34,9 @@ int64_t calq__qkind_out_channels(const calq_qkind *k, const calq_node *n, int nd
 /* The weight channel axis of node n's weight of rank ndim, in 0..ndim-1 (after transpose_attr);
  * -1 when the weight has too few axes. */
 int calq__qkind_weight_axis(const calq_qkind *k, const calq_node *n, int ndim);
+/* Constant weights ARQ quantizes: 0, 1, or 2 (LSTM / GRU / RNN: W and R, whose scale_w follow one
+ * another in the record, W's first). */
+int calq__qkind_n_weights(const calq_qkind *k);
 /* True when node n is of an op type whose following BatchNorm / Scale folds into it (§8.3):
  * what calq__pass_fold_conv_affine folds into, and what Caffe save follows through folded layers. */
 bool calq__node_folds_bn(const calq_node *n);

@@ -6,7 +6,9 @@
  * convolutions alike, so channel c is the contiguous block c of dim 0. ConvTranspose weights are
  * [Cin, Cout/group, k...]: output channel g*(Cout/group) + j collects, for every input channel
  * ci of group g, the slice [ci, j, ...]. AMCT transposes such a weight so output channels come
- * first; calq indexes it in place and writes the int8 weight in the original layout. */
+ * first; calq indexes it in place and writes the int8 weight in the original layout. Recurrent
+ * weights (LSTM / GRU / RNN W and R, [directions, gates*hidden, in]) have one channel per
+ * direction and gate row (§8.1 CHANNEL_WISE_ONNX_TYPES), a contiguous run of the last axis. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@ void calq_arq_opts_init(calq_arq_opts *o)
 typedef struct arq_geom {
     int64_t numel, n_scales;
     int64_t d0, d1, inner; /* dims[0], dims[1], product of the rest */
+    int64_t last;          /* the last dim (RNN rows) */
     int64_t cin_per_group; /* ConvTranspose */
 } arq_geom;
 
@@ -40,6 +43,7 @@ static int geometry(const calq_tensor *w, calq_weight_layout layout, int group, 
     g->d1 = w->ndim > 1 ? w->dims[1] : 1;
     g->inner = 1;
     for (int i = 2; i < w->ndim; i++) g->inner *= w->dims[i];
+    g->last = w->dims[w->ndim - 1];
     if (group < 1) group = 1;
     if (!o->channel_wise) {
         g->n_scales = 1;
@@ -53,6 +57,10 @@ static int geometry(const calq_tensor *w, calq_weight_layout layout, int group, 
         g->n_scales = (int64_t)group * g->d1;
         return 1;
     case CALQ_WEIGHTS_MATRIX: return 0; /* channel_wise on FC is an error (§8.4) */
+    case CALQ_WEIGHTS_RNN:
+        if (w->ndim < 2 || g->last <= 0) return 0;
+        g->n_scales = g->numel / g->last;
+        return 1;
     }
     return 0;
 }
@@ -73,6 +81,7 @@ static int64_t channel_of(const arq_geom *g, calq_weight_layout layout, int chan
 {
     if (!channel_wise) return 0;
     if (layout == CALQ_WEIGHTS_CONV) return e / (g->numel / g->d0);
+    if (layout == CALQ_WEIGHTS_RNN) return e / g->last;
     /* ConvTranspose: e = (ci * d1 + j) * inner + k */
     int64_t row = e / g->inner;
     int64_t ci = row / g->d1, j = row % g->d1;
@@ -111,6 +120,7 @@ calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, i
                           name, w->ndim, calq_tensor_numel(w),
                           layout == CALQ_WEIGHTS_CONV             ? "convolution [Cout, Cin/group, k...]"
                           : layout == CALQ_WEIGHTS_CONV_TRANSPOSE ? "transposed convolution [Cin, Cout/group, k...]"
+                          : layout == CALQ_WEIGHTS_RNN            ? "recurrent [directions, gates*hidden, in]"
                                                                   : "matrix",
                           group);
     const float *x = w->data;

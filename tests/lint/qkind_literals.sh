@@ -7,7 +7,7 @@
 src=${1:?usage: qkind_literals.sh SRC_DIR}
 cd "$src" || exit 1
 
-names='"Conv" "ConvTranspose" "Gemm" "MatMul" "AveragePool" "InnerProduct" "Convolution" "Deconvolution" "Pooling"'
+names='"Conv" "ConvTranspose" "Gemm" "MatMul" "AveragePool" "InnerProduct" "Convolution" "Deconvolution" "Pooling" "LSTM" "GRU" "RNN"'
 
 # file: why it may name them
 allowed='
@@ -15,6 +15,7 @@ graph/qkind.c            the table itself
 exec/kernels/conv.c      op registry entries and their kernels
 exec/kernels/gemm.c      op registry entries and their kernels
 exec/kernels/pool.c      op registry entries and their kernels
+exec/kernels/rnn.c       op registry entries and their kernels
 graph/fuse_qdq.c         the QDQ fusion pass: onnxruntime rules for the operators it fuses
 graph/lower_ascend.c     the Ascend deploy lowering pass: the ops with an internal integer operator
 frontend/caffe_layers.c  the Caffe layer registry (layer type -> mapper) and LRN helper nodes

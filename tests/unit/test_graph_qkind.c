@@ -71,10 +71,15 @@ static void test_lookups(void)
 
     char buf[256];
     EXPECT(!strcmp(calq__qkind_names(CALQ_QKIND_NAMES_ONNX, buf, sizeof buf),
-                   "Conv, ConvTranspose, Gemm, MatMul, AveragePool"));
+                   "Conv, ConvTranspose, Gemm, MatMul, AveragePool, LSTM, GRU, RNN"));
     EXPECT(!strcmp(calq__qkind_names(CALQ_QKIND_NAMES_CAFFE, buf, sizeof buf),
                    "Convolution, Deconvolution, InnerProduct, Pooling"));
-    EXPECT(!strcmp(calq__qkind_names(CALQ_QKIND_NAMES_CHANNEL_WISE, buf, sizeof buf), "Conv, ConvTranspose"));
+    EXPECT(!strcmp(calq__qkind_names(CALQ_QKIND_NAMES_CHANNEL_WISE, buf, sizeof buf),
+                   "Conv, ConvTranspose, LSTM, GRU, RNN"));
+    /* §8.1 CHANNEL_WISE_ONNX_TYPES: the recurrent layers quantize W and R per direction and gate row */
+    const calq_qkind *lstm = calq__qkind(CALQ_QKIND_LSTM);
+    EXPECT(lstm->layout == CALQ_WEIGHTS_RNN && lstm->weight_input == 1 && lstm->weight2_input == 2 &&
+           lstm->bias_input == -1 && calq__qkind_n_weights(lstm) == 2 && !lstm->folds_bn);
     char small[8];
     calq__qkind_names(CALQ_QKIND_NAMES_ONNX, small, sizeof small);
     EXPECT(strlen(small) == sizeof small - 1 && !strncmp(small, "Conv, C", 7));

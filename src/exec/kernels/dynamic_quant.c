@@ -154,7 +154,8 @@ static calq_status mmi_run(calq_op_ctx *c)
         for (int64_t n = 0; n < N; n++) {
             int32_t zb = bz ? get8(bz, calq_tensor_numel(bz) == 1 ? 0 : n) : 0;
             int64_t acc = 0; /* |terms| < 2^16 and K < 2^31: no int64 overflow */
-            for (int64_t k = 0; k < K; k++) acc += (int64_t)(get8(a, abase + k) - za) * (get8(b, bbase + k * N + n) - zb);
+            for (int64_t k = 0; k < K; k++)
+                acc += (int64_t)(get8(a, abase + k) - za) * (get8(b, bbase + k * N + n) - zb);
             y[it * N + n] = (int32_t)acc; /* ONNX: the int32 result wraps like the accumulator */
         }
     }

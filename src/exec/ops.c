@@ -6,11 +6,29 @@
 #include "graph/passes.h"
 
 static const calq_op_def *const tables[] = {
-    calq__ops_elementwise, calq__ops_shape,           calq__ops_conv,        calq__ops_gemm,        calq__ops_pool,
-    calq__ops_reduce,      calq__ops_resize,          calq__ops_quant,       calq__ops_ascend,      calq__ops_norm, calq__ops_dynamic_quant,
-    calq__ops_col2im,      calq__ops_center_crop_pad, calq__ops_grid_sample, calq__ops_control,     calq__ops_rnn,
-    calq__ops_detection,   calq__ops_einsum,          calq__ops_masks,       calq__ops_space_depth, calq__ops_axis,
-    calq__ops_sort,        calq__ops_scatter,
+    calq__ops_elementwise,
+    calq__ops_shape,
+    calq__ops_conv,
+    calq__ops_gemm,
+    calq__ops_pool,
+    calq__ops_reduce,
+    calq__ops_resize,
+    calq__ops_quant,
+    calq__ops_ascend,
+    calq__ops_norm,
+    calq__ops_dynamic_quant,
+    calq__ops_col2im,
+    calq__ops_center_crop_pad,
+    calq__ops_grid_sample,
+    calq__ops_control,
+    calq__ops_rnn,
+    calq__ops_detection,
+    calq__ops_einsum,
+    calq__ops_masks,
+    calq__ops_space_depth,
+    calq__ops_axis,
+    calq__ops_sort,
+    calq__ops_scatter,
 };
 
 const calq_op_def *calq__op_find(const char *domain, const char *op_type)

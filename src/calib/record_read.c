@@ -295,7 +295,9 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
         int ni = key_node(&rd->nodes, name, &input);
         CALQ_TRY(check_key(rd->m, ni, input, l, rd->mf, file, err));
         const calq_qkind *k = input < 0 ? calq__qkind_of_node(rd->m->g, ni) : NULL;
-        if (k && k->weights == CALQ_QKIND_WEIGHTS_CONST) rd->max_scale_w = weight_channels(rd->m->g, ni, k);
+        /* LSTM / GRU / RNN carry W's per-channel values then R's: the cap is per weight times their count */
+        if (k && k->weights == CALQ_QKIND_WEIGHTS_CONST)
+            rd->max_scale_w = weight_channels(rd->m->g, ni, k) * calq__qkind_n_weights(k);
     }
     if (value && value->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name, "%s:%d:%d: 'value' of layer \"%s\" must be a message", file,

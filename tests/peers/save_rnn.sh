@@ -110,6 +110,7 @@ for i in range(start, len(lines)):
         drop.add(i)
 open(sys.argv[1] + "_bad_record.txt", "w").write("\n".join(l for i, l in enumerate(lines) if i not in drop))
 PY
+mkdir -p "$T/bad"
 if "$CALQ" save --model "$T/rnn.onnx" --record "${P}_bad_record.txt" --save_path "$T/bad/q" --format qdq >"$T/bad.log" 2>&1; then
     fail "a record with too few LSTM scale_w was accepted"
 else

@@ -35,7 +35,7 @@ calq_status calq__graph_check_ops(const calq_graph *g, calq_error *err)
     }
     collect_nodes(g, nodes, 0, nn);
     for (int i = 0; i < nn; i++) {
-        if (seen[i] || calq__op_find(nodes[i]->domain, nodes[i]->op_type)) continue;
+        if (seen[i] || calq__op_of(nodes[i])) continue; /* calq__op_of: internal domain too */
         const char *dom = nodes[i]->domain;
         if (at < sizeof msg)
             at += (size_t)snprintf(msg + at, sizeof msg - at, "%s  %s%s%s (nodes:", n_types ? "\n" : "",

@@ -35,7 +35,7 @@ extern "C" {
  * package follow. Before 1.0 a minor release may change the API and the ABI (docs/c-api.md,
  * "Versions"). */
 #define CALQ_VERSION_MAJOR 0
-#define CALQ_VERSION_MINOR 2
+#define CALQ_VERSION_MINOR 3
 #define CALQ_VERSION_PATCH 0
 
 #define CALQ_VERSION_HEX   ((CALQ_VERSION_MAJOR << 16) | (CALQ_VERSION_MINOR << 8) | CALQ_VERSION_PATCH)
@@ -401,10 +401,33 @@ CALQ_API calq_status calq_data_open_npy(const char *spec, calq_data **out, calq_
  * batch_size: images per batch, which must equal dim 0 of the model's input. */
 CALQ_API calq_status calq_data_open_images(const char *dir, const calq_image_opts *opts, int batch_size,
                                            calq_data **out, calq_error *err);
+
+/* A caller's batches, delivered one at a time (a Python generator, a preprocessing pipeline,
+ * a socket): calq calls next(user, batch, inputs, n_inputs, &end, err) with batch = 0, 1, 2, ...
+ * in order, each once, from the thread that called calq_data_check, calq_data_read_batch or
+ * calq_calibrate (never concurrently). inputs[0..n_inputs) are zeroed, one per model input in
+ * calq_model_input_info order; next sets each one's dtype, ndim, dims and data, or sets *end to
+ * 1 when there are no more batches (the tensors are then ignored). The data stay the caller's:
+ * calq copies them before it calls next again, so they need only stay valid until then (or
+ * until calq_data_free). A batch must have the input's shape (leading dims of 1 may be left out
+ * or added) and a dtype calq converts to the input's (any to a float input). A non-OK return
+ * (with err filled) fails the call that asked for the batch, its message prefixed with the
+ * batch number.
+ *
+ * Every batch is read from next once: calq keeps the batches it was given in an unlinked
+ * temporary file (in $TMPDIR, else /tmp), so the passes of a calibration (IFMR's two, act_algo
+ * auto's third) read them again from there. Memory stays that of one batch however many
+ * batches there are; the disk holds all of them until calq_data_free. label names the source
+ * in messages ("numpy batches"; NULL: "the stream"; copied). */
+typedef calq_status (*calq_data_next_fn)(void *user, int batch, calq_tensor *inputs, int n_inputs, int *end,
+                                         calq_error *err);
+CALQ_API calq_status calq_data_open_stream(calq_data_next_fn next, void *user, const char *label, calq_data **out,
+                                           calq_error *err);
 CALQ_API void calq_data_free(calq_data *d);
 
 /* Number of complete batches available (bin/npy: files per input; images: images /
- * batch_size, a partial last batch is not counted). */
+ * batch_size, a partial last batch is not counted; a stream: the batches read from it so far,
+ * all of them once calq_data_check(d, m, 0, err) has read it to its end). */
 CALQ_API int calq_data_num_batches(const calq_data *d);
 /* What the source holds, for a log line, e.g. "calib/: 2 .bin files" or "photos/: 13 images". */
 CALQ_API void calq_data_describe(const calq_data *d, char *buf, size_t n);
@@ -416,9 +439,11 @@ CALQ_API const char *calq_data_sample_source(const calq_data *d, int batch, int 
 
 /* Preflight: checks, before any inference, that the source holds at least batch_num batches
  * for every input of m with the right size and type (m's input shapes must be fixed, e.g. by
- * calq_model_set_input_shape), and that the batch counts agree across inputs. The message says
- * how many batches were found, how many batch_num needs, and what to do. */
-CALQ_API calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_num, calq_error *err);
+ * calq_model_set_input_shape), and that the batch counts agree across inputs. batch_num 0:
+ * every batch the source holds (at least one). The message says how many batches were found,
+ * how many batch_num needs, and what to do. A stream is read here, up to batch_num batches (0:
+ * to its end), so d is not const. */
+CALQ_API calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, calq_error *err);
 
 /* Reads batch i into inputs[0..n_inputs), one tensor per model input in input order. The
  * caller owns the tensors and sets dtype and dims (the model input's) and data (room for

@@ -181,3 +181,20 @@ add_test(NAME peer.save_rnn
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_rnn.sh $<TARGET_FILE:calq_cli>
                  ${CMAKE_CURRENT_SOURCE_DIR}/peers/ort_run.js)
 set_tests_properties(peer.save_rnn PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+# The Python binding (issue 10, item 5): docs/python.md's example run as written (UltraFace
+# calibrated from numpy arrays, saved, the fake-quant model run), its files byte-identical to
+# `calq calibration --npy` on the same batches, calq.save = calq save, Model.run = calq run, the
+# errors, and peak RSS flat in the number of streamed batches. Under the sanitizers the
+# interpreter preloads their runtimes (it is not instrumented itself; leak checks off).
+set(CALQ_PY_ENV "CALQ_LIBRARY=$<TARGET_FILE:calq_shared>" "PYTHONPATH=${CMAKE_SOURCE_DIR}/python"
+                "OMP_WAIT_POLICY=passive")
+if(CALQ_SANITIZE)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE CALQ_ASAN_SO
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libubsan.so OUTPUT_VARIABLE CALQ_UBSAN_SO
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND CALQ_PY_ENV "LD_PRELOAD=${CALQ_ASAN_SO}:${CALQ_UBSAN_SO}" "ASAN_OPTIONS=detect_leaks=0")
+endif()
+add_test(NAME peer.python
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python/binding.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.python PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${CALQ_PY_ENV}")

@@ -44,6 +44,7 @@ void calq_data_free(calq_data *d)
     }
     free(d->streams);
     free(d->buf);
+    calq__data_stream_free(d);
     free(d);
 }
 
@@ -166,6 +167,14 @@ bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt
     return true;
 }
 
+bool calq__data_shape_fits(const int64_t *a, int na, const int64_t *b, int nb)
+{
+    int i = 0, j = 0;
+    while (i < na - 1 && a[i] == 1) i++;
+    while (j < nb - 1 && b[j] == 1) j++;
+    return calq__shape_equal(a + i, na - i, b + j, nb - j);
+}
+
 const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n)
 {
     return calq__shape_str(v->dims, v->ndim, buf, n);
@@ -175,6 +184,7 @@ const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n)
 
 int calq_data_num_batches(const calq_data *d)
 {
+    if (d->kind == CALQ_DATA_STREAM) return d->spool.n_batches;
     if (d->n_streams == 0) return 0;
     if (d->kind == CALQ_DATA_IMAGES) return d->batch_size > 0 ? d->streams[0].n_files / d->batch_size : 0;
     int n = d->streams[0].n_files;
@@ -189,6 +199,7 @@ static const char *kind_files(const calq_data *d)
     case CALQ_DATA_BIN: return ".bin files";
     case CALQ_DATA_NPY: return ".npy files";
     case CALQ_DATA_IMAGES: return "images";
+    case CALQ_DATA_STREAM: return "batches";
     }
     return "files";
 }
@@ -197,6 +208,10 @@ void calq_data_describe(const calq_data *d, char *buf, size_t n)
 {
     size_t at = 0;
     buf[0] = 0;
+    if (d->kind == CALQ_DATA_STREAM) {
+        calq__data_stream_describe(d, buf, n);
+        return;
+    }
     for (int i = 0; i < d->n_streams && at < n; i++)
         at += (size_t)snprintf(buf + at, n - at, "%s%s: %d %s", i ? "; " : "", d->streams[i].label,
                                d->streams[i].n_files, kind_files(d));
@@ -210,6 +225,10 @@ const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, siz
     buf[0] = 0;
     if (batch < 0 || batch >= calq_data_num_batches(d)) {
         snprintf(buf, n, "batch %d (not in the data)", batch);
+        return buf;
+    }
+    if (d->kind == CALQ_DATA_STREAM) {
+        snprintf(buf, n, "%s, batch %d", d->spool.label, batch);
         return buf;
     }
     if (d->kind == CALQ_DATA_IMAGES) {
@@ -284,15 +303,18 @@ static calq_status too_few(const calq_data *d, const calq_value_info *in, int ha
                       shape);
 }
 
-calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
+calq_status calq__data_preflight(calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
                                  calq_error *err)
 {
-    if (batch_num <= 0)
+    if (batch_num < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2)", batch_num);
+                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2), or 0 for every batch of the data",
+                          batch_num);
     if (n_inputs <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no inputs to feed calibration data to");
-    if (d->kind == CALQ_DATA_IMAGES) {
+    if (d->kind == CALQ_DATA_STREAM) {
+        /* the shapes must be fixed (below) before the stream is read */
+    } else if (d->kind == CALQ_DATA_IMAGES) {
         if (n_inputs != 1)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                               "a folder of images feeds a model with one input, but this model has %d inputs; give "
@@ -346,12 +368,15 @@ calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inpu
                                   "number of files",
                                   d->streams[0].label, inputs[0].name, d->streams[0].n_files, kind_files(d),
                                   d->streams[i].label, inputs[i].name, d->streams[i].n_files);
+    if (d->kind == CALQ_DATA_STREAM) return calq__data_stream_check(d, inputs, n_inputs, batch_num, err);
     int have = calq_data_num_batches(d);
+    if (batch_num == 0) batch_num = have; /* every batch; none at all was refused above */
     int n_check = have < batch_num ? have : batch_num;
     switch (d->kind) {
     case CALQ_DATA_BIN: CALQ_TRY(calq__data_bin_check(d, inputs, n_check, err)); break;
     case CALQ_DATA_NPY: CALQ_TRY(calq__data_npy_check(d, inputs, n_check, err)); break;
     case CALQ_DATA_IMAGES: CALQ_TRY(calq__data_images_check(d, inputs, n_check, err)); break;
+    case CALQ_DATA_STREAM: break;
     }
     if (have < batch_num) return too_few(d, inputs, have, batch_num, err);
     return CALQ_OK;
@@ -390,7 +415,7 @@ calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, cal
     return CALQ_OK;
 }
 
-calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_num, calq_error *err)
+calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, calq_error *err)
 {
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
@@ -403,6 +428,15 @@ calq_status calq_data_check(const calq_data *d, const calq_model *m, int batch_n
 
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
+    if (!inputs || n_inputs <= 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_read_batch: no input tensors");
+    for (int i = 0; i < n_inputs; i++)
+        if (!inputs[i].data || calq__shape_numel(inputs[i].dims, inputs[i].ndim) < 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "input tensor %d has no data buffer or an invalid shape; allocate it with the model "
+                              "input's shape",
+                              i);
+    if (d->kind == CALQ_DATA_STREAM) return calq__data_stream_read(d, batch, inputs, n_inputs, err);
     int have = calq_data_num_batches(d);
     if (batch < 0 || batch >= have)
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "batch %d is not in the data (it holds %d)", batch,
@@ -411,16 +445,11 @@ calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, i
     if (n_inputs != want)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the data feed %d input%s but %d tensors were given",
                           want, want == 1 ? "" : "s", n_inputs);
-    for (int i = 0; i < n_inputs; i++)
-        if (!inputs[i].data || calq__shape_numel(inputs[i].dims, inputs[i].ndim) < 0)
-            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                              "input tensor %d has no data buffer or an invalid shape; allocate it with the model "
-                              "input's shape",
-                              i);
     switch (d->kind) {
     case CALQ_DATA_BIN: return calq__data_bin_read(d, batch, inputs, err);
     case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, err);
     case CALQ_DATA_IMAGES: return calq__data_images_read(d, batch, inputs, err);
+    case CALQ_DATA_STREAM: break;
     }
     return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "unknown calibration data kind %d", (int)d->kind);
 }

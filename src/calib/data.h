@@ -15,7 +15,26 @@
 
 #include "calq.h"
 
-typedef enum calq_data_kind { CALQ_DATA_BIN = 1, CALQ_DATA_NPY = 2, CALQ_DATA_IMAGES = 3 } calq_data_kind;
+typedef enum calq_data_kind {
+    CALQ_DATA_BIN = 1,
+    CALQ_DATA_NPY = 2,
+    CALQ_DATA_IMAGES = 3,
+    CALQ_DATA_STREAM = 4 /* the caller's next-batch callback (data_stream.c); no file streams */
+} calq_data_kind;
+
+/* A stream source: the callback, and the spool holding every batch it gave (model input dtypes,
+ * inputs one after the other), so later passes read them again without the callback. */
+typedef struct calq_data_spool {
+    calq_data_next_fn next;
+    void *user;
+    char *label;
+    FILE *file;          /* unlinked temporary file, or NULL before the first batch */
+    int n_batches;       /* batches in the file */
+    bool ended;          /* next said there are no more */
+    int n_inputs;        /* fixed by the first batch read (0 before) */
+    calq_value_info *in; /* the inputs the batches were checked against; names copied */
+    size_t batch_bytes;  /* one batch in the file: every input's numel x dtype size */
+} calq_data_spool;
 
 typedef struct calq_data_stream {
     char *label; /* the folder (or file list) as the user wrote it, for messages */
@@ -30,8 +49,9 @@ struct calq_data {
     calq_data_stream *streams;
     calq_image_opts image_opts; /* images */
     int batch_size;             /* images: images per batch */
-    void *buf;                  /* .bin: read buffer reused across batches (memory stays flat) */
+    void *buf;                  /* .bin, stream: buffer reused across batches (memory stays flat) */
     size_t buf_bytes;
+    calq_data_spool spool; /* stream */
 };
 
 /* Allocates a source of `kind` with n_streams empty streams. */
@@ -55,13 +75,16 @@ bool calq__data_has_ext(const char *name, const char *const *exts);
  * and integers become float16/32/64. Returns false for other pairs (dst untouched). */
 bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n);
 bool calq__data_can_convert(calq_dtype st, calq_dtype dt);
+/* Shapes match when they agree after dropping leading dims of 1 (a [3,H,W] array feeds a
+ * [1,3,H,W] input). */
+bool calq__data_shape_fits(const int64_t *a, int na, const int64_t *b, int nb);
 /* "16x3x48x48" into buf. */
 const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n);
 
 /* The preflight (calq_data_check): before any inference, the source holds at least
  * batch_num batches of the right size and type for every one of the n_inputs model inputs
  * (in model input order, shapes fixed), and the batch counts agree across inputs. */
-calq_status calq__data_preflight(const calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
+calq_status calq__data_preflight(calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
                                  calq_error *err);
 
 /* Per kind (data_bin.c, data_npy.c, data_images.c). `check` runs after the common checks
@@ -87,5 +110,13 @@ calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, cal
 calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_error *err);
 calq_status calq__data_images_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
 calq_status calq__data_images_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+/* Stream (data_stream.c): check reads up to batch_num batches from the callback into the spool
+ * (0: to the end) and fails when it ends sooner; read returns batch i from the spool, reading
+ * from the callback first when i is the next one; free closes the spool. */
+calq_status calq__data_stream_check(calq_data *d, const calq_value_info *inputs, int n_inputs, int batch_num,
+                                    calq_error *err);
+calq_status calq__data_stream_read(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err);
+void calq__data_stream_free(calq_data *d);
+void calq__data_stream_describe(const calq_data *d, char *buf, size_t n);
 
 #endif

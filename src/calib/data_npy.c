@@ -59,15 +59,6 @@ calq_status calq_data_open_npy(const char *spec, calq_data **out, calq_error *er
     return CALQ_OK;
 }
 
-/* Shapes match when they agree after dropping leading dims of 1. */
-static bool shape_fits(const int64_t *a, int na, const int64_t *b, int nb)
-{
-    int i = 0, j = 0;
-    while (i < na - 1 && a[i] == 1) i++;
-    while (j < nb - 1 && b[j] == 1) j++;
-    return calq__shape_equal(a + i, na - i, b + j, nb - j);
-}
-
 /* Checks an array read from `file` against input `name` (dims, dtype). */
 static calq_status check_array(const char *file, const calq_tensor *a, const char *name, calq_dtype dtype,
                                const int64_t *dims, int ndim, calq_error *err)
@@ -75,7 +66,7 @@ static calq_status check_array(const char *file, const calq_tensor *a, const cha
     char have[128], want[128];
     calq__shape_str(a->dims, a->ndim, have, sizeof have);
     calq__shape_str(dims, ndim, want, sizeof want);
-    if (!shape_fits(a->dims, a->ndim, dims, ndim))
+    if (!calq__data_shape_fits(a->dims, a->ndim, dims, ndim))
         return calq__fail(err, CALQ_ERR_SHAPE, NULL,
                           "%s holds a %s %s array but input '%s' takes %s %s: each .npy file holds one batch of the "
                           "input's shape (fix the file, or the batch dim with --input_shape)",

@@ -319,9 +319,10 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     if (!fm || !qm || !data)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_compare: both models and the data are required");
     double t0 = now();
-    int nb = o.batch_num > 0 ? o.batch_num : calq_data_num_batches(data);
+    int nb = o.batch_num > 0 ? o.batch_num : 0; /* 0: every batch (a stream is read to its end here) */
     CALQ_TRY(check_inputs(fm, qm, err));
     CALQ_TRY(calq_data_check(data, fm, nb, err));
+    if (nb == 0) nb = calq_data_num_batches(data);
 
     ctx c = {.q = qm->g, .n_threads = o.n_threads};
     calq_graph *fold = NULL, *run_g = NULL;

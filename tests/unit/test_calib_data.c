@@ -150,7 +150,10 @@ static void test_bin_preflight_message(void)
                                "accuracy).") == 0);
     if (failures) fprintf(stderr, "got: %s\n", err.message);
     EXPECT_STATUS(calq__data_preflight(d, &in, 1, 1, &err), CALQ_OK, &err, NULL);
-    EXPECT_STATUS(calq__data_preflight(d, &in, 1, 0, &err), CALQ_ERR_BAD_PARAMETERS, &err, "batch_num is 0");
+    /* 0: every batch the data hold (0.3; calq_data_open_stream's callers ask for "all") */
+    EXPECT_STATUS(calq__data_preflight(d, &in, 1, 0, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__data_preflight(d, &in, 1, -1, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                  "batch_num is -1; it must be > 0");
     /* A dynamic batch dim cannot be checked: the user must fix it. */
     calq_value_info dyn = in;
     dyn.dims[0] = -1;

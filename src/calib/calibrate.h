@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/strmap.h"
 #include "calib/config.h"
 #include "calq.h"
 #include "graph/graph.h"
@@ -48,6 +49,8 @@ typedef struct calq__calib_group {
     const char *tensor; /* value name in the run's graph (owned by that graph) */
     int first_layer;    /* the group's first layer (index into calq__calib.layers): its config drives
                            the calibrator, as AMCT's shared calibration layer takes one layer's */
+    int next_same;      /* the next group calibrating the same tensor (a symmetric-only reader beside
+                           an asymmetric one), or -1 */
     int n_layers;
     calq_act_algo algo; /* the configured algorithm */
     int n_slots;
@@ -67,6 +70,7 @@ typedef struct calq__calib_group {
 typedef struct calq__calib_layer {
     const calq_layer_config *cfg; /* borrowed from the config */
     int input;                    /* the node input calibrated */
+    int node;                     /* the layer's node in calq__calib.g */
     char *key;      /* its record key (§7.1): the layer name for input 0, else "<layer>:<input>" (owned) */
     int primary;    /* index of the layer's first entry here (itself for input 0) */
     int group;      /* index into calq__calib.groups */
@@ -92,6 +96,7 @@ typedef struct calq__calib {
     calq__calib_layer *layers;
     int n_groups;
     calq__calib_group *groups;
+    calq_strmap group_of; /* tensor -> its first group (next_same: the others); keys borrowed from g */
     /* the batch being run */
     int pass, batch, batch_num;
     /* progress */

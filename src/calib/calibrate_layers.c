@@ -11,13 +11,6 @@
 #include "calib/record.h"
 #include "graph/quantizable.h"
 
-static int find_node(const calq_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, name) == 0) return i;
-    return -1;
-}
-
 static calq_status new_group(calq__calib *cal, const char *tensor, int layer, calq_error *err)
 {
     calq__calib_group *gr = &cal->groups[cal->n_groups];
@@ -25,6 +18,7 @@ static calq_status new_group(calq__calib *cal, const char *tensor, int layer, ca
     memset(gr, 0, sizeof *gr);
     gr->tensor = tensor;
     gr->first_layer = layer;
+    gr->next_same = -1;
     gr->stats.min = 1.0f;
     gr->stats.max = -1.0f;
     gr->stats.bad_batch = -1;
@@ -39,19 +33,26 @@ static calq_status new_group(calq__calib *cal, const char *tensor, int layer, ca
 static calq_status join_group(calq__calib *cal, int li, const char *tensor, calq_error *err)
 {
     bool asym = cal->layers[li].cfg->act.asymmetric;
-    int gi = -1;
-    for (int k = 0; k < cal->n_groups && gi < 0; k++)
-        if (strcmp(cal->groups[k].tensor, tensor) == 0 &&
-            cal->layers[cal->groups[k].first_layer].cfg->act.asymmetric == asym)
-            gi = k;
+    /* hashed by tensor: a scan of every group per layer made a 10k-layer setup quadratic */
+    int gi = -1, last = -1;
+    for (int k = calq__strmap_get(&cal->group_of, tensor); k >= 0 && gi < 0; k = cal->groups[k].next_same) {
+        if (cal->layers[cal->groups[k].first_layer].cfg->act.asymmetric == asym) gi = k;
+        last = k;
+    }
     if (gi < 0) {
         gi = cal->n_groups;
         CALQ_TRY(new_group(cal, tensor, li, err));
+        if (last >= 0)
+            cal->groups[last].next_same = gi;
+        else if (!calq__strmap_put(&cal->group_of, tensor, gi))
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
     }
     cal->layers[li].group = gi;
     cal->groups[gi].n_layers++;
     return CALQ_OK;
 }
+
+static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, calq_error *err);
 
 calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
 {
@@ -60,12 +61,26 @@ calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
     size_t cap = 2 * (size_t)c->n_layers + 1;
     cal->layers = calloc(cap, sizeof *cal->layers);
     cal->groups = calloc(cap, sizeof *cal->groups);
-    if (!cal->layers || !cal->groups)
+    calq_strmap node_of = {0}; /* node names of the run's graph (the config's names are looked up) */
+    if (!cal->layers || !cal->groups || !calq__strmap_init(&node_of, (size_t)cal->g->n_nodes))
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
+    for (int i = cal->g->n_nodes - 1; i >= 0; i--) /* the first of a name wins, as the scan gave */
+        if (!calq__strmap_put(&node_of, cal->g->nodes[i].name, i)) {
+            calq__strmap_free(&node_of);
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
+        }
+    calq_status st = setup_layers(cal, &node_of, err);
+    calq__strmap_free(&node_of);
+    return st;
+}
+
+static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, calq_error *err)
+{
+    const calq_config *c = cal->cfg;
     for (int i = 0; i < c->n_layers; i++) {
         const calq_layer_config *lc = &c->layers[i];
         if (!lc->quant_enable) continue;
-        int ni = find_node(cal->g, lc->name);
+        int ni = calq__strmap_get(node_of, lc->name);
         const calq_node *n = ni >= 0 ? &cal->g->nodes[ni] : NULL;
         if (!n || n->n_inputs < 1 || n->inputs[0] < 0)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, lc->name,
@@ -79,6 +94,7 @@ calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
             calq__calib_layer *l = &cal->layers[li];
             l->cfg = lc;
             l->input = in;
+            l->node = ni;
             l->primary = primary;
             l->key = in == 0 ? strdup(lc->name) : calq__record_key(lc->name, in);
             if (!l->key) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "calibration: out of memory");
@@ -104,7 +120,7 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
         return CALQ_OK;
     }
     if (k->weights != CALQ_QKIND_WEIGHTS_CONST) return CALQ_OK; /* no weight factors (§7.1) */
-    const calq_node *n = &cal->g->nodes[find_node(cal->g, lc->name)];
+    const calq_node *n = &cal->g->nodes[l->node];
     /* One weight, or two (LSTM / GRU / RNN: W then R, their scale_w one after the other, §8.1). */
     const int nw = calq__qkind_n_weights(k), wi[2] = {k->weight_input, k->weight2_input};
     const calq_tensor *ws[2] = {NULL, NULL};
@@ -168,6 +184,7 @@ void calq__calib_free(calq__calib *cal)
     }
     free(cal->groups);
     free(cal->layers);
+    calq__strmap_free(&cal->group_of);
     if (cal->g_owned) calq__graph_free(cal->g_owned);
     cal->groups = NULL;
     cal->layers = NULL;

@@ -58,13 +58,10 @@ static void group_fail(calq__calib_group *gr, const calq_error *e)
     gr->err = *e;
 }
 
-int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t)
+/* One group's share of an observed tensor. */
+static void observe_group(calq__calib *cal, calq__calib_group *gr, const char *tensor_name, const calq_tensor *t)
 {
-    calq__calib *cal = user;
-    calq__calib_group *gr = NULL;
-    for (int k = 0; k < cal->n_groups && !gr; k++)
-        if (strcmp(cal->groups[k].tensor, tensor_name) == 0) gr = &cal->groups[k];
-    if (!gr || gr->failed || gr->done || gr->auto_pending) return 0;
+    if (gr->failed || gr->done || gr->auto_pending) return;
     calq_error e = {0};
     const char *layer = cal->layers[gr->first_layer].key;
     if (t->dtype != CALQ_DTYPE_FLOAT32) {
@@ -73,7 +70,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
                    "(amct-reference.md §8.4)",
                    layer, tensor_name, calq_dtype_name(t->dtype));
         group_fail(gr, &e);
-        return 0;
+        return;
     }
     int64_t n = calq_tensor_numel(t);
     const float *x = t->data;
@@ -83,6 +80,15 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
         scan(&gr->stats, x, n, per_sample > 0 ? per_sample : 1, cal->batch);
     }
     calq__group_feed(gr, x, (size_t)n, cal->pass, cal->batch_num, layer);
+}
+
+/* Every group calibrating the tensor gets it (an asymmetric one and a symmetric-only one may
+ * share a tensor: calibrate_layers.c join_group). */
+int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t)
+{
+    calq__calib *cal = user;
+    for (int k = calq__strmap_get(&cal->group_of, tensor_name); k >= 0; k = cal->groups[k].next_same)
+        observe_group(cal, &cal->groups[k], tensor_name, t);
     return 0;
 }
 

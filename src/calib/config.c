@@ -146,6 +146,14 @@ void calq__config_sort_layers(calq_config *c)
     if (c->n_layers > 1) qsort(c->layers, (size_t)c->n_layers, sizeof *c->layers, by_node);
 }
 
+bool calq__config_index(const calq_config *c, calq_strmap *map)
+{
+    if (!calq__strmap_init(map, (size_t)c->n_layers)) return false;
+    for (int i = c->n_layers - 1; i >= 0; i--) /* the first of a name wins, as in calq__config_find */
+        if (!calq__strmap_put(map, c->layers[i].name, i)) return false;
+    return true;
+}
+
 calq_layer_config *calq__config_find(const calq_config *c, const char *name)
 {
     for (int i = 0; i < c->n_layers; i++)
@@ -157,11 +165,11 @@ calq_layer_config *calq__config_find(const calq_config *c, const char *name)
 
 int calq__model_find_node(const calq_model *m, const char *name)
 {
-    int n = calq_model_num_nodes(m);
-    for (int i = 0; i < n; i++) {
-        calq_node_info ni;
-        if (calq_model_node_info(m, i, &ni) == CALQ_OK && strcmp(ni.name, name) == 0) return i;
-    }
+    if (m->node_index.cap) return calq__strmap_get(&m->node_index, name); /* hashed at load (frontend/model.h) */
+    /* a model made on the stack around another graph (compare, act_algo auto) has no index */
+    const calq_graph *g = m->g;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0) return i;
     return -1;
 }
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "base/strmap.h"
 #include "calq.h"
 #include "graph/qkind.h"
 
@@ -148,6 +149,9 @@ void calq__config_sort_layers(calq_config *c);
 
 /* Entry for `name`, or NULL. */
 calq_layer_config *calq__config_find(const calq_config *c, const char *name);
+/* c's layer names -> index into c->layers, for many lookups (calq__config_find is a linear
+ * search); false on out-of-memory. Keys borrowed from c. */
+bool calq__config_index(const calq_config *c, calq_strmap *map);
 
 /* ---- model lookups shared by the readers -------------------------------------------------- */
 

@@ -45,31 +45,35 @@ static const char *entry_name(calq__xc_plan *p, int i)
     return nm && nm[0] ? nm : calq__xa_printf(&p->a, "layer%d", i);
 }
 
-/* A layer or blob of the prototxt, or a name this export already gave, is called s. */
-static bool name_used(const calq__xc_plan *p, const char *s)
+/* A layer or blob of the prototxt, or a name this export already gave, is called s. Hashed (a
+ * per-name scan of every layer made the export quadratic in the layer count). */
+static bool index_names(calq__xc_plan *p)
 {
+    if (p->names.cap) return true;
+    if (!calq__strmap_init(&p->names, (size_t)p->n_proto * 3)) return false;
     for (int i = 0; i < p->n_proto; i++) {
         const calq_tp_node *L = p->proto[i];
         const char *nm = calq__xc_string(L, "name");
-        if (nm && !strcmp(nm, s)) return true;
+        if (nm && !calq__strmap_put(&p->names, nm, 1)) return false;
         for (int k = 0; k < L->n_children; k++) {
             const calq_tp_node *f = L->children[k];
             if ((!strcmp(f->name, "bottom") || !strcmp(f->name, "top")) && f->kind == CALQ_TP_SCALAR && f->text &&
-                !strcmp(f->text, s))
-                return true;
+                !calq__strmap_put(&p->names, f->text, 1))
+                return false;
         }
     }
-    for (int q = 0; q < p->n_quants; q++)
-        if (p->quants[q].name && !strcmp(p->quants[q].name, s)) return true;
-    for (int l = 0; l < p->n_layers; l++)
-        if (p->layers[l].dequant && !strcmp(p->layers[l].dequant, s)) return true;
-    return false;
+    return true;
 }
 
+/* A fresh name "<base><suffix>" (then "_2", "_3", ...) no layer or blob has; NULL on
+ * out-of-memory. */
 static char *fresh_name(calq__xc_plan *p, const char *base, const char *suffix)
 {
+    if (!index_names(p)) return NULL;
     char *s = calq__xa_printf(&p->a, "%s%s", base, suffix);
-    for (int k = 2; s && name_used(p, s); k++) s = calq__xa_printf(&p->a, "%s%s_%d", base, suffix, k);
+    for (int k = 2; s && calq__strmap_get(&p->names, s) >= 0; k++)
+        s = calq__xa_printf(&p->a, "%s%s_%d", base, suffix, k);
+    if (s && !calq__strmap_put(&p->names, s, 1)) return NULL;
     return s;
 }
 
@@ -219,8 +223,10 @@ static calq_status build_plan(calq__xc_plan *p, calq_error *err)
     const char **names = calq__xa_alloc(&p->a, sizeof(char *) * sz);
     bool *in_ir = calq__xa_alloc(&p->a, sizeof(bool) * sz);
     if (p->a.oom) return oom(err);
+    /* the layers in one pass (calq_tp_nth per layer is quadratic in the layer count) */
+    for (int k = 0, i = 0; k < root->n_children && i < n; k++)
+        if (strcmp(root->children[k]->name, "layer") == 0) p->proto[i++] = root->children[k];
     for (int i = 0; i < n; i++) {
-        p->proto[i] = calq_tp_nth(root, "layer", i);
         p->node_of[i] = p->folded_into[i] = p->quantized[i] = -1;
         if (!(names[i] = entry_name(p, i))) return oom(err);
     }
@@ -239,12 +245,18 @@ static calq_status build_plan(calq__xc_plan *p, calq_error *err)
         if (s >= 0 && s < n && !strcmp(p->g->nodes[j].name, names[s])) p->node_of[s] = j;
     }
     CALQ_TRY(map_folds(p, in_ir, names, err));
-    for (int i = 0; i < n; i++) {
+    calq_strmap cfg_index = {0};
+    if (!calq__config_index(cfg, &cfg_index)) return oom(err);
+    calq_status st = CALQ_OK;
+    for (int i = 0; i < n && st == CALQ_OK; i++) {
         if (p->node_of[i] < 0) continue;
-        const calq_layer_config *lc = calq__config_find(cfg, names[i]);
+        int li = calq__strmap_get(&cfg_index, names[i]);
+        const calq_layer_config *lc = li >= 0 ? &cfg->layers[li] : NULL;
         const calq_record_layer *rl = calq__record_find(p->rec, names[i]);
-        if (lc && lc->quant_enable && rl) CALQ_TRY(add_layer(p, i, names[i], rl, lc, err));
+        if (lc && lc->quant_enable && rl) st = add_layer(p, i, names[i], rl, lc, err);
     }
+    calq__strmap_free(&cfg_index);
+    CALQ_TRY(st);
     if (n_fold)
         calq__log(CALQ_LOG_DEBUG, "calq: save: %d BatchNorm/Scale layer%s folded into their Convolution (§8.3)", n_fold,
                   n_fold == 1 ? "" : "s");
@@ -284,6 +296,7 @@ calq_status calq__export_caffe(const calq_model *m, const calq_record *rec, cons
         calq__log(CALQ_LOG_DEBUG, "calq: %s model: %d quantized layer%s, %d Quant layer%s: %s, %s", kind, p.n_layers,
                   p.n_layers == 1 ? "" : "s", p.n_quants, p.n_quants == 1 ? "" : "s", model_path, weights_path);
     calq_tp_free(net);
+    calq__strmap_free(&p.names);
     calq__xa_free(&p.a);
     calq__graph_free(p.g);
     return st;

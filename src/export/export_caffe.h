@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/file.h"
+#include "base/strmap.h"
 #include "calib/config.h"
 #include "calib/record.h"
 #include "calq.h"
@@ -79,6 +80,8 @@ typedef struct calq__xc_plan {
     int n_layers;
     calq__xc_quant *quants;
     int n_quants;
+    calq_strmap names; /* name_used's set, built on first use: the prototxt's names and blobs, then
+                          each name this export gives */
 } calq__xc_plan;
 
 /* String field `field` of a prototxt message (the last one given), or NULL. */

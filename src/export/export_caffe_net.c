@@ -144,7 +144,9 @@ calq_status calq__xc_prototxt(const calq__xc_plan *p, calq_tp_node **out, calq_e
         return L ? calq__fail(err, CALQ_ERR_INTERNAL, NULL, "save: the prototxt copy differs from the model's")
                  : oom(err);
     }
-    for (int i = 0; i < p->n_proto; i++) L[i] = (calq_tp_node *)calq_tp_nth(root, "layer", i);
+    /* one pass (calq_tp_nth per layer made a 10k-layer prototxt quadratic) */
+    for (int k = 0, i = 0; k < root->n_children && i < p->n_proto; k++)
+        if (strcmp(root->children[k]->name, "layer") == 0) L[i++] = root->children[k];
     bool ok = true;
     for (int i = 0; ok && i < p->n_proto; i++) {
         if (p->folded_into[i] >= 0) { /* folded into its Convolution (§8.3) */

@@ -77,12 +77,15 @@ calq_status calq__xg_init(calq__xgraph *x, size_t cap_nodes, size_t cap_inits, c
 
 void calq__xg_free(calq__xgraph *x)
 {
+    calq__strmap_free(&x->names);
     calq__xa_free(&x->a);
 }
 
 bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n)
 {
     if (!n || x->n_nodes == x->cap_nodes) return false;
+    for (size_t k = 0; k < n->n_output; k++)
+        if (n->output[k] && n->output[k][0] && !calq__strmap_put(&x->names, n->output[k], 1)) return false;
     x->nodes[x->n_nodes++] = n;
     return true;
 }
@@ -90,6 +93,7 @@ bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n)
 bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t)
 {
     if (!t || x->n_inits == x->cap_inits) return false;
+    if (t->name && !calq__strmap_put(&x->names, t->name, 1)) return false;
     x->inits[x->n_inits++] = t;
     return true;
 }

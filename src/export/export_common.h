@@ -17,6 +17,7 @@
 #include "base/file.h"
 #include "calib/record.h"
 #include "calq.h"
+#include "base/strmap.h"
 #include "frontend/model.h"
 #include "graph/quantizable.h"
 #include "onnx/onnx.pb-c.h"
@@ -40,11 +41,13 @@ typedef struct calq__xgraph {
     size_t n_nodes, cap_nodes;
     Onnx__TensorProto **inits;
     size_t n_inits, cap_inits;
+    calq_strmap names; /* initializer and node output names added so far (keys in the arena) */
 } calq__xgraph;
 
 calq_status calq__xg_init(calq__xgraph *x, size_t cap_nodes, size_t cap_inits, calq_error *err);
 void calq__xg_free(calq__xgraph *x);
-/* Appends (no copy); false on a full list (a sizing bug: reported as INTERNAL by the caller). */
+/* Appends (no copy); false on a full list (a sizing bug: reported as INTERNAL by the caller) or
+ * out of memory. The names it defines go into x->names. */
 bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n);
 bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t);
 

@@ -4,6 +4,7 @@
 #define CALQ_EXPORT_ONNX_H
 
 #include "export/export_common.h"
+#include "graph/readers.h"
 
 /* An activation quantized once per (tensor, scale, offset, owner): layers reading the same
  * tensor share one QuantizeLinear / DequantizeLinear pair unless each has its own (owner). */
@@ -14,8 +15,9 @@ typedef struct calq__xact {
     const char *owner; /* the layer of a dedicated pair, or NULL for a shared one */
     char *q;           /* the int8 tensor (QuantizeLinear output) */
     char *scale_name, *zp_name;
-    char *dq;    /* its dequantized float tensor */
-    bool has_dq; /* the DequantizeLinear has been emitted (QOperator needs only q) */
+    char *dq;      /* its dequantized float tensor */
+    bool has_dq;   /* the DequantizeLinear has been emitted (QOperator needs only q) */
+    int next_same; /* the next entry of the same tensor (index into calq__xctx.acts), or -1 */
 } calq__xact;
 
 typedef struct calq__xctx {
@@ -31,10 +33,13 @@ typedef struct calq__xctx {
     int opset_in; /* the model's default opset */
     calq__xact *acts;
     int n_acts, cap_acts;
+    calq_strmap act_of;       /* tensor -> its first entry in acts (next_same: the others): a scan of
+                                 every entry per layer made a 10k-layer export quadratic */
     const calq_qkind **kinds; /* per node of g: its quantizable kind (graph/qkind.h), or NULL */
     bool *quantized;          /* per node of g: a layer with record factors, enabled in cfg */
     bool *skip;               /* per node of g: a Relu absorbed into a QLinearConv's output range */
     int n_qop;                /* layers written as QLinearConv / QLinearMatMul */
+    calq_readers readers;     /* who reads each value of g */
 } calq__xctx;
 
 /* Writes model m quantized with the record's factors in format fmt as staged output `path`
@@ -45,6 +50,11 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
 /* The int8 tensor and dequantized tensor of activation `tensor` with the given factors,
  * emitting QuantizeLinear (and DequantizeLinear when want_dq) on first use; owner: a layer
  * name for a pair of its own, NULL for the pair shared by every reader. NULL on OOM. */
+/* The first entry of `tensor` in c->acts (then follow next_same), or -1. */
+int calq__xact_first(const calq__xctx *c, const char *tensor);
+/* A new zeroed entry for `tensor`, after the tensor's other entries; NULL when the list is full
+ * (sized to a bound: cannot happen) or out of memory. */
+calq__xact *calq__xact_push(calq__xctx *c, const char *tensor);
 calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, const char *owner,
                            bool want_dq);
 

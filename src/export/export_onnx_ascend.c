@@ -52,13 +52,10 @@ static Onnx__NodeProto *node1(calq__xctx *c, const char *op, const char *name, c
  * the int8 AscendQuant output (deploy) or the float "int9" value (fake-quant). */
 static const char *act_quant(calq__xctx *c, const char *layer, const char *tensor, float scale_d, int64_t offset_d)
 {
-    for (int i = 0; i < c->n_acts; i++)
-        if (!strcmp(c->acts[i].tensor, tensor) && c->acts[i].scale == scale_d && c->acts[i].offset == offset_d)
-            return c->acts[i].q;
-    if (c->n_acts == c->cap_acts) return NULL; /* sized to the layer count: cannot happen (reported as OOM) */
-    calq__xact *a = &c->acts[c->n_acts];
-    memset(a, 0, sizeof *a);
-    a->tensor = tensor;
+    for (int i = calq__xact_first(c, tensor); i >= 0; i = c->acts[i].next_same)
+        if (c->acts[i].scale == scale_d && c->acts[i].offset == offset_d) return c->acts[i].q;
+    calq__xact *a = calq__xact_push(c, tensor); /* sized to the layer count: NULL is out of memory */
+    if (!a) return NULL;
     a->scale = scale_d;
     a->offset = offset_d;
     /* 1/scale_d in float32, as AMCT computes the attribute (§9.1) */
@@ -86,7 +83,6 @@ static const char *act_quant(calq__xctx *c, const char *layer, const char *tenso
             return NULL;
         a->q = t5;
     }
-    c->n_acts++;
     return a->q;
 }
 

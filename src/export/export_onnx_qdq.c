@@ -36,15 +36,12 @@ static bool emit_init(calq__xctx *c, const char *name, int dt, const int64_t *di
     return calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, name, dt, dims, ndim, d, nb));
 }
 
+/* A value of the model or of its folded IR, or an initializer or node output this export added
+ * (hashed: a per-name search of everything added made saving a 10k-layer model take minutes). */
 static bool name_taken(const calq__xctx *c, const char *name)
 {
-    if (calq__graph_find(c->m->g, name) >= 0 || calq__graph_find(c->g, name) >= 0) return true;
-    for (size_t i = 0; i < c->x.n_inits; i++)
-        if (!strcmp(c->x.inits[i]->name, name)) return true;
-    for (size_t i = 0; i < c->x.n_nodes; i++)
-        for (size_t k = 0; k < c->x.nodes[i]->n_output; k++)
-            if (!strcmp(c->x.nodes[i]->output[k], name)) return true;
-    return false;
+    return calq__graph_find(c->m->g, name) >= 0 || calq__graph_find(c->g, name) >= 0 ||
+           calq__strmap_get(&c->x.names, name) >= 0;
 }
 
 char *calq__xname(calq__xctx *c, const char *fmt, ...)
@@ -61,22 +58,40 @@ char *calq__xname(calq__xctx *c, const char *fmt, ...)
     }
 }
 
+int calq__xact_first(const calq__xctx *c, const char *tensor)
+{
+    return calq__strmap_get(&c->act_of, tensor);
+}
+
+calq__xact *calq__xact_push(calq__xctx *c, const char *tensor)
+{
+    if (c->n_acts == c->cap_acts) return NULL;
+    int i = c->n_acts, last = -1;
+    for (int k = calq__xact_first(c, tensor); k >= 0; k = c->acts[k].next_same) last = k;
+    if (last >= 0)
+        c->acts[last].next_same = i;
+    else if (!calq__strmap_put(&c->act_of, tensor, i))
+        return NULL;
+    calq__xact *a = &c->acts[c->n_acts++];
+    memset(a, 0, sizeof *a);
+    a->tensor = tensor;
+    a->next_same = -1;
+    return a;
+}
+
 calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64_t offset, const char *owner,
                            bool want_dq)
 {
     calq__xact *a = NULL;
-    bool seen = false; /* the tensor already has a pair (for another owner or other factors) */
-    for (int i = 0; i < c->n_acts && !a; i++) {
-        if (strcmp(c->acts[i].tensor, tensor) != 0) continue;
-        seen = true;
+    int first = calq__xact_first(c, tensor);
+    bool seen = first >= 0; /* the tensor already has a pair (for another owner or other factors) */
+    for (int i = first; i >= 0 && !a; i = c->acts[i].next_same) {
         if (c->acts[i].scale == scale && c->acts[i].offset == offset &&
             (owner ? c->acts[i].owner && !strcmp(c->acts[i].owner, owner) : !c->acts[i].owner))
             a = &c->acts[i];
     }
     if (!a) {
-        if (c->n_acts == c->cap_acts) return NULL; /* sized to the layer count: cannot happen */
-        a = &c->acts[c->n_acts++];
-        a->tensor = tensor;
+        if (!(a = calq__xact_push(c, tensor))) return NULL; /* sized to the layer count: out of memory */
         a->scale = scale;
         a->offset = offset;
         a->owner = owner;
@@ -130,8 +145,7 @@ const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
     const calq_value *val = &c->g->values[v];
     /* a constant the fold pass made (§8.3) is not in the original proto: add it */
     if (val->constant && calq__graph_find(c->m->g, val->name) < 0) {
-        bool have = false;
-        for (size_t i = 0; i < c->x.n_inits && !have; i++) have = strcmp(c->x.inits[i]->name, val->name) == 0;
+        bool have = calq__strmap_get(&c->x.names, val->name) >= 0; /* added already */
         const calq_tensor *t = val->constant;
         if (!have && (t->dtype != CALQ_DTYPE_FLOAT32 ||
                       !emit_init(c, val->name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, t->dims, t->ndim, t->data,
@@ -386,21 +400,24 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
     CALQ_TRY(calq__export_upgrade_node(c, orig, &nd, err));
     if (ni >= 0) {
         const calq_node *n = &c->g->nodes[ni];
-        bool same = (int)orig->n_input >= n->n_inputs && (int)orig->n_output >= n->n_outputs;
-        for (int k = 0; same && k < n->n_inputs; k++)
+        /* the node's own inputs only: a node holding subgraphs lists the outer values they read
+         * after them in the IR (graph.h n_formal), which the ONNX node must not name */
+        int n_in = n->n_formal;
+        bool same = (int)orig->n_input >= n_in && (int)orig->n_output >= n->n_outputs;
+        for (int k = 0; same && k < n_in; k++)
             same = n->inputs[k] < 0 || strcmp(orig->input[k], c->g->values[n->inputs[k]].name) == 0;
         for (int k = 0; same && k < n->n_outputs; k++)
             same = n->outputs[k] < 0 || strcmp(orig->output[k], c->g->values[n->outputs[k]].name) == 0;
         if (!same) {
             if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
-            if ((int)nd->n_input < n->n_inputs) { /* a Conv without bias that got the folded one */
-                char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)n->n_inputs);
+            if ((int)nd->n_input < n_in) { /* a Conv without bias that got the folded one */
+                char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)n_in);
                 if (!in) return oom(err);
                 memcpy(in, nd->input, sizeof(char *) * nd->n_input);
                 nd->input = in;
-                nd->n_input = (size_t)n->n_inputs;
+                nd->n_input = (size_t)n_in;
             }
-            for (int k = 0; k < n->n_inputs; k++)
+            for (int k = 0; k < n_in; k++)
                 if (n->inputs[k] >= 0 && !(nd->input[k] = (char *)calq__xvalue(c, n->inputs[k], err)))
                     return err->status;
             for (int k = 0; k < n->n_outputs; k++)
@@ -513,10 +530,13 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
         c.skip = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.cap_acts = 3 * c.g->n_nodes + c.g->n_values + 1; /* per (tensor, factors, owner): a bound */
         c.acts = calq__xa_alloc(&c.x.a, sizeof(calq__xact) * (size_t)c.cap_acts);
-        if (!c.kinds || !c.quantized || !c.skip || !c.acts) st = oom(err);
+        if (!c.kinds || !c.quantized || !c.skip || !c.acts || !calq__readers_build(c.g, &c.readers)) st = oom(err);
     }
+    calq_strmap cfg_index = {0};
+    if (st == CALQ_OK && !calq__config_index(cfg, &cfg_index)) st = oom(err);
     for (int i = 0; st == CALQ_OK && i < c.g->n_nodes; i++) {
-        const calq_layer_config *lc = calq__config_find(cfg, c.g->nodes[i].name);
+        int li = calq__strmap_get(&cfg_index, c.g->nodes[i].name);
+        const calq_layer_config *lc = li >= 0 ? &cfg->layers[li] : NULL;
         c.kinds[i] = calq__qkind_of_node(c.g, i);
         c.quantized[i] = lc && lc->quant_enable && calq__record_find(rec, c.g->nodes[i].name) && c.kinds[i];
         const calq_record_layer *rl = c.quantized[i] ? calq__record_find(rec, c.g->nodes[i].name) : NULL;
@@ -533,8 +553,11 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
                             "fusion (its weight is not constant, or fusion changed it); skip it in the config",
                             lc->name);
     }
+    calq__strmap_free(&cfg_index);
     if (st == CALQ_OK) st = export_walk(&c, err);
     if (st == CALQ_OK) st = calq__export_finish(&c, path, err);
+    calq__readers_free(&c.readers);
+    calq__strmap_free(&c.act_of);
     calq__xg_free(&c.x);
     calq__graph_free(c.g);
     return st;

@@ -29,17 +29,15 @@ static bool readers_factors(const calq__xctx *c, int v, const calq_record_layer 
     const calq_record_layer *common = NULL;
     *n_readers = 0;
     if (c->g->values[v].is_output) return false;
-    for (int i = 0; i < c->g->n_nodes; i++) {
-        const calq_node *n = &c->g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++) {
-            if (n->inputs[k] != v) continue;
-            if (!c->quantized[i] || (k != 0 && !calq__x_act_input(c, i, k))) return false;
-            const calq_record_layer *rl = calq__x_input_record(c, i, k);
-            if (!rl) return false;
-            if (common && (common->scale_d != rl->scale_d || common->offset_d != rl->offset_d)) return false;
-            common = rl;
-            (*n_readers)++;
-        }
+    const calq_readers *r = &c->readers;
+    for (int at = r->start[v]; at < r->start[v + 1]; at++) {
+        int i = r->node[at], k = r->input[at];
+        if (!c->quantized[i] || (k != 0 && !calq__x_act_input(c, i, k))) return false;
+        const calq_record_layer *rl = calq__x_input_record(c, i, k);
+        if (!rl) return false;
+        if (common && (common->scale_d != rl->scale_d || common->offset_d != rl->offset_d)) return false;
+        common = rl;
+        (*n_readers)++;
     }
     *rl_out = common;
     return common != NULL;
@@ -48,23 +46,17 @@ static bool readers_factors(const calq__xctx *c, int v, const calq_record_layer 
 /* The single reader of v, or -1. */
 static int single_reader(const calq__xctx *c, int v)
 {
-    int who = -1, n = 0;
-    for (int i = 0; i < c->g->n_nodes; i++)
-        for (int k = 0; k < c->g->nodes[i].n_inputs; k++)
-            if (c->g->nodes[i].inputs[k] == v) {
-                who = i;
-                n++;
-            }
-    return n == 1 && !c->g->values[v].is_output ? who : -1;
+    const calq_readers *r = &c->readers;
+    int n = r->start[v + 1] - r->start[v];
+    return n == 1 && !c->g->values[v].is_output ? r->node[r->start[v]] : -1;
 }
 
 /* Registers the int8 output of a QLinear layer as activation `tensor` with factors rl, so the
  * readers use it instead of emitting their own QuantizeLinear. */
 static calq__xact *register_output(calq__xctx *c, const char *tensor, const calq_record_layer *rl)
 {
-    if (c->n_acts == c->cap_acts) return NULL;
-    calq__xact *a = &c->acts[c->n_acts++];
-    a->tensor = tensor;
+    calq__xact *a = calq__xact_push(c, tensor);
+    if (!a) return NULL;
     a->scale = rl->scale_d;
     a->offset = rl->offset_d;
     a->q = calq__xname(c, "%s_quantized", tensor);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/strmap.h"
 #include "base/tensor.h"
 #include "export/export_onnx.h"
 
@@ -420,15 +421,44 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
     return CALQ_OK;
 }
 
-static bool name_in(const char *name, Onnx__NodeProto *const *nodes, size_t n, bool outputs)
+/* Every name the nodes read (inputs, and inputs of the nodes of their subgraphs at any depth: an
+ * If/Loop/Scan body reads the outer graph's initializers by name) into `read`, and every name
+ * they define into `defined`; values 1. Hashed: one scan of every node per initializer made saving
+ * a 10k-layer model take minutes (issue 14). false on out-of-memory. */
+static bool add_graph_reads(calq_strmap *read, const Onnx__GraphProto *g, int depth);
+
+static bool add_node_reads(calq_strmap *read, const Onnx__NodeProto *n, int depth)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t m = outputs ? nodes[i]->n_output : nodes[i]->n_input;
-        char **v = outputs ? nodes[i]->output : nodes[i]->input;
-        for (size_t k = 0; k < m; k++)
-            if (strcmp(v[k], name) == 0) return true;
+    for (size_t k = 0; k < n->n_input; k++)
+        if (n->input[k] && n->input[k][0] && !calq__strmap_put(read, n->input[k], 1)) return false;
+    /* the importer bounds subgraph nesting; this guard keeps a hand-built proto from recursing
+     * without end */
+    if (depth > 64) return true;
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        const Onnx__AttributeProto *at = n->attribute[a];
+        if (at->g && !add_graph_reads(read, at->g, depth + 1)) return false;
+        for (size_t k = 0; k < at->n_graphs; k++)
+            if (!add_graph_reads(read, at->graphs[k], depth + 1)) return false;
     }
-    return false;
+    return true;
+}
+
+static bool add_graph_reads(calq_strmap *read, const Onnx__GraphProto *g, int depth)
+{
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!add_node_reads(read, g->node[i], depth)) return false;
+    return true;
+}
+
+static bool index_nodes(Onnx__NodeProto *const *nodes, size_t n, calq_strmap *read, calq_strmap *defined)
+{
+    if (!calq__strmap_init(read, 2 * n) || !calq__strmap_init(defined, n)) return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!add_node_reads(read, nodes[i], 0)) return false;
+        for (size_t k = 0; k < nodes[i]->n_output; k++)
+            if (nodes[i]->output[k] && !calq__strmap_put(defined, nodes[i]->output[k], 1)) return false;
+    }
+    return true;
 }
 
 calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err)
@@ -447,19 +477,28 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
     Onnx__GraphProto *g = calq__xa_alloc(&x->a, sizeof *g);
     if (!inits || !inputs || !vinfo || !ops || !def || !g) return oom(err);
     size_t ni = 0, nin = 0, nvi = 0;
-    for (size_t i = 0; i < gp->n_initializer; i++)
-        if (name_in(gp->initializer[i]->name, x->nodes, x->n_nodes, false)) inits[ni++] = gp->initializer[i];
-    for (size_t i = 0; i < n_new; i++) inits[ni++] = x->inits[i];
-    for (size_t i = 0; i < gp->n_input; i++) {
-        bool dropped_init = false;
-        for (size_t k = 0; k < gp->n_initializer && !dropped_init; k++)
-            dropped_init = strcmp(gp->initializer[k]->name, gp->input[i]->name) == 0 &&
-                           !name_in(gp->input[i]->name, x->nodes, x->n_nodes, false);
+    calq_strmap read = {0}, defined = {0}, init_names = {0};
+    bool ok = index_nodes(x->nodes, x->n_nodes, &read, &defined) && calq__strmap_init(&init_names, gp->n_initializer);
+    for (size_t i = 0; ok && i < gp->n_initializer; i++) {
+        const char *nm = gp->initializer[i]->name ? gp->initializer[i]->name : "";
+        ok = calq__strmap_put(&init_names, nm, 1);
+        if (calq__strmap_get(&read, nm) >= 0) inits[ni++] = gp->initializer[i];
+    }
+    for (size_t i = 0; ok && i < n_new; i++) inits[ni++] = x->inits[i];
+    for (size_t i = 0; ok && i < gp->n_input; i++) {
+        const char *nm = gp->input[i]->name ? gp->input[i]->name : "";
+        /* an initializer listed as a graph input (IR < 4) goes with its initializer */
+        bool dropped_init = calq__strmap_get(&init_names, nm) >= 0 && calq__strmap_get(&read, nm) < 0;
         if (!dropped_init) inputs[nin++] = gp->input[i];
     }
     /* shape hints only for tensors that still exist */
-    for (size_t i = 0; i < gp->n_value_info; i++)
-        if (name_in(gp->value_info[i]->name, x->nodes, x->n_nodes, true)) vinfo[nvi++] = gp->value_info[i];
+    for (size_t i = 0; ok && i < gp->n_value_info; i++)
+        if (gp->value_info[i]->name && calq__strmap_get(&defined, gp->value_info[i]->name) >= 0)
+            vinfo[nvi++] = gp->value_info[i];
+    calq__strmap_free(&read);
+    calq__strmap_free(&defined);
+    calq__strmap_free(&init_names);
+    if (!ok) return oom(err);
     *g = *gp;
     g->node = x->nodes;
     g->n_node = x->n_nodes;

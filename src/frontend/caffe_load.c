@@ -231,6 +231,7 @@ calq_status calq__caffe_load_buffers(const char *prototxt, size_t prototxt_len, 
         s = calq__caffe_index_weights(&c);
         if (s == CALQ_OK) s = calq__caffe_build(&c, root);
         if (s == CALQ_OK) s = calq__graph_toposort(c.g, err);
+        if (s == CALQ_OK) s = calq__model_index_nodes(m, err);
     }
     calq__caffe_map_free(&c.weight_index);
     calq__caffe_map_free(&c.blob_index);

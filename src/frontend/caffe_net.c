@@ -204,9 +204,11 @@ static calq_status read_layers(calq_caffe_ctx *c, const calq_tp_node *root, cons
     if (!recs) return calq__caffe_oom(c);
     *out = recs;
     *n_out = n;
-    for (int i = 0; i < n; i++) {
+    /* k walks root's children once (calq_tp_nth per layer made a 10k-layer net quadratic) */
+    for (int i = 0, k = 0; i < n; i++, k++) {
         layer_rec *r = &recs[i];
-        const calq_tp_node *tp = calq_tp_nth(root, field, i);
+        while (strcmp(root->children[k]->name, field) != 0) k++; /* n counted them: k stays in range */
+        const calq_tp_node *tp = root->children[k];
         r->tp = tp;
         if (tp->kind != CALQ_TP_MESSAGE)
             return calq__caffe_fail(c, NULL, CALQ_ERR_BAD_FORMAT, "%d: '%s' must be a message { ... }", tp->line,

@@ -49,6 +49,7 @@ calq_status calq__onnx_load_buffer(const void *data, size_t size, const char *ba
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     }
     calq_status s = calq__onnx_import(m, err);
+    if (s == CALQ_OK) s = calq__model_index_nodes(m, err);
     if (s != CALQ_OK) {
         calq_model_free(m);
         return s;
@@ -72,9 +73,21 @@ calq_status calq__onnx_load_file(const char *onnx_path, calq_model **out, calq_e
     return CALQ_OK;
 }
 
+calq_status calq__model_index_nodes(calq_model *m, calq_error *err)
+{
+    const calq_graph *g = m->g;
+    if (!calq__strmap_init(&m->node_index, (size_t)g->n_nodes))
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory indexing the model's layers");
+    for (int i = g->n_nodes - 1; i >= 0; i--) /* the first of a name wins */
+        if (!calq__strmap_put(&m->node_index, g->nodes[i].name, i))
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory indexing the model's layers");
+    return CALQ_OK;
+}
+
 void calq_model_free(calq_model *m)
 {
     if (!m) return;
+    calq__strmap_free(&m->node_index);
     calq__graph_free(m->g);
     if (m->onnx) onnx__model_proto__free_unpacked(m->onnx, NULL);
     calq__caffe_release(m);

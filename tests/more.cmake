@@ -208,3 +208,8 @@ set_tests_properties(cli.many_layers PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 add_test(NAME cli.subgraph_save COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/subgraph_save.py
                                         $<TARGET_FILE:calq_cli> ${CMAKE_CURRENT_SOURCE_DIR}/peers)
 set_tests_properties(cli.subgraph_save PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Hostile inputs of issue 14's round (fixtures: the fuzz corpora's regression seeds): bounded
+# time, exit 1, a clear message, nothing written. About 1 s.
+add_test(NAME cli.hostile_inputs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh $<TARGET_FILE:calq_cli>
+                                         ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli.hostile_inputs PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

@@ -15,6 +15,9 @@
 
 #include "exec/plan.h"
 
+/* At most this many iterations per Loop run (see loop_infer). */
+#define CALQ__LOOP_MAX_ITERATIONS ((int64_t)1 << 20)
+
 /* Results of one call, kept from infer to run. */
 typedef struct body_result {
     int n;
@@ -242,9 +245,18 @@ static calq_status loop_infer(calq_op_ctx *c)
     /* The carried values live in r->t[0 .. n_carried) (copies, replaced every iteration). */
     for (int k = 0; k < n_carried && s == CALQ_OK; k++) s = calq__tensor_clone(&r->t[k], c->in[2 + k], c->err);
     for (int k = 0; k < n_scan; k++) r->t[n_carried + k].dims[0] = 0;
-    /* A loop without a trip count ends only when the body says so; bound it so a body that never
-     * does fails instead of running forever. */
-    const int64_t limit = max_trip >= 0 ? max_trip : (int64_t)1 << 31;
+    /* Bounded time (issue 14): a trip count of 2^50, or a loop without one whose body never ends
+     * it, would run for hours. Real models loop over sequence steps or detections, far fewer. */
+    if (max_trip > CALQ__LOOP_MAX_ITERATIONS) {
+        result_free(r);
+        free(ins);
+        free(outs);
+        free(caps);
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "the trip count is %lld, above calq's limit of %lld iterations per Loop run",
+                             (long long)max_trip, (long long)CALQ__LOOP_MAX_ITERATIONS);
+    }
+    const int64_t limit = max_trip >= 0 ? max_trip : CALQ__LOOP_MAX_ITERATIONS;
     while (s == CALQ_OK && cond && iter < limit) {
         ins[0] = it_t;
         ins[1] = cond_t;
@@ -265,7 +277,8 @@ static calq_status loop_infer(calq_op_ctx *c)
     }
     if (s == CALQ_OK && max_trip < 0 && cond)
         s = calq__op_fail(c, CALQ_ERR_DATA,
-                          "the loop has no trip count and its condition is still true after %lld iterations",
+                          "the loop has no trip count and its condition is still true after %lld iterations "
+                          "(calq's limit per Loop run)",
                           (long long)iter);
     calq__plan_free(br.plan);
     free(ins);

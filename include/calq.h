@@ -247,8 +247,10 @@ typedef struct calq_session_opts {
                                               before them (their outputs keep their names; the Conv's own output is no
                                               longer computed), and run a QDQ model's DequantizeLinear -> layer ->
                                               QuantizeLinear as one integer operator, as onnxruntime does (the
-                                              float tensors in between are then not computed); 1: run the graph
-                                              exactly as the model has it */
+                                              float tensors in between are then not computed); with use_fast, also
+                                              keep oneDNN's activation layouts between layers and fold element-wise
+                                              layers into convolutions as post-ops (observed tensors are always
+                                              computed, unchanged); 1: run the graph exactly as the model has it */
     const char *const *skip_fusion_layers; /* Conv layers never folded (AMCT's skip_fusion_layers,
                                               amct-reference.md §8.3); read by calq_session_create
                                               only, not kept (the caller keeps ownership) */

@@ -213,3 +213,11 @@ set_tests_properties(cli.subgraph_save PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 7
 add_test(NAME cli.hostile_inputs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh $<TARGET_FILE:calq_cli>
                                          ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli.hostile_inputs PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+# The fast planner on whole models (issue 13): ResNet-18 and MobileNetV2 exported from
+# torchvision, UltraFace, YuNet, NanoDet: threads 1 vs 2 bit-identical, fast vs reference and
+# literal graph within 1e-4, observed tensors unchanged by fusion.
+add_test(NAME peer.exec_models
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/peers/exec_models.sh $<TARGET_FILE:calq_cli>
+                 $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.exec_models PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+set_tests_properties(unit.test_exec_layouts PROPERTIES SKIP_RETURN_CODE 77)

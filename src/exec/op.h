@@ -12,6 +12,20 @@
  *   release frees c->state.
  * `run` is the plain-C reference kernel (the `_ref` one); `run_fast` (with prepare/release) is
  * the optimised path, used when the session asks for it and prepare produced a state.
+ *
+ * Fast paths only: activation layouts and post-ops (exec/plan_fast.c negotiates them).
+ *   - A def with CALQ_OP_LAYOUTS reads c->in_layout in prepare (the layout each input's producer
+ *     writes) and may change entries to ask for another layout (the executor converts), and
+ *     sets c->out_layout; run_fast then gets its data in those layouts. Other defs, and every
+ *     reference kernel, see plain tensors only.
+ *   - A def with CALQ_OP_ELEMENTWISE computes each output element from the input elements at
+ *     the same (numpy-broadcast) index. On blocked data the executor runs its ordinary `run`
+ *     on the physical view of the tensors ([N, C/b, spatial..., b]), which gives the same
+ *     value for every element.
+ *   - A def with CALQ_OP_POST_OPS may absorb the element-wise layers that follow it: prepare
+ *     gets candidates in c->post[0..n_post) and sets c->n_post_used to the number it applies
+ *     (a prefix; 0 when it takes none); run_fast then sees the applied ones in c->post. With
+ *     c->exact_only it applies only what it computes bit for bit as the unfused layers would.
  */
 #ifndef CALQ_EXEC_OP_H
 #define CALQ_EXEC_OP_H
@@ -21,6 +35,39 @@
 #include "base/error.h"
 #include "base/tensor.h"
 #include "graph/graph.h"
+
+/* Activation layout of a float32 [N, C, spatial...] tensor (rank 3 to 5). 0: plain (C order).
+ * CALQ_LAYOUT_CHANNELS_LAST: [N][spatial...][C] (oneDNN's nwc / nhwc / ndhwc). b = 8 or 16:
+ * channel-blocked by b, oneDNN's nCw{b}c / nChw{b}c / nCdhw{b}c (tags aBc{b}b, aBcd{b}b,
+ * aBcde{b}b): [N][ceil(C/b)][spatial...][b], the channels from C to the next multiple of b
+ * zero. */
+typedef int calq_layout;
+#define CALQ_LAYOUT_PLAIN         0
+#define CALQ_LAYOUT_CHANNELS_LAST 1
+
+/* Element-wise layers a convolution or matrix product can apply to its result before storing
+ * it (oneDNN post-ops). `exact`: the fused result is bit-identical to running the layer on its
+ * own (calq's reference formula); the others (oneDNN's approximations of exp/tanh, or a fused
+ * multiply-add where calq rounds twice) are within the fast-vs-reference tolerance. */
+typedef enum calq_post_kind {
+    CALQ_POST_RELU,         /* x < 0 ? alpha * x : x (Relu: alpha 0; LeakyRelu) */
+    CALQ_POST_CLIP,         /* min(max(x, alpha), beta) */
+    CALQ_POST_HARD_SIGMOID, /* max(0, min(1, alpha * x + beta)) */
+    CALQ_POST_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1 / 2)) */
+    CALQ_POST_SIGMOID,
+    CALQ_POST_TANH,
+    CALQ_POST_ELU,         /* x < 0 ? alpha * (exp(x) - 1) : x */
+    CALQ_POST_SUM,         /* x + operand (same shape, in the output's layout): a residual Add */
+    CALQ_POST_ADD_CHANNEL, /* x + operand[c]: a constant with one value per output channel (or one) */
+    CALQ_POST_MUL_CHANNEL  /* x * operand[c] */
+} calq_post_kind;
+
+typedef struct calq_post_op {
+    calq_post_kind kind;
+    float alpha, beta;
+    const calq_tensor *operand; /* SUM, ADD_CHANNEL, MUL_CHANNEL */
+    bool exact;
+} calq_post_op;
 
 typedef struct calq_op_ctx {
     const calq_node *node; /* attributes via calq__attr_*(node, ...) */
@@ -33,7 +80,21 @@ typedef struct calq_op_ctx {
     calq_error *err;
     unsigned const_inputs; /* bit i: input i is a constant (same data on every run, available
                               in prepare), e.g. weights: prepare may reorder them once */
+    /* Fast paths (see the top of the file). NULL / 0: plain tensors, no post-ops. */
+    calq_layout *in_layout;  /* [n_in] */
+    calq_layout *out_layout; /* [n_out] */
+    calq_layout native;      /* the layout the executor keeps activations in (0: plain only) */
+    const calq_post_op *post;
+    int n_post;
+    int n_post_used; /* set by prepare */
+    bool exact_only; /* prepare: apply only post-ops whose result is bit-identical to running the
+                        layers on their own (the output or some other tensor is observed) */
 } calq_op_ctx;
+
+/* calq_op_def.flags */
+#define CALQ_OP_LAYOUTS     1u /* prepare / run_fast handle blocked layouts */
+#define CALQ_OP_ELEMENTWISE 2u /* per-element (broadcast) semantics: runs on blocked views as is */
+#define CALQ_OP_POST_OPS    4u /* prepare can absorb post-ops */
 
 typedef struct calq_op_def {
     const char *op_type; /* ONNX op type, default domain (internal table: domain calq) */
@@ -46,6 +107,7 @@ typedef struct calq_op_def {
     calq_status (*prepare)(calq_op_ctx *c);
     calq_status (*run_fast)(calq_op_ctx *c);
     void (*release)(void *state);
+    unsigned flags; /* CALQ_OP_* */
 } calq_op_def;
 
 /* Registry (exec/ops.c). The operators a model file may contain: NULL when calq has no kernel

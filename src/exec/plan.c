@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/tensor.h"
+#include "exec/layout.h"
 
 #define ARENA_ALIGN 64
 
@@ -17,19 +18,31 @@ static bool value_known_data(const calq_plan_value *pv)
     return pv->kind == CALQ_PV_CONST || pv->kind == CALQ_PV_FOLDED;
 }
 
-static void ctx_init(calq_op_ctx *c, const calq_graph *g, const calq_plan_step *st, calq_error *err)
+void calq__plan_ctx(const calq_plan *p, calq_plan_step *st, calq_op_ctx *c, calq_error *err)
 {
-    const calq_node *n = &g->nodes[st->node];
+    const calq_node *n = &p->g->nodes[st->node];
     memset(c, 0, sizeof *c);
     c->node = n;
     c->opset = n->opset;
-    c->n_in = n->n_inputs;
+    c->n_in = st->n_in;
     c->in = st->in;
-    c->n_out = n->n_outputs;
+    c->n_out = st->n_out;
     c->out = st->out;
     c->state = st->state;
     c->err = err;
     c->const_inputs = st->const_inputs;
+    c->in_layout = st->in_layout;
+    c->out_layout = st->out_layout;
+    c->post = st->post;
+    c->n_post = st->n_post;
+}
+
+void calq__plan_bind(calq_plan *p, calq_plan_step *st)
+{
+    for (int k = 0; k < st->n_in; k++)
+        st->in[k] = st->in_v[k] < 0 ? NULL : st->views ? &st->views[k] : &p->vals[st->in_v[k]].t;
+    for (int k = 0; k < st->n_out; k++)
+        st->out[k] = st->out_v[k] < 0 ? NULL : st->views ? &st->views[st->n_in + k] : &p->vals[st->out_v[k]].t;
 }
 
 static calq_status check_arity(const calq_node *n, const calq_op_def *d, calq_error *err)
@@ -53,18 +66,30 @@ static calq_status check_arity(const calq_node *n, const calq_op_def *d, calq_er
     return CALQ_OK;
 }
 
+void calq__plan_step_free(calq_plan_step *st)
+{
+    if (st->state && st->def->release) st->def->release(st->state);
+    free(st->in_v);
+    free(st->out_v);
+    free(st->in);
+    free(st->out);
+    free(st->views);
+    free(st->in_layout);
+    free(st->out_layout);
+    free(st->post);
+    free(st->post_v);
+    memset(st, 0, sizeof *st);
+}
+
 void calq__plan_free(calq_plan *p)
 {
     if (!p) return;
-    const calq_graph *g = p->g;
-    for (int s = 0; s < p->n_steps; s++)
-        if (p->steps[s].state && p->steps[s].def->release) p->steps[s].def->release(p->steps[s].state);
+    for (int s = 0; s < p->n_steps; s++) calq__plan_step_free(&p->steps[s]);
     if (p->vals)
-        for (int v = 0; v < g->n_values; v++)
+        for (int v = 0; v < p->n_vals; v++)
             if (p->vals[v].kind == CALQ_PV_FOLDED || p->vals[v].kind == CALQ_PV_DYNAMIC) free(p->vals[v].t.data);
     free(p->vals);
     free(p->steps);
-    free(p->ptrs);
     free(p->arena);
     free(p);
 }
@@ -77,21 +102,57 @@ bool calq__plan_matches(const calq_plan *p, const calq_tensor *inputs, int n_inp
     return true;
 }
 
+int calq__plan_add_value(calq_plan *p, int origin, calq_layout layout)
+{
+    if (p->n_vals >= p->cap_vals) return -1;
+    int v = p->n_vals++;
+    calq_plan_value *pv = &p->vals[v];
+    memset(pv, 0, sizeof *pv);
+    calq__set_shape(&pv->t, p->vals[origin].t.dtype, p->vals[origin].t.dims, p->vals[origin].t.ndim);
+    pv->kind = CALQ_PV_ARENA;
+    pv->layout = layout;
+    pv->nbytes = calq__layout_nbytes(&pv->t, layout);
+    pv->first = pv->last = -1;
+    pv->origin = p->vals[origin].origin >= 0 ? p->vals[origin].origin : origin;
+    pv->copy = pv->alias = -1;
+    return v;
+}
+
+int calq__plan_plain(const calq_plan *p, int v)
+{
+    const calq_plan_value *pv = &p->vals[v];
+    return pv->layout != CALQ_LAYOUT_PLAIN && pv->copy >= 0 ? pv->copy : v;
+}
+
+/* The arena slot of a value written in place over another. */
+static int alias_root(const calq_plan *p, int v)
+{
+    while (p->vals[v].alias >= 0) v = p->vals[v].alias;
+    return v;
+}
+
 /* Greedy offset assignment, biggest tensors first, each at the lowest offset where it does
- * not overlap a placed tensor whose lifetime overlaps its own. */
+ * not overlap a placed tensor whose lifetime overlaps its own. A value written in place over
+ * another shares its slot, which then lives as long as both. */
 static calq_status assign_offsets(calq_plan *p, size_t max_bytes, calq_error *err)
 {
-    const calq_graph *g = p->g;
     int n = 0;
-    int *order = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    int *placed = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    int *order = malloc(sizeof(int) * ((size_t)p->n_vals + 1));
+    int *placed = malloc(sizeof(int) * ((size_t)p->n_vals + 1));
     if (!order || !placed) {
         free(order);
         free(placed);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory planning buffers");
     }
-    for (int v = 0; v < g->n_values; v++)
-        if (p->vals[v].kind == CALQ_PV_ARENA) order[n++] = v;
+    for (int v = 0; v < p->n_vals; v++) {
+        calq_plan_value *pv = &p->vals[v];
+        if (pv->kind != CALQ_PV_ARENA || pv->alias < 0) continue;
+        calq_plan_value *root = &p->vals[alias_root(p, v)];
+        if (pv->first < root->first) root->first = pv->first;
+        if (pv->last > root->last) root->last = pv->last;
+    }
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->vals[v].kind == CALQ_PV_ARENA && p->vals[v].alias < 0) order[n++] = v;
     /* insertion sort by size descending, then by first use (stable and deterministic) */
     for (int i = 1; i < n; i++) {
         int x = order[i], j = i - 1;
@@ -124,8 +185,9 @@ static calq_status assign_offsets(calq_plan *p, size_t max_bytes, calq_error *er
         pv->offset = off;
         placed[n_placed++] = order[i];
         if (off + size > total) total = off + size;
-        p->sum_bytes += pv->nbytes;
     }
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->vals[v].kind == CALQ_PV_ARENA) p->sum_bytes += p->vals[v].nbytes;
     free(order);
     free(placed);
     p->arena_bytes = total;
@@ -136,92 +198,69 @@ static calq_status assign_offsets(calq_plan *p, size_t max_bytes, calq_error *er
     p->arena = total ? aligned_alloc(ARENA_ALIGN, total) : NULL;
     if (total && !p->arena)
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory: the activations need %zu bytes", total);
-    for (int v = 0; v < g->n_values; v++)
-        if (p->vals[v].kind == CALQ_PV_ARENA) p->vals[v].t.data = (char *)p->arena + p->vals[v].offset;
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->vals[v].kind == CALQ_PV_ARENA) p->vals[v].t.data = (char *)p->arena + p->vals[alias_root(p, v)].offset;
     return CALQ_OK;
 }
 
-calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int n_inputs, bool use_fast,
-                             size_t max_arena_bytes, calq_plan **out, calq_error *err)
+/* The step of node ni with its own copies of the node's value lists. */
+static calq_status step_init(calq_plan_step *st, const calq_graph *g, int ni, const calq_op_def *d, calq_error *err)
 {
-    *out = NULL;
-    if (n_inputs != g->n_inputs || n_inputs > 64)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          n_inputs > 64 ? "the model has %d inputs; calq plans models with up to 64 inputs"
-                                        : "the model has %d inputs, %d were given",
-                          g->n_inputs, n_inputs);
-    calq_plan *p = calloc(1, sizeof *p);
-    if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    p->g = g;
-    p->vals = calloc((size_t)g->n_values + 1, sizeof *p->vals);
-    p->steps = calloc((size_t)g->n_nodes + 1, sizeof *p->steps);
-    size_t n_ptrs = 0;
-    for (int i = 0; i < g->n_nodes; i++) n_ptrs += (size_t)(g->nodes[i].n_inputs + g->nodes[i].n_outputs);
-    p->ptrs = calloc(n_ptrs + 1, sizeof(calq_tensor *));
-    if (!p->vals || !p->steps || !p->ptrs) {
-        calq__plan_free(p);
+    const calq_node *n = &g->nodes[ni];
+    memset(st, 0, sizeof *st);
+    st->node = ni;
+    st->def = d;
+    st->n_in = n->n_inputs;
+    st->n_out = n->n_outputs;
+    st->in_v = malloc(sizeof(int) * (size_t)(st->n_in + 1));
+    st->out_v = malloc(sizeof(int) * (size_t)(st->n_out + 1));
+    st->in = calloc((size_t)st->n_in + 1, sizeof *st->in);
+    st->out = calloc((size_t)st->n_out + 1, sizeof *st->out);
+    if (!st->in_v || !st->out_v || !st->in || !st->out)
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
-    }
-    calq_status st = CALQ_OK;
-    for (int v = 0; v < g->n_values; v++) {
-        const calq_value *val = &g->values[v];
-        calq_plan_value *pv = &p->vals[v];
-        pv->first = -1;
-        pv->last = -1;
-        if (val->constant) {
-            pv->kind = CALQ_PV_CONST;
-            pv->t = *val->constant;
-        }
-    }
-    for (int i = 0; i < n_inputs; i++) {
-        calq_plan_value *pv = &p->vals[g->inputs[i]];
-        pv->kind = CALQ_PV_INPUT;
-        calq__set_shape(&pv->t, inputs[i].dtype, inputs[i].dims, inputs[i].ndim);
-        pv->t.data = NULL;
-        p->in_ndim[i] = inputs[i].ndim;
-        memcpy(p->in_dims[i], inputs[i].dims, sizeof inputs[i].dims);
-    }
+    memcpy(st->in_v, n->inputs, sizeof(int) * (size_t)st->n_in);
+    memcpy(st->out_v, n->outputs, sizeof(int) * (size_t)st->n_out);
+    return CALQ_OK;
+}
 
-    size_t at = 0;
+/* Steps of the plan in node order; constant sub-graphs are folded on the way. */
+static calq_status build_steps(calq_plan *p, calq_error *err)
+{
+    const calq_graph *g = p->g;
+    calq_status st = CALQ_OK;
     for (int ni = 0; ni < g->n_nodes && st == CALQ_OK; ni++) {
         const calq_node *n = &g->nodes[ni];
         const calq_op_def *d = calq__op_of(n);
-        if (!d) {
-            st = calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name, "no kernel for %s (node '%s')", n->op_type, n->name);
-            break;
+        if (!d)
+            return calq__fail(err, CALQ_ERR_UNSUPPORTED, n->name, "no kernel for %s (node '%s')", n->op_type, n->name);
+        CALQ_TRY(check_arity(n, d, err));
+        calq_plan_step *step = &p->steps[p->n_steps];
+        if ((st = step_init(step, g, ni, d, err)) != CALQ_OK) {
+            calq__plan_step_free(step);
+            return st;
         }
-        if ((st = check_arity(n, d, err)) != CALQ_OK) break;
-        calq_plan_step step = {0};
-        step.node = ni;
-        step.def = d;
-        step.in = p->ptrs + at;
-        at += (size_t)n->n_inputs;
-        step.out = p->ptrs + at;
-        at += (size_t)n->n_outputs;
+        calq__plan_bind(p, step);
         bool all_known = true, shapes_known = true, needs_runtime = false;
         for (int k = 0; k < n->n_inputs; k++) {
             int v = n->inputs[k];
             if (v < 0) continue;
             calq_plan_value *pv = &p->vals[v];
-            step.in[k] = &pv->t;
             if (pv->kind == CALQ_PV_DYNAMIC) shapes_known = false;
             if (!value_known_data(pv)) {
                 all_known = false;
                 if (k < 32 && (d->data_inputs & (1u << k))) needs_runtime = true;
             } else if (k < 32) {
-                step.const_inputs |= 1u << k;
+                step->const_inputs |= 1u << k;
             }
         }
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) step.out[k] = &p->vals[n->outputs[k]].t;
         bool fold = all_known || (d->shape_only && shapes_known);
         if (!shapes_known || (needs_runtime && !fold)) {
-            step.dynamic = true;
+            step->dynamic = true;
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) p->vals[n->outputs[k]].kind = CALQ_PV_DYNAMIC;
         } else {
             calq_op_ctx c;
-            ctx_init(&c, g, &step, err);
+            calq__plan_ctx(p, step, &c, err);
             if ((st = d->infer(&c)) != CALQ_OK) break;
             for (int k = 0; k < n->n_outputs; k++) {
                 if (n->outputs[k] < 0) continue;
@@ -256,53 +295,135 @@ calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int
                     st = d->run(&c);
                 else if (c.state && d->release)
                     d->release(c.state); /* state infer left for run (see calq__plan_run_step) */
+                calq__plan_step_free(step);
                 continue;
             }
         }
-        int s = p->n_steps++;
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) p->vals[n->outputs[k]].first = s;
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) p->vals[n->inputs[k]].last = s;
-        p->steps[s] = step;
+        p->n_steps++;
+    }
+    if (st != CALQ_OK && p->n_steps < p->cap_steps) calq__plan_step_free(&p->steps[p->n_steps]);
+    return st;
+}
+
+/* Producing and last consuming step of every value, from the final step list. Post-op
+ * operands (a residual sum's other tensor) are read by the step that absorbed them. */
+static void lifetimes(calq_plan *p)
+{
+    for (int v = 0; v < p->n_vals; v++) p->vals[v].first = p->vals[v].last = -1;
+    for (int s = 0; s < p->n_steps; s++) {
+        const calq_plan_step *st = &p->steps[s];
+        for (int k = 0; k < st->n_out; k++)
+            if (st->out_v[k] >= 0) p->vals[st->out_v[k]].first = s;
+        for (int k = 0; k < st->n_in; k++)
+            if (st->in_v[k] >= 0) p->vals[st->in_v[k]].last = s;
+        for (int k = 0; k < st->n_post; k++)
+            if (st->post_v[k] >= 0) p->vals[st->post_v[k]].last = s;
+    }
+    for (int i = 0; i < p->g->n_outputs; i++) p->vals[calq__plan_plain(p, p->g->outputs[i])].last = p->n_steps;
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->vals[v].kind == CALQ_PV_ARENA && p->vals[v].last < p->vals[v].first)
+            p->vals[v].last = p->vals[v].first; /* produced but unused: still needs a place to be written */
+}
+
+/* A residual sum fused into a convolution adds the output buffer's old contents: when nothing
+ * reads the other operand after that step, the output is written over it in place instead of
+ * copying it first. */
+static void alias_sums(calq_plan *p)
+{
+    for (int s = 0; s < p->n_steps; s++) {
+        const calq_plan_step *st = &p->steps[s];
+        for (int i = 0; i < st->n_post; i++) {
+            const int v = st->post_v[i], y = st->out_v[0];
+            if (st->post[i].kind != CALQ_POST_SUM || v < 0 || y < 0 || p->vals[y].alias >= 0) continue;
+            const calq_plan_value *pv = &p->vals[v];
+            bool reads = false;
+            for (int k = 0; k < st->n_in; k++) reads = reads || st->in_v[k] == v;
+            if (!reads && pv->kind == CALQ_PV_ARENA && pv->last == s && pv->layout == p->vals[y].layout &&
+                pv->nbytes == p->vals[y].nbytes)
+                p->vals[y].alias = v;
+        }
+    }
+}
+
+calq_status calq__plan_build_opts(const calq_graph *g, const calq_tensor *inputs, int n_inputs, const calq_plan_opts *o,
+                                  calq_plan **out, calq_error *err)
+{
+    *out = NULL;
+    if (n_inputs != g->n_inputs || n_inputs > 64)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          n_inputs > 64 ? "the model has %d inputs; calq plans models with up to 64 inputs"
+                                        : "the model has %d inputs, %d were given",
+                          g->n_inputs, n_inputs);
+    calq_plan *p = calloc(1, sizeof *p);
+    if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    p->g = g;
+    /* Room for one converted copy per value, and a conversion step per copy. */
+    p->cap_vals = 2 * g->n_values + 1;
+    p->cap_steps = g->n_nodes + g->n_values + 1;
+    p->vals = calloc((size_t)p->cap_vals, sizeof *p->vals);
+    p->steps = calloc((size_t)p->cap_steps, sizeof *p->steps);
+    if (!p->vals || !p->steps) {
+        calq__plan_free(p);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    p->n_vals = g->n_values;
+    for (int v = 0; v < g->n_values; v++) {
+        const calq_value *val = &g->values[v];
+        calq_plan_value *pv = &p->vals[v];
+        pv->first = pv->last = -1;
+        pv->origin = pv->copy = pv->alias = -1;
+        if (val->constant) {
+            pv->kind = CALQ_PV_CONST;
+            pv->t = *val->constant;
+        }
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        calq_plan_value *pv = &p->vals[g->inputs[i]];
+        pv->kind = CALQ_PV_INPUT;
+        calq__set_shape(&pv->t, inputs[i].dtype, inputs[i].dims, inputs[i].ndim);
+        pv->t.data = NULL;
+        p->in_ndim[i] = inputs[i].ndim;
+        memcpy(p->in_dims[i], inputs[i].dims, sizeof inputs[i].dims);
+    }
+    calq_status st = build_steps(p, err);
+    if (st == CALQ_OK && o->use_fast) st = calq__plan_fast(p, o, err);
+    if (st == CALQ_OK) {
+        lifetimes(p);
+        alias_sums(p);
+        st = assign_offsets(p, o->max_arena_bytes, err);
     }
     if (st != CALQ_OK) {
         calq__plan_free(p);
         return st;
     }
-    for (int i = 0; i < g->n_outputs; i++) p->vals[g->outputs[i]].last = p->n_steps;
-    for (int v = 0; v < g->n_values; v++)
-        if (p->vals[v].kind == CALQ_PV_ARENA && p->vals[v].last < p->vals[v].first)
-            p->vals[v].last = p->vals[v].first; /* produced but unused: still needs a place to be written */
-    if ((st = assign_offsets(p, max_arena_bytes, err)) != CALQ_OK) {
-        calq__plan_free(p);
-        return st;
-    }
-    for (int s = 0; s < p->n_steps && use_fast; s++) {
-        calq_plan_step *step = &p->steps[s];
-        if (step->dynamic || !step->def->prepare || !step->def->run_fast) continue;
-        calq_op_ctx c;
-        ctx_init(&c, g, step, err);
-        if ((st = step->def->prepare(&c)) != CALQ_OK) {
-            calq__plan_free(p);
-            return st;
-        }
-        step->state = c.state;
-        step->fast = c.state != NULL;
-    }
+    for (int s = 0; s < p->n_steps; s++) calq__plan_bind(p, &p->steps[s]);
     *out = p;
     return CALQ_OK;
+}
+
+calq_status calq__plan_build(const calq_graph *g, const calq_tensor *inputs, int n_inputs, bool use_fast,
+                             size_t max_arena_bytes, calq_plan **out, calq_error *err)
+{
+    calq_plan_opts o = {.use_fast = use_fast, .max_arena_bytes = max_arena_bytes};
+    return calq__plan_build_opts(g, inputs, n_inputs, &o, out, err);
 }
 
 calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err)
 {
     calq_plan_step *step = &p->steps[s];
-    const calq_node *n = &p->g->nodes[step->node];
     calq_op_ctx c;
-    ctx_init(&c, p->g, step, err);
-    if (!step->dynamic) return step->fast ? step->def->run_fast(&c) : step->def->run(&c);
-
-    for (int k = 0; k < n->n_outputs; k++)
+    if (step->views) /* graph inputs get new data every run */
+        for (int k = 0; k < step->n_in + step->n_out; k++) {
+            int v = k < step->n_in ? step->in_v[k] : step->out_v[k - step->n_in];
+            if (v >= 0) step->views[k].data = p->vals[v].t.data;
+        }
+    calq__plan_ctx(p, step, &c, err);
+    if (!step->dynamic) {
+        CALQ_TRY(step->fast ? step->def->run_fast(&c) : step->def->run(&c));
+        if (step->zero_pads) calq__layout_zero_pads(&p->vals[step->out_v[0]].t, p->vals[step->out_v[0]].layout);
+        return CALQ_OK;
+    }
+    for (int k = 0; k < step->n_out; k++)
         if (step->out[k]) {
             free(step->out[k]->data);
             memset(step->out[k], 0, sizeof *step->out[k]);
@@ -310,7 +431,7 @@ calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err)
     CALQ_TRY(step->def->infer(&c));
     /* infer may leave state for run (an If that ran its branch to learn its output shapes);
      * release it if run is not reached. */
-    for (int k = 0; k < n->n_outputs; k++)
+    for (int k = 0; k < step->n_out; k++)
         if (step->out[k] && calq__tensor_alloc(step->out[k], err) != CALQ_OK) {
             if (c.state && step->def->release) step->def->release(c.state);
             return err ? err->status : CALQ_ERR_OUT_OF_MEMORY;
@@ -320,9 +441,9 @@ calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err)
 
 void calq__plan_release_after(calq_plan *p, int s)
 {
-    const calq_node *n = &p->g->nodes[p->steps[s].node];
-    for (int k = 0; k < n->n_inputs; k++) {
-        int v = n->inputs[k];
+    const calq_plan_step *st = &p->steps[s];
+    for (int k = 0; k < st->n_in; k++) {
+        int v = st->in_v[k];
         if (v < 0) continue;
         calq_plan_value *pv = &p->vals[v];
         if (pv->kind == CALQ_PV_DYNAMIC && pv->last == s) {

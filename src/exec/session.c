@@ -127,6 +127,10 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
     s->observed = obs;
     s->observer = fn;
     s->observer_user = user;
+    /* the plan keeps exactly the observed tensors: plan again */
+    calq__plan_free(s->plan);
+    s->plan = NULL;
+    s->have_outputs = false;
     return CALQ_OK;
 }
 
@@ -167,6 +171,19 @@ static calq_status check_inputs(const calq_graph *g, const calq_tensor *inputs, 
     return CALQ_OK;
 }
 
+/* Plans for these input shapes. Observed tensors are kept: computed, not folded into a
+ * neighbour, and readable in plain layout. */
+static calq_status build_plan(calq_session *s, const calq_tensor *inputs, int n, calq_error *err)
+{
+    const bool fast = s->opts.kernels != CALQ_KERNELS_REF;
+    calq_plan_opts o = {.use_fast = fast,
+                        .fuse = fast && !s->opts.no_fusion,
+                        .keep = s->observer ? s->observed : NULL,
+                        .keep_all = s->observer && !s->observed,
+                        .max_arena_bytes = s->opts.max_arena_bytes};
+    return calq__plan_build_opts(s->g, inputs, n, &o, &s->plan, err);
+}
+
 static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n, const bool *rebatched,
                                calq_error *err)
 {
@@ -176,15 +193,18 @@ static calq_status ensure_plan(calq_session *s, const calq_tensor *inputs, int n
     bool any = false;
     for (int i = 0; i < n; i++) any |= rebatched[i];
     if (any) CALQ_TRY(calq__batch_check(s->g, inputs, n, rebatched, err));
-    return calq__plan_build(s->g, inputs, n, s->opts.kernels != CALQ_KERNELS_REF, s->opts.max_arena_bytes, &s->plan,
-                            err);
+    return build_plan(s, inputs, n, err);
 }
 
+/* Hands value v of the plan (a graph value, or a plain copy of one) to the observer. */
 static calq_status observe(calq_session *s, int v, calq_error *err)
 {
-    if (!s->observer || (s->observed && !s->observed[v])) return CALQ_OK;
-    const calq_value *val = &s->g->values[v];
-    if (s->observer(s->observer_user, val->name, &s->plan->vals[v].t) != 0) {
+    const calq_plan_value *pv = &s->plan->vals[v];
+    if (pv->layout != CALQ_LAYOUT_PLAIN) return CALQ_OK; /* its plain copy is observed */
+    const int gv = pv->origin >= 0 ? pv->origin : v;
+    if (!s->observer || (s->observed && !s->observed[gv])) return CALQ_OK;
+    const calq_value *val = &s->g->values[gv];
+    if (s->observer(s->observer_user, val->name, &pv->t) != 0) {
         if (err && err->status == CALQ_OK)
             calq__fail(err, CALQ_ERR_GENERIC, NULL, "the run was stopped by its observer at tensor '%s'", val->name);
         return err ? err->status : CALQ_ERR_GENERIC;
@@ -227,13 +247,13 @@ static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_in
         if (p->vals[v].kind == CALQ_PV_FOLDED) CALQ_TRY(observe(s, v, err));
     for (int st = 0; st < p->n_steps; st++) {
         CALQ_TRY(calq__plan_run_step(p, st, err));
-        const calq_node *n = &g->nodes[p->steps[st].node];
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) CALQ_TRY(observe(s, n->outputs[k], err));
+        const calq_plan_step *step = &p->steps[st];
+        for (int k = 0; k < step->n_out; k++)
+            if (step->out_v[k] >= 0) CALQ_TRY(observe(s, step->out_v[k], err));
         calq__plan_release_after(p, st);
     }
     for (int i = 0; i < g->n_outputs; i++) {
-        const calq_plan_value *pv = &p->vals[g->outputs[i]];
+        const calq_plan_value *pv = &p->vals[calq__plan_plain(p, g->outputs[i])];
         s->outputs[i] = pv->t;
         if (pv->kind == CALQ_PV_INPUT) {
             size_t nb = calq__tensor_nbytes(&pv->t);
@@ -277,8 +297,10 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
             }
             calq__set_shape(&ins[i], iv->dtype, iv->dims, iv->ndim);
         }
-        calq_status st = calq__plan_build(g, ins, g->n_inputs, s->opts.kernels != CALQ_KERNELS_REF,
-                                          s->opts.max_arena_bytes, &s->plan, err);
+        int saved_threads = omp_get_max_threads(); /* oneDNN plans its kernels for the run's threads */
+        if (s->opts.n_threads > 0) omp_set_num_threads(s->opts.n_threads);
+        calq_status st = build_plan(s, ins, g->n_inputs, err);
+        if (s->opts.n_threads > 0) omp_set_num_threads(saved_threads);
         free(ins);
         CALQ_TRY(st);
     }
@@ -286,7 +308,8 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
     memset(out, 0, sizeof *out);
     out->name = g->values[v].name;
     out->dtype = pv->t.dtype;
-    if (pv->kind == CALQ_PV_DYNAMIC || pv->kind == CALQ_PV_NONE) {
+    /* A tensor fused away (computed inside a fused step) still has its planned shape. */
+    if (pv->kind == CALQ_PV_DYNAMIC || (pv->kind == CALQ_PV_NONE && pv->t.dtype == CALQ_DTYPE_UNDEFINED)) {
         out->ndim = -1;
     } else {
         out->ndim = pv->t.ndim;

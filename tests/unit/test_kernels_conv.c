@@ -87,7 +87,14 @@ static calq_status run_fast_direct(op_case *oc, calq_tensor *in, int n_in, calq_
     for (int i = 0; i < n_in; i++) inp[i] = &in[i];
     memset(out, 0, sizeof *out);
     calq_error err = {0};
-    calq_op_ctx ctx = {node, node->opset, n_in, inp, 1, outp, NULL, &err, const_inputs};
+    calq_op_ctx ctx = {.node = node,
+                       .opset = node->opset,
+                       .n_in = n_in,
+                       .in = inp,
+                       .n_out = 1,
+                       .out = outp,
+                       .err = &err,
+                       .const_inputs = const_inputs};
     CALQ_TRY(d->infer(&ctx));
     CALQ_TRY(calq__tensor_alloc(out, &err));
     CALQ_TRY(d->prepare(&ctx));
@@ -648,7 +655,7 @@ static void test_weights_change(int i)
     const calq_op_def *d = calq__op_find("", "Conv");
     calq_tensor *inp[2] = {&in[0], &in[1]}, *outp[1] = {&out1};
     calq_error err = {0};
-    calq_op_ctx ctx = {node, 11, 2, inp, 1, outp, NULL, &err, 0};
+    calq_op_ctx ctx = {.node = node, .opset = 11, .n_in = 2, .in = inp, .n_out = 1, .out = outp, .err = &err};
     CHECK_OK(d->infer(&ctx));
     CHECK_OK(calq__tensor_alloc(&out1, &err));
     out2 = out1;

@@ -48,7 +48,8 @@ static int fast_path_taken(op_case *oc, calq_tensor *in, int n_in)
     calq_tensor out = {0}, *inp[4], *outp[1] = {&out};
     for (int i = 0; i < n_in; i++) inp[i] = &in[i];
     calq_error err = {0};
-    calq_op_ctx ctx = {node, node->opset, n_in, inp, 1, outp, NULL, &err, 0};
+    calq_op_ctx ctx = {
+        .node = node, .opset = node->opset, .n_in = n_in, .in = inp, .n_out = 1, .out = outp, .err = &err};
     if (d->infer(&ctx) != CALQ_OK || !d->prepare || d->prepare(&ctx) != CALQ_OK) return 0;
     int taken = ctx.state != NULL;
     if (ctx.state) d->release(ctx.state);
@@ -349,7 +350,7 @@ static void test_fresh_weights(void)
     calq_tensor in[2] = {t_rand_f32(1, 2, da, -1, 1), t_rand_f32(2, 2, db, -1, 1)}, out = {0}, ref[1];
     calq_tensor *inp[2] = {&in[0], &in[1]}, *outp[1] = {&out};
     calq_error err = {0};
-    calq_op_ctx ctx = {node, 13, 2, inp, 1, outp, NULL, &err, 0};
+    calq_op_ctx ctx = {.node = node, .opset = 13, .n_in = 2, .in = inp, .n_out = 1, .out = outp, .err = &err};
     CHECK(d->infer(&ctx) == CALQ_OK && calq__tensor_alloc(&out, &err) == CALQ_OK);
     CHECK(d->prepare(&ctx) == CALQ_OK && ctx.state);
     for (int run = 0; run < 2 && ctx.state; run++) {

@@ -373,23 +373,24 @@ calq_status calq__ascend_input_offset(calq_op_ctx *c, int32_t *offset)
 }
 
 const calq_op_def calq__ops_ascend[] = {
-    {"AscendQuant", 1, 1, 1, 1, 0, false, quant_infer, quant_run, NULL, NULL, NULL},
-    {"AscendDequant", 2, 2, 1, 1, 0, false, dequant_infer, dequant_run, NULL, NULL, NULL},
-    {"AscendAntiQuant", 1, 1, 1, 1, 0, false, antiquant_infer, antiquant_run, NULL, NULL, NULL},
-    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
+    {"AscendQuant", 1, 1, 1, 1, 0, false, quant_infer, quant_run, NULL, NULL, NULL, 0},
+    {"AscendDequant", 2, 2, 1, 1, 0, false, dequant_infer, dequant_run, NULL, NULL, NULL, 0},
+    {"AscendAntiQuant", 1, 1, 1, 1, 0, false, antiquant_infer, antiquant_run, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL, 0},
 };
 
 /* Domain calq (CALQ_DOMAIN_INTERNAL): created by calq__pass_lower_ascend, never read from a file.
  * Input and attribute lists are those of the ONNX layer they replace, plus input_offset. */
 const calq_op_def calq__ops_ascend_int[] = {
     {"AscendConv", 2, 3, 1, 1, 0, false, calq__ascend_conv_infer, calq__ascend_conv_run, calq__ascend_conv_prepare,
-     calq__ascend_conv_run_fast, calq__int_conv_release},
+     calq__ascend_conv_run_fast, calq__int_conv_release, 0},
     {"AscendConvTranspose", 2, 3, 1, 1, 0, false, calq__ascend_convtranspose_infer, calq__ascend_convtranspose_run,
-     NULL, NULL, NULL},
+     NULL, NULL, NULL, 0},
     {"AscendGemm", 2, 3, 1, 1, 0, false, calq__ascend_gemm_infer, calq__ascend_gemm_run, calq__ascend_gemm_prepare,
-     calq__ascend_gemm_run_fast, calq__int_mm_release},
+     calq__ascend_gemm_run_fast, calq__int_mm_release, 0},
     {"AscendMatMul", 2, 2, 1, 1, 0, false, calq__ascend_matmul_infer, calq__ascend_matmul_run,
-     calq__ascend_matmul_prepare, calq__ascend_matmul_run_fast, calq__int_mm_release},
-    {"AscendAveragePool", 1, 1, 1, 1, 0, false, calq__ascend_avgpool_infer, calq__ascend_avgpool_run, NULL, NULL, NULL},
-    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
+     calq__ascend_matmul_prepare, calq__ascend_matmul_run_fast, calq__int_mm_release, 0},
+    {"AscendAveragePool", 1, 1, 1, 1, 0, false, calq__ascend_avgpool_infer, calq__ascend_avgpool_run, NULL, NULL, NULL,
+     0},
+    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL, 0},
 };

@@ -184,8 +184,8 @@ static calq_status compress_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_axis[] = {
-    {"CumSum", 2, 2, 1, 1, 0, false, cumsum_infer, cumsum_run, NULL, NULL, NULL},
-    {"ReverseSequence", 2, 2, 1, 1, 0, false, reverse_sequence_infer, reverse_sequence_run, NULL, NULL, NULL},
-    {"Compress", 2, 2, 1, 1, 1u << 1, false, compress_infer, compress_run, NULL, NULL, NULL},
+    {"CumSum", 2, 2, 1, 1, 0, false, cumsum_infer, cumsum_run, NULL, NULL, NULL, 0},
+    {"ReverseSequence", 2, 2, 1, 1, 0, false, reverse_sequence_infer, reverse_sequence_run, NULL, NULL, NULL, 0},
+    {"Compress", 2, 2, 1, 1, 1u << 1, false, compress_infer, compress_run, NULL, NULL, NULL, 0},
     {0},
 };

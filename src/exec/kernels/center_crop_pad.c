@@ -78,6 +78,6 @@ static calq_status ccp_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_center_crop_pad[] = {
-    {"CenterCropPad", 2, 2, 1, 1, 1u << 1, false, ccp_infer, ccp_run, NULL, NULL, NULL},
+    {"CenterCropPad", 2, 2, 1, 1, 1u << 1, false, ccp_infer, ccp_run, NULL, NULL, NULL, 0},
     {0},
 };

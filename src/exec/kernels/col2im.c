@@ -98,6 +98,6 @@ static calq_status c2i_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_col2im[] = {
-    {"Col2Im", 3, 3, 1, 1, (1u << 1) | (1u << 2), false, c2i_infer, c2i_run, NULL, NULL, NULL},
+    {"Col2Im", 3, 3, 1, 1, (1u << 1) | (1u << 2), false, c2i_infer, c2i_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -439,8 +439,8 @@ static calq_status scan_run(calq_op_ctx *c)
 #define MANY     -1
 
 const calq_op_def calq__ops_control[] = {
-    {"If", 1, MANY, 1, MANY, ALL_DATA, false, if_infer, if_run, NULL, NULL, result_free},
-    {"Loop", 2, MANY, 0, MANY, ALL_DATA, false, loop_infer, loop_run, NULL, NULL, result_free},
-    {"Scan", 0, MANY, 1, MANY, ALL_DATA, false, scan_infer, scan_run, NULL, NULL, result_free},
+    {"If", 1, MANY, 1, MANY, ALL_DATA, false, if_infer, if_run, NULL, NULL, result_free, 0},
+    {"Loop", 2, MANY, 0, MANY, ALL_DATA, false, loop_infer, loop_run, NULL, NULL, result_free, 0},
+    {"Scan", 0, MANY, 1, MANY, ALL_DATA, false, scan_infer, scan_run, NULL, NULL, result_free, 0},
     {0},
 };

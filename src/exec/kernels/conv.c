@@ -9,6 +9,7 @@
 
 #include "exec/kernels/ascend.h"
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/layout.h"
 #include "exec/op.h"
 
 /* Attribute values and spatial sizes are bounded so that every geometry expression below
@@ -490,11 +491,67 @@ static calq_status bn_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* BatchNormalization on the executor's layouts (what a ConvTranspose or a Concat before it left
+ * there): bn_run's formula, per channel, over the physical view. */
+static const int bn_layouts; /* the fast state: no data, nothing to release */
+
+static calq_status bn_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    int64_t inner;
+    bool per_pos;
+    CALQ_TRY(bn_check(c, &inner, &per_pos));
+    const calq_layout l = c->native;
+    if (!c->in_layout || !c->out_layout || per_pos || l == CALQ_LAYOUT_PLAIN || c->in_layout[0] != l ||
+        c->in[0]->ndim < 3 || c->in[0]->ndim > 5)
+        return CALQ_OK;
+    c->out_layout[0] = l;
+    c->state = (void *)&bn_layouts;
+    return CALQ_OK;
+}
+
+static calq_status bn_run_layout(calq_op_ctx *c)
+{
+    const calq_layout l = c->in_layout[0];
+    const float eps = calq__attr_float(c->node, "epsilon", 1e-5f);
+    const float *x = c->in[0]->data, *sc = c->in[1]->data, *bi = c->in[2]->data;
+    const float *mu = c->in[3]->data, *var = c->in[4]->data;
+    float *y = c->out[0]->data;
+    const int64_t N = c->in[0]->dims[0], C = c->in[0]->dims[1];
+    const int64_t sp = calq__shape_numel(c->in[0]->dims + 2, c->in[0]->ndim - 2);
+    /* channels last: C values per position; blocked: b lanes per (block, position), the
+     * padding lanes (channel >= C) left at zero */
+    const int64_t b = l == CALQ_LAYOUT_CHANNELS_LAST ? C : l,
+                  groups = l == CALQ_LAYOUT_CHANNELS_LAST ? 1 : (C + b - 1) / b;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gr = 0; gr < groups; gr++) {
+            const int64_t c0 = gr * b, lanes = C - c0 < b ? C - c0 : b;
+            const float *xp = x + (n * groups + gr) * sp * b;
+            float *yp = y + (n * groups + gr) * sp * b;
+            for (int64_t i = 0; i < sp; i++)
+                for (int64_t k = 0; k < lanes; k++) {
+                    const int64_t ch = c0 + k;
+                    yp[i * b + k] = sc[ch] * (xp[i * b + k] - mu[ch]) / sqrtf(var[ch] + eps) + bi[ch];
+                }
+            if (lanes < b)
+                for (int64_t i = 0; i < sp; i++) memset(yp + i * b + lanes, 0, sizeof(float) * (size_t)(b - lanes));
+        }
+    }
+    return CALQ_OK;
+}
+
+static void bn_release(void *state)
+{
+    (void)state;
+}
+
 const calq_op_def calq__ops_conv[] = {
     {"Conv", 2, 3, 1, 1, 0, false, conv_infer, conv_run, calq__conv_dnnl_prepare, calq__conv_dnnl_run,
-     calq__conv_dnnl_release},
+     calq__conv_dnnl_release, CALQ_OP_LAYOUTS | CALQ_OP_POST_OPS},
     {"ConvTranspose", 2, 3, 1, 1, 0, false, convtranspose_infer, convtranspose_run, calq__convtranspose_dnnl_prepare,
-     calq__conv_dnnl_run, calq__conv_dnnl_release},
-    {"BatchNormalization", 5, 5, 1, 5, 0, false, bn_infer, bn_run, NULL, NULL, NULL},
+     calq__conv_dnnl_run, calq__conv_dnnl_release, CALQ_OP_LAYOUTS | CALQ_OP_POST_OPS},
+    {"BatchNormalization", 5, 5, 1, 5, 0, false, bn_infer, bn_run, bn_prepare, bn_run_layout, bn_release,
+     CALQ_OP_LAYOUTS},
     {0},
 };

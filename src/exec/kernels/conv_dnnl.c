@@ -19,6 +19,13 @@
  * nodes oneDNN can only run that way (or with its slow reference code) use calq's reference
  * kernel. The direct (jit) convolution kernels parallelise over images, channel blocks and
  * output positions only, never over the reduction.
+ * With the executor's layouts (c->in_layout set, exec/plan_fast.c), activations stay in
+ * oneDNN's blocked layout between layers instead: the convolution reads its input as the
+ * producer wrote it (blocked, or plain for a first layer with few channels), writes blocked
+ * output, and applies the element-wise layers the planner offers as post-ops (ReLU, clip,
+ * residual sum, ...): the longest prefix of them for which oneDNN still has a direct kernel.
+ * The 1x1 convolutions then run on oneDNN's jit 1x1 kernel, which, like the other direct
+ * kernels, keeps each output's summation order whatever the thread count (tested).
  * Weights are reordered into the layout oneDNN picks. When the executor marks them constant
  * (c->const_inputs) that happens once in prepare; otherwise the weight input may change from
  * run to run (a graph input, as in the ONNX conformance tests) and it is reordered on every
@@ -70,6 +77,12 @@ typedef struct conv_state {
     size_t src_blk_bytes, dst_blk_bytes;     /* 64-byte rounded */
     dnnl_stream_t stream;
     bool w_ready; /* s->w already holds the (constant) weights */
+    /* post-ops (executor layouts only) */
+    int n_bin;                       /* binary post-ops (per-channel add / multiply) */
+    int bin_idx[CALQ_CONV_MAX_POST]; /* their positions in the post-op chain */
+    dnnl_memory_t bin_mem[CALQ_CONV_MAX_POST];
+    int sum_post;     /* position of the residual sum, or -1 */
+    size_t dst_bytes; /* blocked output size, for the sum's copy */
 } conv_state;
 
 void calq__conv_dnnl_release(void *state)
@@ -83,6 +96,8 @@ void calq__conv_dnnl_release(void *state)
     dnnl_memory_t mems[] = {s->src, s->w_user, s->bias, s->dst, s->src_blk, s->dst_blk};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
+    for (int i = 0; i < s->n_bin; i++)
+        if (s->bin_mem[i]) dnnl_memory_destroy(s->bin_mem[i]);
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s);
 }
@@ -119,7 +134,7 @@ typedef struct conv_descs {
 /* A primitive descriptor with src/dst in the given layouts (weights: oneDNN's choice), or
  * NULL if oneDNN cannot build one with a direct (non-GEMM, non-reference) implementation. */
 static dnnl_primitive_desc_t try_pd(const calq_conv_geom *g, conv_descs *d, dnnl_format_tag_t stag,
-                                    dnnl_format_tag_t dtag)
+                                    dnnl_format_tag_t dtag, const_dnnl_primitive_attr_t attr)
 {
     dnnl_engine_t eng = calq__dnnl_engine();
     dnnl_memory_desc_t smd, dmd;
@@ -133,12 +148,12 @@ static dnnl_primitive_desc_t try_pd(const calq_conv_geom *g, conv_descs *d, dnnl
         dnnl_convolution_desc_t cd;
         st = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd,
                                                         &d->w_any, bmd, &dmd, d->strides, d->dil, d->pad_l, d->pad_r);
-        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL);
+        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL);
     } else {
         dnnl_deconvolution_desc_t cd;
         st = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_deconvolution_direct, &smd,
                                                           &d->w_any, bmd, &dmd, d->strides, d->dil, d->pad_l, d->pad_r);
-        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL);
+        if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL);
     }
     if (st != dnnl_success) return NULL;
     const char *impl = NULL;
@@ -181,14 +196,120 @@ static void promote_1d(calq_conv_geom *g)
     g->nsp = 2;
 }
 
+/* The oneDNN post-ops of the planner's chain c->post[0..n): element-wise layers, the residual
+ * sum, per-channel add / multiply (binary post-ops reading a [1, C, 1...] constant). */
+static dnnl_status_t make_post_ops(const calq_op_ctx *c, int n, const conv_descs *d, dnnl_primitive_attr_t attr)
+{
+    dnnl_post_ops_t ops;
+    dnnl_status_t st = dnnl_post_ops_create(&ops);
+    if (st != dnnl_success) return st;
+    for (int i = 0; i < n && st == dnnl_success; i++) {
+        const calq_post_op *op = &c->post[i];
+        switch (op->kind) {
+        case CALQ_POST_RELU: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, op->alpha, 0.0f); break;
+        case CALQ_POST_CLIP:
+            st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, op->alpha, op->beta);
+            break;
+        case CALQ_POST_HARD_SIGMOID: /* oneDNN 2.6 has no hardsigmoid: clip(alpha * x + beta, 0, 1) */
+            st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, op->alpha, op->beta);
+            if (st == dnnl_success) st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
+            break;
+        case CALQ_POST_HARD_SWISH: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0, 0); break;
+        case CALQ_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_logistic, 0, 0); break;
+        case CALQ_POST_TANH: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_tanh, 0, 0); break;
+        case CALQ_POST_ELU: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, op->alpha, 0); break;
+        case CALQ_POST_SUM: st = dnnl_post_ops_append_sum(ops, 1.0f); break;
+        case CALQ_POST_ADD_CHANNEL:
+        case CALQ_POST_MUL_CHANNEL: {
+            dnnl_dims_t dims;
+            for (int k = 0; k < d->nd; k++) dims[k] = 1;
+            if (calq_tensor_numel(op->operand) > 1) dims[1] = d->ddims[1];
+            dnnl_memory_desc_t md;
+            st = calq__dnnl_plain_md(&md, dims, d->nd);
+            if (st == dnnl_success)
+                st = dnnl_post_ops_append_binary(
+                    ops, op->kind == CALQ_POST_ADD_CHANNEL ? dnnl_binary_add : dnnl_binary_mul, &md);
+            break;
+        }
+        default: st = dnnl_unimplemented; break;
+        }
+    }
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, ops);
+    dnnl_post_ops_destroy(ops);
+    return st;
+}
+
+static bool has_sum(const calq_op_ctx *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c->post[i].kind == CALQ_POST_SUM) return true;
+    return false;
+}
+
+static bool brgemm_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+           (strncmp(impl, "brgconv", 7) == 0 || strncmp(impl, "brdgmm", 6) == 0);
+}
+
+/* Executor layouts: the input as the producer wrote it (in the executor's layout, or plain for
+ * a first layer with few channels where a kernel reads that; otherwise it asks for the
+ * executor's layout), output in the executor's layout, and the longest prefix of the offered
+ * post-ops oneDNN runs with a direct kernel. NULL: no direct kernel at all. */
+static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, conv_descs *d, int *n_post)
+{
+    const dnnl_format_tag_t ltag = calq__layout_tag(c->native, d->nd), ptag = calq__layout_tag(0, d->nd);
+    const bool narrow_in = g->group == 1 && g->c_in < 16;
+    /* One residual sum at most (it reads the output buffer's old contents); with c->exact_only,
+     * only post-ops whose results equal the unfused layers'. */
+    int n = 0, sums = 0;
+    for (; n < c->n_post && n < CALQ_CONV_MAX_POST; n++) {
+        if (c->post[n].kind == CALQ_POST_SUM && ++sums > 1) break;
+        if (c->exact_only && !c->post[n].exact) break;
+    }
+    for (; n >= 0; n--) {
+        dnnl_primitive_attr_t attr = NULL;
+        if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+        dnnl_primitive_desc_t pd = NULL;
+        if (make_post_ops(c, n, d, attr) == dnnl_success) {
+            if (c->in_layout[0] == c->native)
+                pd = try_pd(g, d, ltag, ltag, attr);
+            else if (narrow_in && (pd = try_pd(g, d, ptag, ltag, attr)) != NULL)
+                c->in_layout[0] = CALQ_LAYOUT_PLAIN;
+            else if ((pd = try_pd(g, d, ltag, ltag, attr)) != NULL)
+                c->in_layout[0] = c->native; /* the executor converts the input */
+        }
+        dnnl_primitive_attr_destroy(attr);
+        /* oneDNN's older direct kernels (jit, jit_1x1, jit_dw) accumulate onto the residual
+         * instead of adding it to the finished sum: a different rounding than Conv then Add.
+         * Its brgemm kernels (brgconv, brdgmm) add it afterwards, bit for bit (tested). */
+        if (pd && c->exact_only && has_sum(c, n) && !brgemm_impl(pd)) {
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+        }
+        if (pd) {
+            *n_post = n;
+            return pd;
+        }
+    }
+    return NULL;
+}
+
 static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
 {
     c->state = NULL;
+    c->n_post_used = 0;
     calq_conv_geom g;
     CALQ_TRY(calq__conv_geom(c, transpose, &g));
+    const int logical_nsp = g.nsp;
     promote_1d(&g);
     dnnl_engine_t eng = calq__dnnl_engine();
     if (!eng || g.n == 0) return CALQ_OK; /* no engine / empty batch: the reference kernel copes */
+    /* Blocked layouts need a tag for the tensor's own rank (a 1-D convolution's [N, C, W] is
+     * the same memory as its 2-D promotion's [N, C, 1, W]). */
+    const bool layouts = c->in_layout && c->out_layout && c->native != CALQ_LAYOUT_PLAIN &&
+                         calq__layout_tag(c->native, 2 + logical_nsp) != dnnl_format_tag_undef;
 
     conv_descs d;
     d.nd = 2 + g.nsp;
@@ -196,7 +317,7 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
     d.sdims[1] = g.c_in;
     d.ddims[1] = g.c_out;
     d.bdims[0] = g.c_out;
-    bool gemm = !transpose && g.group == 1;
+    bool gemm = !transpose && g.group == 1 && !layouts;
     for (int i = 0; i < g.nsp; i++) {
         d.sdims[2 + i] = g.in[i];
         d.ddims[2 + i] = g.out[i];
@@ -226,19 +347,28 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
         s->g_p = 1;
         for (int i = 0; i < g.nsp; i++) s->g_p *= g.out[i];
         gemm_tiles(s->g_n, s->g_m, s->g_p, &s->tile_m, &s->tile_p);
+        s->sum_post = -1;
         c->state = s;
         return CALQ_OK;
     }
 
-    /* A convolution with few input channels per group (a network's first layer) reads NCHW
-     * directly into a blocked output, which oneDNN's blocked kernels support, saving the
-     * input conversion. */
-    static const dnnl_format_tag_t plain_tags[] = {dnnl_abc, dnnl_abcd, dnnl_abcde};
-    const dnnl_format_tag_t ptag = plain_tags[g.nsp - 1], btag = blocked_tags[g.nsp - 1];
-    const bool narrow_in = g.group == 1 && g.c_in < 16;
-    dnnl_primitive_desc_t pd = try_pd(&g, &d, narrow_in ? ptag : btag, btag);
-    if (!pd && narrow_in) pd = try_pd(&g, &d, btag, btag);
-    if (!pd) return CALQ_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    int n_post = 0;
+    if (layouts) {
+        pd = layout_pd(c, &g, &d, &n_post);
+        if (!pd) return CALQ_OK; /* the reference kernel, on plain tensors */
+        c->out_layout[0] = c->native;
+    } else {
+        /* A convolution with few input channels per group (a network's first layer) reads NCHW
+         * directly into a blocked output, which oneDNN's blocked kernels support, saving the
+         * input conversion. */
+        static const dnnl_format_tag_t plain_tags[] = {dnnl_abc, dnnl_abcd, dnnl_abcde};
+        const dnnl_format_tag_t ptag = plain_tags[g.nsp - 1], btag = blocked_tags[g.nsp - 1];
+        const bool narrow_in = g.group == 1 && g.c_in < 16;
+        pd = try_pd(&g, &d, narrow_in ? ptag : btag, btag, NULL);
+        if (!pd && narrow_in) pd = try_pd(&g, &d, btag, btag, NULL);
+        if (!pd) return CALQ_OK;
+    }
 
     calq_status st = CALQ_OK;
     conv_state *s = calloc(1, sizeof *s);
@@ -246,21 +376,45 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
         dnnl_primitive_desc_destroy(pd);
         return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the oneDNN convolution");
     }
+    s->sum_post = -1;
     TRY_OR_FAIL(dnnl_primitive_create(&s->prim, pd));
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *s_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *o_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    TRY_OR_FAIL(dnnl_memory_create(&s->src, &d.src_plain, eng, DNNL_MEMORY_NONE));
-    TRY_OR_FAIL(dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
-    if (!dnnl_memory_desc_equal(s_md, &d.src_plain)) {
-        TRY_OR_FAIL(dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(calq__dnnl_reorder(&s->src_reorder, &d.src_plain, s_md));
-        s->src_blk_bytes = round64(dnnl_memory_desc_get_size(s_md));
-    }
-    if (!dnnl_memory_desc_equal(o_md, &d.dst_plain)) {
-        TRY_OR_FAIL(dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(calq__dnnl_reorder(&s->dst_reorder, o_md, &d.dst_plain));
-        s->dst_blk_bytes = round64(dnnl_memory_desc_get_size(o_md));
+    if (layouts) {
+        /* the tensors are in the primitive's own formats: no conversions here */
+        TRY_OR_FAIL(dnnl_memory_create(&s->src, s_md, eng, DNNL_MEMORY_NONE));
+        TRY_OR_FAIL(dnnl_memory_create(&s->dst, o_md, eng, DNNL_MEMORY_NONE));
+        s->dst_bytes = dnnl_memory_desc_get_size(o_md);
+        for (int i = 0; i < n_post; i++) {
+            const calq_post_op *op = &c->post[i];
+            if (op->kind == CALQ_POST_SUM) s->sum_post = i;
+            if (op->kind != CALQ_POST_ADD_CHANNEL && op->kind != CALQ_POST_MUL_CHANNEL) continue;
+            dnnl_dims_t dims;
+            for (int k = 0; k < d.nd; k++) dims[k] = 1;
+            if (calq_tensor_numel(op->operand) > 1) dims[1] = d.ddims[1];
+            dnnl_memory_desc_t md;
+            TRY_OR_FAIL(calq__dnnl_plain_md(&md, dims, d.nd));
+            /* HardSigmoid takes two oneDNN post-ops: count the positions before this one */
+            int pos = 0;
+            for (int k = 0; k < i; k++) pos += c->post[k].kind == CALQ_POST_HARD_SIGMOID ? 2 : 1;
+            s->bin_idx[s->n_bin] = pos;
+            TRY_OR_FAIL(dnnl_memory_create(&s->bin_mem[s->n_bin++], &md, eng, DNNL_MEMORY_NONE));
+        }
+        c->n_post_used = n_post;
+    } else {
+        TRY_OR_FAIL(dnnl_memory_create(&s->src, &d.src_plain, eng, DNNL_MEMORY_NONE));
+        TRY_OR_FAIL(dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
+        if (!dnnl_memory_desc_equal(s_md, &d.src_plain)) {
+            TRY_OR_FAIL(dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
+            TRY_OR_FAIL(calq__dnnl_reorder(&s->src_reorder, &d.src_plain, s_md));
+            s->src_blk_bytes = round64(dnnl_memory_desc_get_size(s_md));
+        }
+        if (!dnnl_memory_desc_equal(o_md, &d.dst_plain)) {
+            TRY_OR_FAIL(dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
+            TRY_OR_FAIL(calq__dnnl_reorder(&s->dst_reorder, o_md, &d.dst_plain));
+            s->dst_blk_bytes = round64(dnnl_memory_desc_get_size(o_md));
+        }
     }
     if (g.has_bias) TRY_OR_FAIL(dnnl_memory_create(&s->bias, &d.bias, eng, DNNL_MEMORY_NONE));
     TRY_OR_FAIL(dnnl_memory_create(&s->w_user, &d.w_user, eng, DNNL_MEMORY_NONE));
@@ -285,6 +439,7 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
 out:
     dnnl_primitive_desc_destroy(pd);
     calq__conv_dnnl_release(s);
+    if (st != CALQ_OK) c->n_post_used = 0;
     return st;
 }
 
@@ -350,13 +505,24 @@ calq_status calq__conv_dnnl_run(calq_op_ctx *c)
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->src}, {DNNL_ARG_TO, s->src_blk}};
         CALQ_DNNL(c, dnnl_primitive_execute(s->src_reorder, s->stream, 2, rargs));
     }
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->src_blk ? s->src_blk : s->src},
-                               {DNNL_ARG_WEIGHTS, s->w},
-                               {DNNL_ARG_DST, s->dst_blk ? s->dst_blk : s->dst}};
+    dnnl_exec_arg_t args[4 + CALQ_CONV_MAX_POST] = {{DNNL_ARG_SRC, s->src_blk ? s->src_blk : s->src},
+                                                    {DNNL_ARG_WEIGHTS, s->w},
+                                                    {DNNL_ARG_DST, s->dst_blk ? s->dst_blk : s->dst}};
     int nargs = 3;
     if (s->bias) {
         CALQ_DNNL(c, dnnl_memory_set_data_handle(s->bias, c->in[2]->data));
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->bias};
+    }
+    /* The residual sum adds the output buffer's contents: start from the other operand, unless
+     * the executor placed the output over it. */
+    if (s->sum_post >= 0 && c->post[s->sum_post].operand->data != c->out[0]->data)
+        memcpy(c->out[0]->data, c->post[s->sum_post].operand->data, s->dst_bytes);
+    for (int i = 0, b = 0; i < c->n_post && b < s->n_bin; i++) {
+        if (c->post[i].kind != CALQ_POST_ADD_CHANNEL && c->post[i].kind != CALQ_POST_MUL_CHANNEL) continue;
+        CALQ_DNNL(c, dnnl_memory_set_data_handle(s->bin_mem[b], c->post[i].operand->data));
+        args[nargs++] =
+            (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(s->bin_idx[b]) | DNNL_ARG_SRC_1, s->bin_mem[b]};
+        b++;
     }
     CALQ_DNNL(c, dnnl_primitive_execute(s->prim, s->stream, nargs, args));
     if (s->dst_reorder) {

@@ -12,6 +12,8 @@
 
 /* Spatial ranks handled: 1-D, 2-D and 3-D convolutions (ONNX inputs of rank 3..5). */
 #define CALQ_CONV_MAX_SP 3
+/* Post-ops one convolution applies at most (the planner offers chains up to this long). */
+#define CALQ_CONV_MAX_POST 8
 
 /* Everything a convolution kernel needs, already validated. For a transposed convolution
  * `in` is the input spatial size and `out` the output one, as for a plain convolution; pads

@@ -309,7 +309,7 @@ static calq_status roi_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_detection[] = {
-    {"NonMaxSuppression", 2, 5, 1, 1, 0x1fu, false, nms_infer, nms_run, NULL, NULL, NULL},
-    {"RoiAlign", 3, 3, 1, 1, 0, false, roi_infer, roi_run, NULL, NULL, NULL},
+    {"NonMaxSuppression", 2, 5, 1, 1, 0x1fu, false, nms_infer, nms_run, NULL, NULL, NULL, 0},
+    {"RoiAlign", 3, 3, 1, 1, 0, false, roi_infer, roi_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -38,4 +38,10 @@ dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *
 /* f32 memory descriptor with a plain layout (abcd...: C order) for dims[ndim]. */
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim);
 
+/* The f32 memory descriptor of a [N, C, spatial...] tensor of dims[ndim] in layout l
+ * (exec/layout.h; kernels/layout.c): CALQ_ERR_UNSUPPORTED when oneDNN has no tag for it. */
+calq_status calq__layout_md(const int64_t *dims, int ndim, calq_layout l, dnnl_memory_desc_t *md);
+/* oneDNN's format tag for layout l at rank ndim (3..5), dnnl_format_tag_undef when none. */
+dnnl_format_tag_t calq__layout_tag(calq_layout l, int ndim);
+
 #endif

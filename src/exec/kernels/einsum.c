@@ -252,6 +252,6 @@ static calq_status einsum_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_einsum[] = {
-    {"Einsum", 1, MAX_TERMS, 1, 1, 0, false, einsum_infer, einsum_run, NULL, NULL, NULL},
+    {"Einsum", 1, MAX_TERMS, 1, 1, 0, false, einsum_infer, einsum_run, NULL, NULL, NULL, 0},
     {0},
 };

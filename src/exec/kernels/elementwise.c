@@ -452,14 +452,16 @@ static calq_status cast_run(calq_op_ctx *c)
 /* ---- the table ----------------------------------------------------------------------------- */
 
 #define EW_MANY 2147483647
+/* CALQ_OP_ELEMENTWISE: the executor may run these on blocked activations (exec/op.h); it does
+ * so for float32 tensors only, so the integer and bool forms never see a blocked view. */
 #define UNARY(name)                                                                                                    \
     {                                                                                                                  \
-        name, 1, 1, 1, 1, 0, false, calq__ew_unary_infer, calq__ew_unary_run, NULL, NULL, NULL                         \
+        name, 1, 1, 1, 1, 0, false, calq__ew_unary_infer, calq__ew_unary_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE    \
     }
 #define BINARY(name, max_in)                                                                                           \
     {                                                                                                                  \
         name, max_in == 2 ? 2 : 1, max_in, 1, 1, 0, false, calq__ew_binary_infer, calq__ew_binary_run, NULL, NULL,     \
-            NULL                                                                                                       \
+            NULL, CALQ_OP_ELEMENTWISE                                                                                  \
     }
 
 const calq_op_def calq__ops_elementwise[] = {
@@ -504,7 +506,7 @@ const calq_op_def calq__ops_elementwise[] = {
     UNARY("IsNaN"),
     UNARY("IsInf"),
     UNARY("Shrink"),
-    {"Clip", 1, 3, 1, 1, 0, false, calq__ew_clip_infer, calq__ew_clip_run, NULL, NULL, NULL},
+    {"Clip", 1, 3, 1, 1, 0, false, calq__ew_clip_infer, calq__ew_clip_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE},
     BINARY("Add", 2),
     BINARY("Sub", 2),
     BINARY("Mul", 2),
@@ -526,12 +528,12 @@ const calq_op_def calq__ops_elementwise[] = {
     BINARY("Max", EW_MANY),
     BINARY("Sum", EW_MANY),
     BINARY("Mean", EW_MANY),
-    {"PRelu", 2, 2, 1, 1, 0, false, calq__ew_prelu_infer, calq__ew_prelu_run, NULL, NULL, NULL},
-    {"Pow", 2, 2, 1, 1, 0, false, calq__ew_pow_infer, calq__ew_pow_run, NULL, NULL, NULL},
-    {"Where", 3, 3, 1, 1, 0, false, where_infer, where_run, NULL, NULL, NULL},
-    {"Cast", 1, 1, 1, 1, 0, false, cast_infer, cast_run, NULL, NULL, NULL},
-    {"CastLike", 2, 2, 1, 1, 0, false, castlike_infer, cast_run, NULL, NULL, NULL},
-    {"Identity", 1, 1, 1, 1, 0, false, identity_infer, identity_run, NULL, NULL, NULL},
-    {"Dropout", 1, 3, 1, 2, 0, false, dropout_infer, dropout_run, NULL, NULL, NULL},
+    {"PRelu", 2, 2, 1, 1, 0, false, calq__ew_prelu_infer, calq__ew_prelu_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE},
+    {"Pow", 2, 2, 1, 1, 0, false, calq__ew_pow_infer, calq__ew_pow_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE},
+    {"Where", 3, 3, 1, 1, 0, false, where_infer, where_run, NULL, NULL, NULL, 0},
+    {"Cast", 1, 1, 1, 1, 0, false, cast_infer, cast_run, NULL, NULL, NULL, 0},
+    {"CastLike", 2, 2, 1, 1, 0, false, castlike_infer, cast_run, NULL, NULL, NULL, 0},
+    {"Identity", 1, 1, 1, 1, 0, false, identity_infer, identity_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE},
+    {"Dropout", 1, 3, 1, 2, 0, false, dropout_infer, dropout_run, NULL, NULL, NULL, 0},
     {0},
 };

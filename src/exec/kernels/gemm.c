@@ -311,7 +311,7 @@ static void mm_release(void *state)
 }
 
 const calq_op_def calq__ops_gemm[] = {
-    {"Gemm", 2, 3, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release},
-    {"MatMul", 2, 2, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release},
+    {"Gemm", 2, 3, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release, 0},
+    {"MatMul", 2, 2, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release, 0},
     {0},
 };

@@ -242,7 +242,7 @@ static calq_status ag_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_grid_sample[] = {
-    {"GridSample", 2, 2, 1, 1, 0, false, gs_infer, gs_run, NULL, NULL, NULL},
-    {"AffineGrid", 2, 2, 1, 1, 1u << 1, false, ag_infer, ag_run, NULL, NULL, NULL},
+    {"GridSample", 2, 2, 1, 1, 0, false, gs_infer, gs_run, NULL, NULL, NULL, 0},
+    {"AffineGrid", 2, 2, 1, 1, 1u << 1, false, ag_infer, ag_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -171,9 +171,9 @@ static calq_status nonzero_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_masks[] = {
-    {"Trilu", 1, 2, 1, 1, 0, false, trilu_infer, trilu_run, NULL, NULL, NULL},
-    {"EyeLike", 1, 1, 1, 1, 0, false, eyelike_infer, eyelike_run, NULL, NULL, NULL},
-    {"OneHot", 3, 3, 1, 1, 1u << 1, false, onehot_infer, onehot_run, NULL, NULL, NULL},
-    {"NonZero", 1, 1, 1, 1, 1u << 0, false, nonzero_infer, nonzero_run, NULL, NULL, NULL},
+    {"Trilu", 1, 2, 1, 1, 0, false, trilu_infer, trilu_run, NULL, NULL, NULL, 0},
+    {"EyeLike", 1, 1, 1, 1, 0, false, eyelike_infer, eyelike_run, NULL, NULL, NULL, 0},
+    {"OneHot", 3, 3, 1, 1, 1u << 1, false, onehot_infer, onehot_run, NULL, NULL, NULL, 0},
+    {"NonZero", 1, 1, 1, 1, 1u << 0, false, nonzero_infer, nonzero_run, NULL, NULL, NULL, 0},
     {0},
 };

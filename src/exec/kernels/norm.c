@@ -334,9 +334,9 @@ static calq_status mvn_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_norm[] = {
-    {"LayerNormalization", 2, 3, 1, 3, 0, false, layer_norm_infer, layer_norm_run, NULL, NULL, NULL},
-    {"InstanceNormalization", 3, 3, 1, 1, 0, false, same_shape_infer, instance_norm_run, NULL, NULL, NULL},
-    {"GroupNormalization", 3, 3, 1, 1, 0, false, group_norm_infer, group_norm_run, NULL, NULL, NULL},
-    {"MeanVarianceNormalization", 1, 1, 1, 1, 0, false, same_shape_infer, mvn_run, NULL, NULL, NULL},
+    {"LayerNormalization", 2, 3, 1, 3, 0, false, layer_norm_infer, layer_norm_run, NULL, NULL, NULL, 0},
+    {"InstanceNormalization", 3, 3, 1, 1, 0, false, same_shape_infer, instance_norm_run, NULL, NULL, NULL, 0},
+    {"GroupNormalization", 3, 3, 1, 1, 0, false, group_norm_infer, group_norm_run, NULL, NULL, NULL, 0},
+    {"MeanVarianceNormalization", 1, 1, 1, 1, 0, false, same_shape_infer, mvn_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -442,6 +442,53 @@ static calq_status gap_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* GlobalAveragePool on the executor's layouts: channel-blocked ([N][C/b][spatial][b] in,
+ * [N][C/b][1][b] out) or channels last ([N][spatial][C] in, [N][C] out). Each channel's double
+ * sum runs over the positions in the reference's order, 16 channels at a time, so every output
+ * is bit-identical to gap_run's. */
+static const int gap_layouts; /* the fast state: no data, nothing to release */
+
+static calq_status gap_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    if (!c->in_layout || !c->out_layout || c->in_layout[0] == CALQ_LAYOUT_PLAIN || c->in_layout[0] != c->native ||
+        c->in[0]->dtype != CALQ_DTYPE_FLOAT32 || c->in[0]->ndim < 3 || c->in[0]->ndim > 5 ||
+        (c->in_layout[0] != CALQ_LAYOUT_CHANNELS_LAST && c->in_layout[0] > 16))
+        return CALQ_OK;
+    c->out_layout[0] = c->in_layout[0];
+    c->state = (void *)&gap_layouts;
+    return CALQ_OK;
+}
+
+static calq_status gap_run_layout(calq_op_ctx *c)
+{
+    const calq_layout l = c->in_layout[0];
+    const int64_t N = c->in[0]->dims[0], C = c->in[0]->dims[1];
+    const int64_t per = calq__shape_numel(c->in[0]->dims + 2, c->in[0]->ndim - 2);
+    /* as groups of b channels: b is the block, or 16 of the C channels of a position */
+    const int64_t b = l == CALQ_LAYOUT_CHANNELS_LAST ? 16 : l, groups = (C + b - 1) / b;
+    const int64_t pos_stride = l == CALQ_LAYOUT_CHANNELS_LAST ? C : b;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+#pragma omp parallel for schedule(static) if (N * groups * per * b >= POOL_PAR_MIN)
+    for (int64_t p = 0; p < N * groups; p++) {
+        const int64_t n = p / groups, grp = p % groups;
+        const int64_t lanes = l == CALQ_LAYOUT_CHANNELS_LAST && C - grp * b < b ? C - grp * b : b;
+        const float *xp = l == CALQ_LAYOUT_CHANNELS_LAST ? x + n * per * C + grp * b : x + p * per * b;
+        float *yp = l == CALQ_LAYOUT_CHANNELS_LAST ? y + n * C + grp * b : y + p * b;
+        double sum[16] = {0};
+        for (int64_t i = 0; i < per; i++)
+            for (int64_t k = 0; k < lanes; k++) sum[k] += xp[i * pos_stride + k];
+        for (int64_t k = 0; k < lanes; k++) yp[k] = per > 0 ? (float)(sum[k] / (double)per) : 0.0f;
+    }
+    return CALQ_OK;
+}
+
+static void gap_release(void *state)
+{
+    (void)state;
+}
+
 static calq_status gmp_run(calq_op_ctx *c)
 {
     int64_t planes, per;
@@ -536,7 +583,8 @@ const calq_op_def calq__ops_pool[] = {
      .run = maxpool_run,
      .prepare = maxpool_prepare,
      .run_fast = calq__pool_dnnl_run,
-     .release = calq__pool_dnnl_release},
+     .release = calq__pool_dnnl_release,
+     .flags = CALQ_OP_LAYOUTS},
     {.op_type = "AveragePool",
      .min_inputs = 1,
      .max_inputs = 1,
@@ -546,14 +594,19 @@ const calq_op_def calq__ops_pool[] = {
      .run = avgpool_run,
      .prepare = avgpool_prepare,
      .run_fast = calq__pool_dnnl_run,
-     .release = calq__pool_dnnl_release},
+     .release = calq__pool_dnnl_release,
+     .flags = CALQ_OP_LAYOUTS},
     {.op_type = "GlobalAveragePool",
      .min_inputs = 1,
      .max_inputs = 1,
      .min_outputs = 1,
      .max_outputs = 1,
      .infer = global_infer,
-     .run = gap_run},
+     .run = gap_run,
+     .prepare = gap_prepare,
+     .run_fast = gap_run_layout,
+     .release = gap_release,
+     .flags = CALQ_OP_LAYOUTS},
     {.op_type = "GlobalMaxPool",
      .min_inputs = 1,
      .max_inputs = 1,

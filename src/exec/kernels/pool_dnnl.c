@@ -9,7 +9,11 @@
  * On plain layouts oneDNN 2.6 has JIT pooling only for AVX-512; elsewhere it falls back to
  * its simple_nchw / ref implementations, which measured 4-20x slower than calq's reference
  * kernel (e.g. 2x2/2 max on 1x16x120x160: 2.8 ms vs 0.39 ms, one thread). So only JIT
- * implementations are kept, and everything else runs the reference kernel. */
+ * implementations are kept, and everything else runs the reference kernel.
+ * With the executor's layouts (c->in_layout), a float32 input that arrives in the executor's
+ * layout (channels last or blocked, where oneDNN's JIT kernels exist for AVX2 too) is pooled in
+ * it and the output stays in it. Every output is computed by one thread, whatever the thread
+ * count. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,17 +48,18 @@ static bool axis_windows_touch_input(const calq_pool_geom *g, int i)
     return true;
 }
 
-static dnnl_status_t plain_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, const int64_t *dims, int ndim)
+/* A memory descriptor in layout l (plain for integer data). */
+static dnnl_status_t pool_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, const int64_t *dims, int ndim, calq_layout l)
 {
-    static const dnnl_format_tag_t tags[] = {dnnl_abc, dnnl_abcd, dnnl_abcde};
     dnnl_dims_t d = {0};
     for (int i = 0; i < ndim; i++) d[i] = dims[i];
-    return dnnl_memory_desc_init_by_tag(md, ndim, d, dt, tags[ndim - 3]);
+    const dnnl_format_tag_t tag = calq__layout_tag(l, ndim);
+    return tag == dnnl_format_tag_undef ? dnnl_unimplemented : dnnl_memory_desc_init_by_tag(md, ndim, d, dt, tag);
 }
 
 /* Creates the primitive and its reusable objects; any oneDNN refusal just declines. */
 static dnnl_status_t build(pool_dnnl_state *st, const calq_pool_geom *g, dnnl_data_type_t dt, const int64_t *pad_r,
-                           bool jit_only, dnnl_engine_t eng)
+                           bool jit_only, calq_layout block, dnnl_engine_t eng)
 {
     int ndim = 2 + g->nsp;
     int64_t sdims[2 + CALQ_POOL_MAX_SPATIAL] = {g->n, g->c}, ddims[2 + CALQ_POOL_MAX_SPATIAL] = {g->n, g->c};
@@ -70,8 +75,8 @@ static dnnl_status_t build(pool_dnnl_state *st, const calq_pool_geom *g, dnnl_da
     }
     dnnl_memory_desc_t smd, dmd;
     dnnl_status_t s;
-    if ((s = plain_md(&smd, dt, sdims, ndim)) != dnnl_success) return s;
-    if ((s = plain_md(&dmd, dt, ddims, ndim)) != dnnl_success) return s;
+    if ((s = pool_md(&smd, dt, sdims, ndim, block)) != dnnl_success) return s;
+    if ((s = pool_md(&dmd, dt, ddims, ndim, block)) != dnnl_success) return s;
     dnnl_alg_kind_t alg = g->kind == CALQ_POOL_MAX ? dnnl_pooling_max
                           : g->count_include_pad   ? dnnl_pooling_avg_include_padding
                                                    : dnnl_pooling_avg_exclude_padding;
@@ -124,12 +129,16 @@ calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, boo
 
     dnnl_engine_t eng = calq__dnnl_engine();
     if (!eng) return CALQ_OK;
+    /* in the executor's layout when the input arrives in it, the output in the same */
+    const calq_layout block =
+        c->in_layout && c->out_layout && dt == dnnl_f32 && c->in_layout[0] == c->native ? c->native : CALQ_LAYOUT_PLAIN;
     pool_dnnl_state *st = calloc(1, sizeof *st);
     if (!st) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN pooling state");
-    if (build(st, g, dt, pad_r, jit_only, eng) != dnnl_success) {
+    if (build(st, g, dt, pad_r, jit_only, block, eng) != dnnl_success) {
         calq__pool_dnnl_release(st);
         return CALQ_OK;
     }
+    if (c->out_layout) c->out_layout[0] = block;
     c->state = st;
     return CALQ_OK;
 }

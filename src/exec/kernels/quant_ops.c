@@ -385,16 +385,17 @@ static calq_status qconv_run_fast(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_quant[] = {
-    {"QuantizeLinear", 2, 3, 1, 1, 0, false, quantize_infer, quantize_run, qdq_prepare, quantize_run_fast, qdq_release},
+    {"QuantizeLinear", 2, 3, 1, 1, 0, false, quantize_infer, quantize_run, qdq_prepare, quantize_run_fast, qdq_release,
+     0},
     {"DequantizeLinear", 2, 3, 1, 1, 0, false, dequantize_infer, dequantize_run, qdq_prepare, dequantize_run_fast,
-     qdq_release},
-    {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, qconv_prepare, qconv_run_fast,
-     calq__int_conv_release},
+     qdq_release, 0},
+    {"QLinearConv", 8, 9, 1, 1, 0, false, qconv_infer, qconv_run, qconv_prepare, qconv_run_fast, calq__int_conv_release,
+     0},
     {"QLinearMatMul", 8, 8, 1, 1, 0, false, calq__qlinear_matmul_infer, calq__qlinear_matmul_run,
-     calq__qlinear_matmul_prepare, calq__qlinear_matmul_run_fast, calq__int_mm_release},
+     calq__qlinear_matmul_prepare, calq__qlinear_matmul_run_fast, calq__int_mm_release, 0},
     {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, calq__qgemm_prepare, calq__qgemm_run_fast,
-     calq__int_mm_release},
+     calq__int_mm_release, 0},
     {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run,
-     calq__matmul_int_to_float_prepare, calq__matmul_int_to_float_run_fast, calq__int_mm_release},
-    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
+     calq__matmul_int_to_float_prepare, calq__matmul_int_to_float_run_fast, calq__int_mm_release, 0},
+    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL, 0},
 };

@@ -627,11 +627,11 @@ static calq_status arg_run(calq_op_ctx *c)
 
 #define REDUCE_OP(name)                                                                                                \
     {                                                                                                                  \
-        name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, NULL, NULL, NULL                                   \
+        name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, NULL, NULL, NULL, 0                                \
     }
 #define SOFTMAX_OP(name)                                                                                               \
     {                                                                                                                  \
-        name, 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, NULL, NULL, NULL                                       \
+        name, 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, NULL, NULL, NULL, 0                                    \
     }
 
 const calq_op_def calq__ops_reduce[] = {
@@ -648,7 +648,7 @@ const calq_op_def calq__ops_reduce[] = {
     SOFTMAX_OP("Softmax"),
     SOFTMAX_OP("LogSoftmax"),
     SOFTMAX_OP("Hardmax"),
-    {"ArgMax", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL},
-    {"ArgMin", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL},
+    {"ArgMax", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},
+    {"ArgMin", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},
     {0},
 };

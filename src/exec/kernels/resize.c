@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/layout.h"
 #include "exec/op.h"
 
 #define RZ_PAR_MIN 4096
@@ -683,6 +684,97 @@ static calq_status rz_run(calq_op_ctx *c)
     return p.mode == RZ_NEAREST ? rz_run_nearest(c, &p) : rz_run_interp(c, &p);
 }
 
+/* ---- the executor's layouts ------------------------------------------------------------------ */
+
+/* A float32 [N, C, spatial...] input in the executor's layout, resized over the spatial axes only
+ * (N and C map identically), runs on the physical views: the same per-axis passes over the
+ * spatial axes (the channel axis, now last or split into blocks and lanes, maps identically), so
+ * each output is computed exactly as on the plain tensor. */
+typedef struct rz_layout_state {
+    rz_params p; /* over the physical view's axes */
+} rz_layout_state;
+
+static bool rz_identity_axis(const rz_params *p, int a)
+{
+    if (p->out[a] != p->in[a]) return false;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(p->max_taps[a] + 1));
+    double *w = malloc(sizeof(double) * (size_t)(p->max_taps[a] + 1));
+    bool same = idx && w;
+    for (int64_t o = 0; same && o < p->out[a]; o++) {
+        rz_taps t = {.idx = idx, .w = w};
+        rz_make_taps(p, a, o, &t);
+        same = !t.outside && t.n == 1 && t.idx[0] == o && t.w[0] == 1.0;
+    }
+    free(idx);
+    free(w);
+    return same;
+}
+
+/* Copies axis `from` of src into axis `to` of dst. */
+static void rz_copy_axis(rz_params *dst, int to, const rz_params *src, int from)
+{
+    dst->in[to] = src->in[from];
+    dst->out[to] = src->out[from];
+    dst->scale[to] = src->scale[from];
+    dst->out_len[to] = src->out_len[from];
+    dst->roi_lo[to] = src->roi_lo[from];
+    dst->roi_hi[to] = src->roi_hi[from];
+    dst->max_taps[to] = src->max_taps[from];
+}
+
+static calq_status rz_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    const calq_layout l = c->native;
+    if (!c->in_layout || !c->out_layout || l == CALQ_LAYOUT_PLAIN || c->in_layout[0] != l) return CALQ_OK;
+    const calq_tensor *x = c->in[0];
+    if (x->dtype != CALQ_DTYPE_FLOAT32 || x->ndim < 3 || x->ndim > 5) return CALQ_OK;
+    rz_params lp;
+    CALQ_TRY(rz_parse(c, &lp));
+    if (!rz_identity_axis(&lp, 0) || !rz_identity_axis(&lp, 1)) return CALQ_OK;
+    rz_layout_state *s = calloc(1, sizeof *s);
+    if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    s->p = lp;
+    const int r = lp.rank;
+    if (l == CALQ_LAYOUT_CHANNELS_LAST) { /* [N, spatial..., C] */
+        for (int a = 2; a < r; a++) rz_copy_axis(&s->p, a - 1, &lp, a);
+        rz_copy_axis(&s->p, r - 1, &lp, 1);
+    } else { /* [N, C/b, spatial..., b]: the block and lane axes map like C */
+        s->p.rank = r + 1;
+        rz_copy_axis(&s->p, r, &lp, 1);
+        s->p.in[1] = s->p.out[1] = (lp.in[1] + l - 1) / l;
+        s->p.in[r] = s->p.out[r] = l;
+        s->p.out_len[1] = (double)s->p.out[1];
+        s->p.out_len[r] = (double)l;
+        if (!rz_identity_axis(&s->p, 1) || !rz_identity_axis(&s->p, r)) {
+            free(s);
+            return CALQ_OK;
+        }
+    }
+    c->out_layout[0] = l;
+    c->state = s;
+    return CALQ_OK;
+}
+
+static calq_status rz_run_fast(calq_op_ctx *c)
+{
+    const rz_layout_state *s = c->state;
+    calq_tensor xv, yv, *in[1] = {&xv}, *out[1] = {&yv};
+    calq__layout_phys(c->in[0], c->in_layout[0], &xv);
+    calq__layout_phys(c->out[0], c->out_layout[0], &yv);
+    calq_op_ctx pc = *c;
+    pc.in = in;
+    pc.n_in = 1;
+    pc.out = out;
+    if (calq_tensor_numel(&yv) == 0) return CALQ_OK;
+    return s->p.mode == RZ_NEAREST ? rz_run_nearest(&pc, &s->p) : rz_run_interp(&pc, &s->p);
+}
+
+static void rz_release(void *state)
+{
+    free(state);
+}
+
 const calq_op_def calq__ops_resize[] = {
     {.op_type = "Resize",
      .min_inputs = 1,
@@ -691,7 +783,11 @@ const calq_op_def calq__ops_resize[] = {
      .max_outputs = 1,
      .data_inputs = (1u << 1) | (1u << 2) | (1u << 3),
      .infer = rz_infer,
-     .run = rz_run},
+     .run = rz_run,
+     .prepare = rz_prepare,
+     .run_fast = rz_run_fast,
+     .release = rz_release,
+     .flags = CALQ_OP_LAYOUTS},
     {.op_type = "Upsample",
      .min_inputs = 1,
      .max_inputs = 2,
@@ -699,6 +795,10 @@ const calq_op_def calq__ops_resize[] = {
      .max_outputs = 1,
      .data_inputs = 1u << 1,
      .infer = rz_infer,
-     .run = rz_run},
+     .run = rz_run,
+     .prepare = rz_prepare,
+     .run_fast = rz_run_fast,
+     .release = rz_release,
+     .flags = CALQ_OP_LAYOUTS},
     {0},
 };

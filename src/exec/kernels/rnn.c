@@ -415,8 +415,8 @@ static calq_status rnn_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_rnn[] = {
-    {"RNN", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL},
-    {"GRU", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL},
-    {"LSTM", 3, 8, 0, 3, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL},
+    {"RNN", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
+    {"GRU", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
+    {"LSTM", 3, 8, 0, 3, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
     {0},
 };

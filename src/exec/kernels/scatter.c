@@ -299,9 +299,9 @@ static calq_status scatter_elements_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_scatter[] = {
-    {"GatherND", 2, 2, 1, 1, 0, false, gather_nd_infer, gather_nd_run, NULL, NULL, NULL},
-    {"ScatterND", 3, 3, 1, 1, 0, false, scatter_nd_infer, scatter_nd_run, NULL, NULL, NULL},
-    {"ScatterElements", 3, 3, 1, 1, 0, false, scatter_elements_infer, scatter_elements_run, NULL, NULL, NULL},
-    {"Scatter", 3, 3, 1, 1, 0, false, scatter_elements_infer, scatter_elements_run, NULL, NULL, NULL},
+    {"GatherND", 2, 2, 1, 1, 0, false, gather_nd_infer, gather_nd_run, NULL, NULL, NULL, 0},
+    {"ScatterND", 3, 3, 1, 1, 0, false, scatter_nd_infer, scatter_nd_run, NULL, NULL, NULL, 0},
+    {"ScatterElements", 3, 3, 1, 1, 0, false, scatter_elements_infer, scatter_elements_run, NULL, NULL, NULL, 0},
+    {"Scatter", 3, 3, 1, 1, 0, false, scatter_elements_infer, scatter_elements_run, NULL, NULL, NULL, 0},
     {0},
 };

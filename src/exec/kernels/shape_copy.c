@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec/kernels/shape_common.h"
+#include "exec/layout.h"
 
 /* ---- strided copy -------------------------------------------------------------------------- */
 
@@ -183,25 +184,21 @@ calq_status calq__shp_concat_infer(calq_op_ctx *c)
     return CALQ_OK;
 }
 
-calq_status calq__shp_concat_run(calq_op_ctx *c)
+/* out = the inputs side by side along `axis` (every tensor dense, C order). */
+static void concat_copy(calq_tensor *const *in, int n_in, const calq_tensor *o, int axis)
 {
-    int axis;
-    CALQ_TRY(concat_axis(c, &axis));
-    const calq_tensor *o = c->out[0];
     int64_t es = (int64_t)calq_dtype_size(o->dtype);
     int64_t outer = span(o->dims, 0, axis), inner = span(o->dims, axis + 1, o->ndim) * es;
     int64_t row = o->dims[axis] * inner;
     char *dst = o->data;
     if (outer == 1) {
-        for (int i = 0; i < c->n_in; i++) {
-            int64_t nb = c->in[i]->dims[axis] * inner;
-            if (nb) memcpy(dst, c->in[i]->data, (size_t)nb);
+        for (int i = 0; i < n_in; i++) {
+            int64_t nb = in[i]->dims[axis] * inner;
+            if (nb) memcpy(dst, in[i]->data, (size_t)nb);
             dst += nb;
         }
-        return CALQ_OK;
+        return;
     }
-    int n_in = c->n_in;
-    calq_tensor *const *in = c->in;
 #pragma omp parallel for schedule(static) if (outer * row >= CALQ_SHP_PAR_BYTES)
     for (int64_t r = 0; r < outer; r++) {
         char *d = dst + r * row;
@@ -211,6 +208,79 @@ calq_status calq__shp_concat_run(calq_op_ctx *c)
             d += nb;
         }
     }
+}
+
+calq_status calq__shp_concat_run(calq_op_ctx *c)
+{
+    int axis = 0;
+    CALQ_TRY(concat_axis(c, &axis));
+    concat_copy(c->in, c->n_in, c->out[0], axis);
+    return CALQ_OK;
+}
+
+/* With the executor's layouts: every input in the executor's layout (plain ones are converted)
+ * and the output too, concatenated as their physical views, along the axis that holds the
+ * logical one: the channel axis is the last one of a channels-last view, and a whole number of
+ * blocks of a blocked one (so channels must come in whole blocks). */
+typedef struct concat_state {
+    int axis; /* in the physical views */
+    calq_tensor *views;
+    calq_tensor **ptrs;
+} concat_state;
+
+void calq__shp_concat_release(void *state)
+{
+    concat_state *s = state;
+    if (!s) return;
+    free(s->views);
+    free(s->ptrs);
+    free(s);
+}
+
+calq_status calq__shp_concat_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    const calq_layout l = c->native;
+    if (!c->in_layout || !c->out_layout || l == CALQ_LAYOUT_PLAIN) return CALQ_OK;
+    int axis = 0;
+    CALQ_TRY(concat_axis(c, &axis));
+    const calq_tensor *o = c->out[0];
+    if (!calq__layout_blockable(o)) return CALQ_OK;
+    bool any = false;
+    for (int i = 0; i < c->n_in; i++) {
+        const calq_tensor *t = c->in[i];
+        if (c->in_layout[i] != CALQ_LAYOUT_PLAIN && c->in_layout[i] != l) return CALQ_OK;
+        if (!calq__layout_blockable(t) || t->ndim != o->ndim) return CALQ_OK;
+        if (axis == 1 && l != CALQ_LAYOUT_CHANNELS_LAST && t->dims[1] % l != 0) return CALQ_OK;
+        any = any || c->in_layout[i] == l;
+    }
+    if (!any) return CALQ_OK; /* all plain: the reference copies them as they are */
+    concat_state *s = calloc(1, sizeof *s);
+    if (s) {
+        s->views = calloc((size_t)c->n_in + 1, sizeof *s->views);
+        s->ptrs = calloc((size_t)c->n_in + 1, sizeof *s->ptrs);
+    }
+    if (!s || !s->views || !s->ptrs) {
+        calq__shp_concat_release(s);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    s->axis = l == CALQ_LAYOUT_CHANNELS_LAST ? (axis == 1 ? o->ndim - 1 : axis == 0 ? 0 : axis - 1) : axis;
+    for (int i = 0; i < c->n_in; i++) c->in_layout[i] = l;
+    c->out_layout[0] = l;
+    c->state = s;
+    return CALQ_OK;
+}
+
+calq_status calq__shp_concat_run_fast(calq_op_ctx *c)
+{
+    concat_state *s = c->state;
+    calq_tensor out;
+    for (int i = 0; i < c->n_in; i++) {
+        calq__layout_phys(c->in[i], c->in_layout[i], &s->views[i]);
+        s->ptrs[i] = &s->views[i];
+    }
+    calq__layout_phys(c->out[0], c->out_layout[0], &out);
+    concat_copy(s->ptrs, c->n_in, &out, s->axis);
     return CALQ_OK;
 }
 

@@ -292,7 +292,7 @@ static calq_status unique_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_sort[] = {
-    {"TopK", 1, 2, 1, 2, 1u << 1, false, topk_infer, topk_run, NULL, NULL, NULL},
-    {"Unique", 1, 1, 1, 4, 1u << 0, false, unique_infer, unique_run, NULL, NULL, NULL},
+    {"TopK", 1, 2, 1, 2, 1u << 1, false, topk_infer, topk_run, NULL, NULL, NULL, 0},
+    {"Unique", 1, 1, 1, 4, 1u << 0, false, unique_infer, unique_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -85,7 +85,7 @@ static calq_status s2d_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_space_depth[] = {
-    {"DepthToSpace", 1, 1, 1, 1, 0, false, d2s_infer, d2s_run, NULL, NULL, NULL},
-    {"SpaceToDepth", 1, 1, 1, 1, 0, false, s2d_infer, s2d_run, NULL, NULL, NULL},
+    {"DepthToSpace", 1, 1, 1, 1, 0, false, d2s_infer, d2s_run, NULL, NULL, NULL, 0},
+    {"SpaceToDepth", 1, 1, 1, 1, 0, false, s2d_infer, s2d_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -1,0 +1,545 @@
+/* The fast planner (exec/plan_fast.c): activation layouts kept between layers and element-wise
+ * layers fused into convolutions as post-ops. On small graphs with every fusable layer kind,
+ * in every layout (what oneDNN picks here, channels last, nChw16c, nChw8c):
+ *   - results match the reference kernels and are bit-identical for 1, 2 and 3 threads;
+ *   - kept (observed) tensors are computed and bit-identical to an unfused run of the same
+ *     kernels, and an inexact post-op never produces one;
+ *   - layout conversions round-trip exactly, padding channels are zero.
+ * And on UltraFace: calibration's observed tensors are the same bits with and without
+ * fusion of the other layers, through the public session API. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tensor.h"
+#include "exec/layout.h"
+#include "exec/plan.h"
+#include "expect.h"
+#include "graph/graph.h"
+#include "op_harness.h"
+
+/* ---- building graphs ------------------------------------------------------------------------- */
+
+typedef struct gb {
+    calq_graph *g;
+    unsigned seed;
+    int n_out;
+} gb;
+
+static gb gb_new(void)
+{
+    gb b = {calq__graph_new(), 1, 0};
+    b.g->outputs = malloc(sizeof(int) * 16);
+    b.g->inputs = malloc(sizeof(int) * 4);
+    return b;
+}
+
+static int gb_input(gb *b, const char *name, const int64_t *dims, int nd)
+{
+    int v = calq__graph_value(b->g, name);
+    calq_value *val = &b->g->values[v];
+    val->is_input = true;
+    val->dtype = CALQ_DTYPE_FLOAT32;
+    val->ndim = nd;
+    memcpy(val->dims, dims, sizeof(int64_t) * (size_t)nd);
+    b->g->inputs[b->g->n_inputs++] = v;
+    return v;
+}
+
+static int gb_const_t(gb *b, const char *name, calq_tensor t)
+{
+    int v = calq__graph_value(b->g, name);
+    calq_tensor *c = malloc(sizeof *c);
+    *c = t;
+    calq_value *val = &b->g->values[v];
+    val->constant = c;
+    val->dtype = t.dtype;
+    val->ndim = t.ndim;
+    memcpy(val->dims, t.dims, sizeof t.dims);
+    return v;
+}
+
+static int gb_const(gb *b, const char *name, const int64_t *dims, int nd, float lo, float hi)
+{
+    return gb_const_t(b, name, t_rand_f32(b->seed++, nd, dims, lo, hi));
+}
+
+static int gb_scalar(gb *b, const char *name, float v)
+{
+    return gb_const_t(b, name, t_f32(&v, 0, NULL));
+}
+
+/* A node with one output named after it; returns the output value. */
+static int gb_node(gb *b, const char *name, const char *op, const int *ins, int n)
+{
+    char out[96];
+    snprintf(out, sizeof out, "%s.out", name);
+    int y = calq__graph_value(b->g, out);
+    int ni = calq__graph_add_node(b->g, name, op, "", ins, n, &y, 1);
+    b->g->nodes[ni].opset = 13;
+    return y;
+}
+
+static int last_node(const gb *b)
+{
+    return b->g->n_nodes - 1;
+}
+
+static void gb_ints(gb *b, const char *name, const int64_t *v, int n)
+{
+    calq_attr *a = calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_INTS);
+    a->n = n;
+    a->ints = malloc(sizeof(int64_t) * (size_t)n);
+    memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
+}
+
+static void gb_int(gb *b, const char *name, int64_t v)
+{
+    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_INT)->i = v;
+}
+
+static void gb_float(gb *b, const char *name, float v)
+{
+    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_FLOAT)->f = v;
+}
+
+static void gb_str(gb *b, const char *name, const char *v)
+{
+    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_STRING)->s = strdup(v);
+}
+
+/* Conv with k x k weights, `same` padding, stride, groups. */
+static int gb_conv(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t group)
+{
+    char wn[96], bn[96];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    const float r = 1.5f / sqrtf((float)(cin / group * k * k));
+    int64_t wd[4] = {cout, cin / group, k, k}, bd[1] = {cout};
+    int ins[3] = {x, gb_const(b, wn, wd, 4, -r, r), gb_const(b, bn, bd, 1, -0.2f, 0.2f)};
+    int y = gb_node(b, name, "Conv", ins, 3);
+    int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2}, st[2] = {stride, stride};
+    gb_ints(b, "pads", pads, 4);
+    gb_ints(b, "strides", st, 2);
+    if (group > 1) gb_int(b, "group", group);
+    return y;
+}
+
+static int gb_unary(gb *b, const char *name, const char *op, int x)
+{
+    return gb_node(b, name, op, &x, 1);
+}
+
+static int gb_binary(gb *b, const char *name, const char *op, int x, int y)
+{
+    int ins[2] = {x, y};
+    return gb_node(b, name, op, ins, 2);
+}
+
+static void gb_output(gb *b, int v)
+{
+    b->g->outputs[b->g->n_outputs++] = v;
+    b->g->values[v].is_output = true;
+}
+
+static calq_graph *gb_finish(gb *b)
+{
+    b->g->opset = 13;
+    calq_error err = {0};
+    if (calq__graph_toposort(b->g, &err) != CALQ_OK) {
+        fprintf(stderr, "toposort: %s\n", err.message);
+        failures++;
+    }
+    return b->g;
+}
+
+/* A MobileNet / ResNet-like graph with every fusable layer kind and the layout-aware layers:
+ * residual sums (one whose other operand dies there, one whose operand lives on), Relu, Clip,
+ * LeakyRelu, HardSwish written out, Sigmoid, Tanh, Elu, HardSigmoid, per-channel Add / Mul,
+ * depthwise and 1x1 convolutions, MaxPool, Resize (nearest and linear), Concat, a lone
+ * BatchNormalization after a ConvTranspose, GlobalAveragePool, an SE-style broadcast Mul, and
+ * channel counts that are not multiples of 8 or 16. Returns the graph; *names get the tensors
+ * a calibration would observe (convolution inputs). */
+static calq_graph *mixed_graph(int64_t batch, const char **observe, int *n_observe)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {batch, 3, 20, 20};
+    int x = gb_input(&b, "x", xd, 4);
+    int n = 0;
+    observe[n++] = "x";
+    int c1 = gb_conv(&b, "c1", x, 3, 24, 3, 1, 1);
+    int r1 = gb_unary(&b, "r1", "Relu", c1);
+    observe[n++] = "r1.out";
+    int c2 = gb_conv(&b, "c2", r1, 24, 24, 3, 1, 1);
+    int s1 = gb_binary(&b, "sum1", "Add", c2, r1); /* r1 lives on: read by c1b below */
+    int r2 = gb_unary(&b, "r2", "Relu", s1);
+    observe[n++] = "r2.out";
+    int c1b = gb_conv(&b, "c1b", r1, 24, 24, 1, 1, 1);
+    int s2 = gb_binary(&b, "sum2", "Add", r2, c1b); /* in place: c1b dies here */
+    int c3 = gb_conv(&b, "c3", s2, 24, 40, 1, 1, 1);
+    int cl = gb_unary(&b, "clip", "Clip", c3);
+    int clip_in[3] = {c3, gb_scalar(&b, "lo", 0.0f), gb_scalar(&b, "hi", 6.0f)};
+    b.g->nodes[last_node(&b)].n_inputs = 3;
+    free(b.g->nodes[last_node(&b)].inputs);
+    b.g->nodes[last_node(&b)].inputs = malloc(sizeof clip_in);
+    memcpy(b.g->nodes[last_node(&b)].inputs, clip_in, sizeof clip_in);
+    observe[n++] = "clip.out";
+    int dw = gb_conv(&b, "dw", cl, 40, 40, 3, 2, 40);
+    int lr = gb_unary(&b, "lrelu", "LeakyRelu", dw);
+    gb_float(&b, "alpha", 0.1f);
+    observe[n++] = "lrelu.out";
+    int c4 = gb_conv(&b, "c4", lr, 40, 40, 1, 1, 1);
+    int hs = gb_unary(&b, "hsig", "HardSigmoid", c4);
+    gb_float(&b, "alpha", 1.0f / 6.0f);
+    gb_float(&b, "beta", 0.5f);
+    int hsw = gb_binary(&b, "hswish", "Mul", c4, hs);
+    /* SE: GlobalAveragePool -> 1x1 -> Relu -> 1x1 -> HardSigmoid -> broadcast Mul */
+    int gp = gb_unary(&b, "se_pool", "GlobalAveragePool", hsw);
+    int se1 = gb_conv(&b, "se1", gp, 40, 16, 1, 1, 1);
+    int ser = gb_unary(&b, "se_relu", "Relu", se1);
+    int se2 = gb_conv(&b, "se2", ser, 16, 40, 1, 1, 1);
+    int seh = gb_unary(&b, "se_hsig", "HardSigmoid", se2);
+    int sem = gb_binary(&b, "se_mul", "Mul", hsw, seh);
+    observe[n++] = "se_mul.out";
+    int c5 = gb_conv(&b, "c5", sem, 40, 32, 3, 1, 1);
+    int64_t kd[3] = {32, 1, 1};
+    int ac = gb_binary(&b, "addc", "Add", c5, gb_const(&b, "addk", kd, 3, -0.5f, 0.5f));
+    int mc = gb_binary(&b, "mulc", "Mul", ac, gb_const(&b, "mulk", kd, 3, 0.5f, 1.5f));
+    int sg = gb_unary(&b, "sig", "Sigmoid", mc);
+    int mp = gb_unary(&b, "pool", "MaxPool", sg);
+    int64_t ks[2] = {2, 2};
+    gb_ints(&b, "kernel_shape", ks, 2);
+    gb_ints(&b, "strides", ks, 2);
+    observe[n++] = "pool.out";
+    int c6 = gb_conv(&b, "c6", mp, 32, 32, 3, 1, 1);
+    int th = gb_unary(&b, "tanh", "Tanh", c6);
+    int up_in[3] = {th, -1, -1};
+    float sc[4] = {1, 1, 2, 2};
+    int64_t scd[1] = {4};
+    up_in[2] = gb_const_t(&b, "scales", t_f32(sc, 1, scd));
+    int up = gb_node(&b, "up", "Resize", up_in, 3);
+    gb_str(&b, "mode", "nearest");
+    int lin_in[3] = {mp, up_in[1], up_in[2]};
+    int upl = gb_node(&b, "upl", "Resize", lin_in, 3);
+    gb_str(&b, "mode", "linear");
+    int cat_in[2] = {up, upl};
+    int cat = gb_node(&b, "cat", "Concat", cat_in, 2);
+    gb_int(&b, "axis", 1);
+    observe[n++] = "cat.out";
+    int c7 = gb_conv(&b, "c7", cat, 64, 20, 3, 1, 1);
+    int el = gb_unary(&b, "elu", "Elu", c7);
+    int64_t td[4] = {20, 12, 2, 2}, cd[1] = {12};
+    int ct_in[3] = {el, gb_const(&b, "ct.w", td, 4, -0.3f, 0.3f), gb_const(&b, "ct.b", cd, 1, -0.1f, 0.1f)};
+    int ct = gb_node(&b, "ct", "ConvTranspose", ct_in, 3);
+    gb_ints(&b, "strides", ks, 2);
+    int bn_in[5] = {ct, gb_const(&b, "g", cd, 1, 0.5f, 1.5f), gb_const(&b, "be", cd, 1, -0.2f, 0.2f),
+                    gb_const(&b, "mu", cd, 1, -0.2f, 0.2f), gb_const(&b, "var", cd, 1, 0.5f, 1.5f)};
+    int bno = gb_node(&b, "bn", "BatchNormalization", bn_in, 5);
+    gb_output(&b, bno);
+    gb_output(&b, gb_unary(&b, "gap", "GlobalAveragePool", bno));
+    *n_observe = n;
+    return gb_finish(&b);
+}
+
+/* ---- running plans -------------------------------------------------------------------------- */
+
+typedef struct run_cfg {
+    bool fast, fuse;
+    calq_layout layout;
+    int threads;
+    const char *const *keep; /* names of kept values, n_keep of them; keep_all with n_keep < 0 */
+    int n_keep;
+} run_cfg;
+
+/* Runs g on x; clones the named tensors (plain copies of kept values) into got[] and the graph
+ * outputs into outs[]. Returns the plan's fused-layer count (or -1 on failure). */
+static int run_graph(const calq_graph *g, const calq_tensor *x, const run_cfg *rc, const char *const *names, int n,
+                     calq_tensor *got, calq_tensor *outs, int *n_steps, bool *step_has_node)
+{
+    calq_error err = {0};
+    bool *keep = calloc((size_t)g->n_values + 1, sizeof *keep);
+    for (int i = 0; i < rc->n_keep; i++) keep[calq__graph_find(g, rc->keep[i])] = true;
+    calq_plan_opts o = {
+        .use_fast = rc->fast, .fuse = rc->fuse, .keep = keep, .keep_all = rc->n_keep < 0, .layout = rc->layout};
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(rc->threads);
+    calq_plan *p = NULL;
+    int fused = -1;
+    if (calq__plan_build_opts(g, x, 1, &o, &p, &err) != CALQ_OK) {
+        fprintf(stderr, "plan: %s\n", err.message);
+        failures++;
+        goto out;
+    }
+    p->vals[g->inputs[0]].t.data = x->data;
+    for (int k = 0; k < n; k++) memset(&got[k], 0, sizeof got[k]);
+    for (int k = 0; k < n; k++) /* the graph input */
+        if (calq__graph_find(g, names[k]) == g->inputs[0]) calq__tensor_clone(&got[k], x, &err);
+    for (int s = 0; s < p->n_steps; s++) {
+        if (calq__plan_run_step(p, s, &err) != CALQ_OK) {
+            fprintf(stderr, "run: %s\n", err.message);
+            failures++;
+            goto out;
+        }
+        const calq_plan_step *st = &p->steps[s];
+        if (step_has_node && st->def != &calq__op_layout_convert) step_has_node[st->node] = true;
+        /* as the session's observer sees them: right after they are written, in plain layout */
+        for (int j = 0; j < st->n_out; j++) {
+            const calq_plan_value *pv = st->out_v[j] >= 0 ? &p->vals[st->out_v[j]] : NULL;
+            if (!pv || pv->layout != CALQ_LAYOUT_PLAIN) continue;
+            int v = pv->origin >= 0 ? pv->origin : st->out_v[j];
+            for (int k = 0; k < n; k++)
+                if (calq__graph_find(g, names[k]) == v) calq__tensor_clone(&got[k], &pv->t, &err);
+        }
+    }
+    for (int k = 0; k < n; k++)
+        if (!got[k].data) {
+            fprintf(stderr, "%s was not kept in plain layout\n", names[k]);
+            failures++;
+        }
+    for (int i = 0; i < g->n_outputs; i++)
+        calq__tensor_clone(&outs[i], &p->vals[calq__plan_plain(p, g->outputs[i])].t, &err);
+    fused = p->n_fused;
+    if (n_steps) *n_steps = p->n_steps;
+out:
+    omp_set_num_threads(saved);
+    calq__plan_free(p);
+    free(keep);
+    return fused;
+}
+
+static bool same_bits(const calq_tensor *a, const calq_tensor *b)
+{
+    return a->data && b->data && calq__tensor_nbytes(a) == calq__tensor_nbytes(b) &&
+           memcmp(a->data, b->data, calq__tensor_nbytes(a)) == 0;
+}
+
+static void free_all(calq_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) calq_tensor_free_data(&t[i]);
+}
+
+static const calq_layout layouts[] = {0, CALQ_LAYOUT_CHANNELS_LAST, 16, 8};
+static const char *const layout_names[] = {"native", "channels last", "nChw16c", "nChw8c"};
+
+/* Fast fused runs against the reference, across thread counts and layouts. */
+static void test_mixed_graph(int64_t batch)
+{
+    const char *obs[16];
+    int n_obs = 0;
+    calq_graph *g = mixed_graph(batch, obs, &n_obs);
+    int64_t xd[4] = {batch, 3, 20, 20};
+    calq_tensor x = t_rand_f32(99, 4, xd, -1, 1);
+    calq_tensor ref_o[2] = {0}, tmp[16];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, &x, &rc, NULL, 0, tmp, ref_o, NULL, NULL);
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        calq_tensor o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
+        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
+        bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
+        int fused = run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, has);
+        rc.threads = 2;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
+        rc.threads = 3;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        char what[128];
+        for (int i = 0; i < 2; i++) {
+            snprintf(what, sizeof what, "batch %lld, %s, output %d: fused vs reference", (long long)batch,
+                     layout_names[li], i);
+            EXPECT(t_close(&o1[i], &ref_o[i], 1e-4, 1e-5, what));
+            EXPECT(same_bits(&o1[i], &o2[i]) && same_bits(&o1[i], &o3[i]));
+        }
+        /* every fusable layer went into its convolution */
+        EXPECT(fused >= 14);
+        const char *absorbed[] = {"r1",      "sum1",    "r2",   "sum2", "clip", "lrelu", "hsig", "hswish",
+                                  "se_relu", "se_hsig", "addc", "mulc", "sig",  "tanh",  "elu"};
+        for (size_t k = 0; k < sizeof absorbed / sizeof absorbed[0]; k++)
+            for (int ni = 0; ni < g->n_nodes; ni++)
+                if (!strcmp(g->nodes[ni].name, absorbed[k]) && has[ni]) {
+                    fprintf(stderr, "%s: %s ran as its own step\n", layout_names[li], absorbed[k]);
+                    failures++;
+                }
+        free(has);
+        free_all(o1, 2);
+        free_all(o2, 2);
+        free_all(o3, 2);
+    }
+    free_all(ref_o, 2);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
+/* Kept tensors: computed, plain, and the same bits as in a run that fuses nothing (every value
+ * kept); a kept tensor never comes out of an inexact post-op. */
+static void test_kept_values(void)
+{
+    const char *obs[16];
+    int n_obs = 0;
+    calq_graph *g = mixed_graph(2, obs, &n_obs);
+    int64_t xd[4] = {2, 3, 20, 20};
+    calq_tensor x = t_rand_f32(7, 4, xd, -1, 1), outs[2] = {0};
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        calq_tensor a[16], all[16];
+        run_cfg rc = {.fast = true, .fuse = true, .layout = layouts[li], .threads = 2, .keep = obs, .n_keep = n_obs};
+        int fused = run_graph(g, &x, &rc, obs, n_obs, a, outs, NULL, NULL);
+        free_all(outs, 2);
+        rc.n_keep = -1;
+        int fused_all = run_graph(g, &x, &rc, obs, n_obs, all, outs, NULL, NULL);
+        free_all(outs, 2);
+        EXPECT(fused > 0 && fused_all == 0);
+        for (int k = 0; k < n_obs; k++)
+            if (!same_bits(&a[k], &all[k])) {
+                fprintf(stderr, "%s: kept %s differs from the unfused run\n", layout_names[li], obs[k]);
+                failures++;
+            }
+        free_all(a, n_obs);
+        free_all(all, n_obs);
+    }
+    /* keeping Sigmoid's output: Sigmoid (inexact in oneDNN) must then run on its own */
+    const char *sig[1] = {"sig.out"};
+    bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
+    calq_tensor got[1];
+    run_cfg rc = {.fast = true, .fuse = true, .threads = 2, .keep = sig, .n_keep = 1};
+    run_graph(g, &x, &rc, sig, 1, got, outs, NULL, has);
+    free_all(outs, 2);
+    calq_tensor_free_data(&got[0]);
+    for (int ni = 0; ni < g->n_nodes; ni++)
+        if (!strcmp(g->nodes[ni].name, "sig")) EXPECT(has[ni]);
+    free(has);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
+/* ---- conversions ---------------------------------------------------------------------------- */
+
+static void test_conversions(void)
+{
+    const int64_t shapes[][5] = {
+        {2, 5, 7, 0, 0}, {1, 17, 3, 4, 0}, {2, 24, 3, 2, 5}, {1, 16, 1, 1, 0}, {3, 40, 6, 6, 0}};
+    const int ranks[] = {3, 4, 5, 4, 4};
+    const calq_layout ls[] = {CALQ_LAYOUT_CHANNELS_LAST, 8, 16};
+    for (size_t si = 0; si < sizeof ranks / sizeof ranks[0]; si++) {
+        calq_tensor x = t_rand_f32((unsigned)si + 3, ranks[si], shapes[si], -1, 1);
+        for (size_t li = 0; li < 3; li++) {
+            const calq_layout l = ls[li];
+            calq_tensor y[2], back[2];
+            for (int fast = 0; fast < 2; fast++) {
+                y[fast] = x;
+                y[fast].data = calloc(1, calq__layout_nbytes(&x, l));
+                memset(y[fast].data, 0x7f, calq__layout_nbytes(&x, l)); /* padding must be rewritten */
+                back[fast] = x;
+                back[fast].data = calloc(1, calq__tensor_nbytes(&x));
+                calq_layout to_l[1] = {l}, from_l[1] = {CALQ_LAYOUT_PLAIN};
+                calq_tensor *in[1] = {&x}, *out[1] = {&y[fast]};
+                calq_op_ctx c = {.node = NULL, .n_in = 1, .in = in, .n_out = 1, .out = out};
+                c.in_layout = from_l;
+                c.out_layout = to_l;
+                calq_node node = {.name = "convert", .op_type = "calq.LayoutConvert", .domain = ""};
+                c.node = &node;
+                const calq_op_def *d = &calq__op_layout_convert;
+                EXPECT(d->prepare(&c) == CALQ_OK);
+                EXPECT(!fast || c.state);
+                EXPECT((fast && c.state ? d->run_fast(&c) : d->run(&c)) == CALQ_OK);
+                if (c.state) d->release(c.state);
+                c.state = NULL;
+                c.in_layout = to_l;
+                c.out_layout = from_l;
+                in[0] = &y[fast];
+                out[0] = &back[fast];
+                EXPECT(d->prepare(&c) == CALQ_OK);
+                EXPECT((fast && c.state ? d->run_fast(&c) : d->run(&c)) == CALQ_OK);
+                if (c.state) d->release(c.state);
+                EXPECT(same_bits(&back[fast], &x));
+            }
+            /* the reference loop and oneDNN's reorder write the same bytes, padding zero */
+            EXPECT(memcmp(y[0].data, y[1].data, calq__layout_nbytes(&x, l)) == 0);
+            calq_tensor pads = y[0];
+            calq__layout_zero_pads(&pads, l);
+            EXPECT(memcmp(y[0].data, y[1].data, calq__layout_nbytes(&x, l)) == 0);
+            for (int k = 0; k < 2; k++) {
+                free(y[k].data);
+                free(back[k].data);
+            }
+        }
+        calq_tensor_free_data(&x);
+    }
+}
+
+/* ---- the public API on a real model ----------------------------------------------------------- */
+
+typedef struct grab {
+    int n;
+    const char *names[64];
+    calq_tensor got[64];
+} grab;
+
+static int grab_fn(void *user, const char *name, const calq_tensor *t)
+{
+    grab *g = user;
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->names[i], name) && !g->got[i].data) calq__tensor_clone(&g->got[i], t, NULL);
+    return 0;
+}
+
+/* UltraFace with observers on every convolution's input (what calibration observes): the same
+ * bits whether the other layers are fused or every tensor is observed (nothing fused). */
+static int test_ultraface_observers(void)
+{
+    const char *shared = getenv("CALQ_SHARED");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/ultraface/version-slim-320.onnx", shared ? shared : "../shared");
+    calq_error err = {0};
+    calq_model *m = NULL;
+    if (calq_model_load_onnx(path, &m, &err) != CALQ_OK) {
+        fprintf(stderr, "skip: %s\n", err.message);
+        return 77;
+    }
+    int64_t xd[4] = {1, 3, 240, 320};
+    calq_tensor x = t_rand_f32(11, 4, xd, -1, 1);
+    grab obs = {0}, all = {0};
+    int n_nodes = calq_model_num_nodes(m);
+    for (int i = 0; i < n_nodes && obs.n < 64; i++) {
+        calq_node_info ni;
+        if (calq_model_node_info(m, i, &ni) != CALQ_OK || !ni.quantizable) continue;
+        obs.names[obs.n++] = calq_model_node_input(m, i, 0);
+    }
+    all.n = obs.n;
+    memcpy(all.names, obs.names, sizeof obs.names);
+    EXPECT(obs.n > 20);
+    calq_session_opts o = {.n_threads = 2, .use_fast = 1};
+    calq_session *s1 = NULL, *s2 = NULL;
+    EXPECT(calq_session_create(m, &o, &s1, &err) == CALQ_OK);
+    EXPECT(calq_session_create(m, &o, &s2, &err) == CALQ_OK);
+    EXPECT(calq_session_set_observer(s1, grab_fn, &obs, obs.names, obs.n, &err) == CALQ_OK);
+    EXPECT(calq_session_set_observer(s2, grab_fn, &all, NULL, 0, &err) == CALQ_OK);
+    EXPECT(calq_session_run(s1, &x, 1, &err) == CALQ_OK);
+    EXPECT(calq_session_run(s2, &x, 1, &err) == CALQ_OK);
+    for (int i = 0; i < obs.n; i++)
+        if (!same_bits(&obs.got[i], &all.got[i])) {
+            fprintf(stderr, "UltraFace: observed %s differs with fusion\n", obs.names[i]);
+            failures++;
+        }
+    for (int i = 0; i < calq_model_num_outputs(m); i++) {
+        const calq_tensor *a, *b;
+        EXPECT(calq_session_output(s1, i, &a) == CALQ_OK && calq_session_output(s2, i, &b) == CALQ_OK);
+        EXPECT(same_bits(a, b));
+    }
+    free_all(obs.got, obs.n);
+    free_all(all.got, all.n);
+    calq_session_free(s1);
+    calq_session_free(s2);
+    calq_tensor_free_data(&x);
+    calq_model_free(m);
+    return 0;
+}
+
+int main(void)
+{
+    test_conversions();
+    test_mixed_graph(1);
+    test_mixed_graph(3);
+    test_kept_values();
+    int rc = test_ultraface_observers();
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : rc;
+}

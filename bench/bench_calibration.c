@@ -54,7 +54,7 @@ static double forward_once(void *user)
 int main(int argc, char **argv)
 {
     /* Measure what the calq command line runs with (tools/calq.c). */
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "active", 1) == 0) {
+    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
         execv("/proc/self/exe", argv);
         unsetenv("OMP_WAIT_POLICY");
     }

@@ -29,22 +29,26 @@ static void usage(FILE *f)
     fprintf(f, "\n'calq <command> --help' describes a command's options.\n");
 }
 
-/* libgomp's default waiting falls back to near-immediate sleeping in calq's runs (measured on
- * UltraFace, 2 threads: 5.6 ms by default vs 1.95 ms with active waiting on an idle machine, and
- * 876 ms vs 22 ms on an oversubscribed one), and libgomp reads OMP_WAIT_POLICY when it loads,
- * before main. So when the user has not chosen a policy, choose "active" and re-execute once.
- * Results do not depend on the policy. docs/cli.md, "Threads". */
-static void prefer_active_waiting(char **argv)
+/* How OpenMP threads wait between parallel regions. libgomp reads OMP_WAIT_POLICY when it loads,
+ * before main, so when the user has not chosen a policy, choose "passive" (a waiting thread
+ * sleeps at once) and re-execute once. Spinning was tried and measured (docs/performance.md,
+ * "Threads and waiting"): on this shared 2-core machine at load 24, a 2-thread MobileNetV2 took
+ * 17 ms passive, 330 ms with a bounded spin (GOMP_SPINCOUNT=10000) and 2.8 s active, because a
+ * spinning thread burns the core its partner needs and loses the scheduler's wake-up credit.
+ * The cost of sleeping (a futex wake-up per parallel region) is kept small by running small
+ * layers on one thread (exec/kernels/dnnl_common.h). Results do not depend on the policy.
+ * docs/cli.md, "Threads". */
+static void choose_wait_policy(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("CALQ_NO_REEXEC")) return;
-    if (setenv("OMP_WAIT_POLICY", "active", 1) != 0) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY"); /* exec failed: carry on with the default */
 }
 
 int main(int argc, char **argv)
 {
-    prefer_active_waiting(argv);
+    choose_wait_policy(argv);
     cli_log_install();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);

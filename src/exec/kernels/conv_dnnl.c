@@ -82,6 +82,7 @@ typedef struct conv_state {
     int bin_idx[CALQ_CONV_MAX_POST]; /* their positions in the post-op chain */
     dnnl_memory_t bin_mem[CALQ_CONV_MAX_POST];
     int sum_post;     /* position of the residual sum, or -1 */
+    bool serial;      /* little work: created for and run on one thread */
     size_t dst_bytes; /* blocked output size, for the sum's copy */
 } conv_state;
 
@@ -296,7 +297,7 @@ static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, 
     return NULL;
 }
 
-static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
+static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
 {
     c->state = NULL;
     c->n_post_used = 0;
@@ -377,6 +378,7 @@ static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
         return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the oneDNN convolution");
     }
     s->sum_post = -1;
+    s->serial = serial;
     TRY_OR_FAIL(dnnl_primitive_create(&s->prim, pd));
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *s_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -443,6 +445,26 @@ out:
     return st;
 }
 
+/* Multiply-adds of the convolution. */
+static int64_t conv_work(const calq_conv_geom *g)
+{
+    int64_t w = g->n * g->c_out * (g->c_in / g->group);
+    for (int i = 0; i < g->nsp; i++) w *= (g->transpose ? g->in[i] : g->out[i]) * g->k[i];
+    return w;
+}
+
+static calq_status conv_prepare(calq_op_ctx *c, bool transpose)
+{
+    calq_conv_geom g;
+    c->state = NULL;
+    CALQ_TRY(calq__conv_geom(c, transpose, &g));
+    const bool serial = conv_work(&g) < CALQ_DNNL_SERIAL_WORK;
+    const int prev = calq__dnnl_serial_begin(serial);
+    calq_status st = conv_prepare_on(c, transpose, serial);
+    calq__dnnl_serial_end(serial, prev);
+    return st;
+}
+
 calq_status calq__conv_dnnl_prepare(calq_op_ctx *c)
 {
     return conv_prepare(c, false);
@@ -482,10 +504,20 @@ static calq_status gemm_run(calq_op_ctx *c, const conv_state *s)
     return CALQ_OK;
 }
 
+static calq_status conv_run(calq_op_ctx *c, conv_state *s);
+
 calq_status calq__conv_dnnl_run(calq_op_ctx *c)
 {
     conv_state *s = c->state;
     if (!s->prim) return gemm_run(c, s);
+    const int prev = calq__dnnl_serial_begin(s->serial);
+    calq_status st = conv_run(c, s);
+    calq__dnnl_serial_end(s->serial, prev);
+    return st;
+}
+
+static calq_status conv_run(calq_op_ctx *c, conv_state *s)
+{
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src, c->in[0]->data));
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst, c->out[0]->data));
     if (s->src_blk || s->dst_blk) {

@@ -4,6 +4,7 @@
 #define CALQ_EXEC_DNNL_COMMON_H
 
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include "exec/op.h"
 
@@ -34,6 +35,28 @@ void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n);
 
 /* A reorder primitive from one memory layout to another (owner: the caller). */
 dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to);
+
+/* Primitives with less work than this (multiply-adds, or elements moved) are created and run on
+ * the calling thread alone: waking the other threads for a few microseconds of work costs more
+ * than it saves, and models with many small layers (attention blocks, squeeze-excite, 7x7 maps)
+ * would pay it on every layer (with passive OpenMP waiting, a futex wake-up each; docs/cli.md,
+ * "Threads"). Whether a primitive runs serially depends on its shape only, so results stay
+ * identical for any thread count. */
+#define CALQ_DNNL_SERIAL_WORK ((int64_t)1 << 20)
+
+/* Runs what follows on one thread when `serial` (oneDNN sizes its thread team from OpenMP's
+ * setting, at creation and at execution); returns the setting to restore with
+ * calq__dnnl_serial_end. */
+static inline int calq__dnnl_serial_begin(bool serial)
+{
+    int prev = omp_get_max_threads();
+    if (serial && prev != 1) omp_set_num_threads(1);
+    return prev;
+}
+static inline void calq__dnnl_serial_end(bool serial, int prev)
+{
+    if (serial && prev != 1) omp_set_num_threads(prev);
+}
 
 /* f32 memory descriptor with a plain layout (abcd...: C order) for dims[ndim]. */
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim);

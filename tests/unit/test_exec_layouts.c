@@ -506,7 +506,7 @@ static int test_ultraface_observers(void)
     all.n = obs.n;
     memcpy(all.names, obs.names, sizeof obs.names);
     EXPECT(obs.n > 20);
-    calq_session_opts o = {.n_threads = 2, .use_fast = 1};
+    calq_session_opts o = {.n_threads = 2, .kernels = CALQ_KERNELS_DEFAULT};
     calq_session *s1 = NULL, *s2 = NULL;
     EXPECT(calq_session_create(m, &o, &s1, &err) == CALQ_OK);
     EXPECT(calq_session_create(m, &o, &s2, &err) == CALQ_OK);

@@ -163,7 +163,7 @@ static calq_status mmi_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_dynamic_quant[] = {
-    {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, false, dql_infer, dql_run, NULL, NULL, NULL},
-    {"MatMulInteger", 2, 4, 1, 1, 0, false, mmi_infer, mmi_run, NULL, NULL, NULL},
+    {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, false, dql_infer, dql_run, NULL, NULL, NULL, 0},
+    {"MatMulInteger", 2, 4, 1, 1, 0, false, mmi_infer, mmi_run, NULL, NULL, NULL, 0},
     {0},
 };

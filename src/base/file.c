@@ -27,17 +27,17 @@ static int open_regular_fd(const char *path, size_t max, const char *what, size_
      * regular files that pass the check below */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", path, strerror(errno));
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot open %s: %s", calq__cut(path).s, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", calq__cut(path).s, strerror(errno));
         close(fd);
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it is %s; calq reads only regular files", path, what,
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it is %s; calq reads only regular files", calq__cut(path).s, what,
                    file_kind(&st));
         close(fd);
         return -1;
@@ -46,7 +46,7 @@ static int open_regular_fd(const char *path, size_t max, const char *what, size_
         calq__fail(err, CALQ_ERR_IO, NULL,
                    "cannot read %s as %s: it has %lld bytes, more than the %zu calq reads as %s (is it the right "
                    "file?)",
-                   path, what, (long long)st.st_size, max, what);
+                   calq__cut(path).s, what, (long long)st.st_size, max, what);
         close(fd);
         return -1;
     }
@@ -62,7 +62,7 @@ calq_status calq__open_regular(const char *path, size_t max, const char *what, F
     *fp = fdopen(fd, "rb");
     if (!*fp) {
         close(fd);
-        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory opening %s", path);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory opening %s", calq__cut(path).s);
     }
     return CALQ_OK;
 }
@@ -80,19 +80,19 @@ calq_status calq__read_file_max(const char *path, size_t max, const char *what, 
      * end, but never past max. */
     size_t cap = want + 1 > 4096 ? want + 1 : 4096, n = 0;
     char *buf = malloc(cap);
-    calq_status st = buf ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+    calq_status st = buf ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", calq__cut(path).s);
     while (st == CALQ_OK) {
         if (cap - n < 2) {
             if (n > max) {
                 st = calq__fail(err, CALQ_ERR_IO, NULL,
-                                "cannot read %s as %s: it grew past the %zu bytes calq reads as %s", path, what, max,
+                                "cannot read %s as %s: it grew past the %zu bytes calq reads as %s", calq__cut(path).s, what, max,
                                 what);
                 break;
             }
             size_t nc = cap > max / 2 ? max + 2 : cap * 2;
             char *nb = realloc(buf, nc);
             if (!nb) {
-                st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", path);
+                st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", calq__cut(path).s);
                 break;
             }
             buf = nb;
@@ -100,14 +100,14 @@ calq_status calq__read_file_max(const char *path, size_t max, const char *what, 
         }
         ssize_t r = read(fd, buf + n, cap - n - 1);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+        if (r < 0) st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s: %s", calq__cut(path).s, strerror(errno));
         if (r <= 0) break;
         n += (size_t)r;
     }
     close(fd);
     if (st == CALQ_OK && n > max)
         st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it grew past the %zu bytes calq reads as %s",
-                        path, what, max, what);
+                        calq__cut(path).s, what, max, what);
     if (st != CALQ_OK) {
         free(buf);
         return st;
@@ -149,7 +149,7 @@ calq_status calq__atomic_open(calq_atomic_file *f, const char *path, calq_error 
     snprintf(f->tmp_path, len + 32, "%s.tmp.%ld", path, (long)getpid());
     f->fp = fopen(f->tmp_path, "wb");
     if (!f->fp) {
-        calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s", path, strerror(errno));
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s", calq__cut(path).s, strerror(errno));
         free(f->path);
         free(f->tmp_path);
         memset(f, 0, sizeof *f);
@@ -166,10 +166,10 @@ calq_status calq__atomic_commit(calq_atomic_file *f, calq_error *err)
     f->fp = NULL;
     if (bad) {
         st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s (the previous file, if any, is unchanged)",
-                        f->path, strerror(errno));
+                        calq__cut(f->path).s, strerror(errno));
         remove(f->tmp_path);
     } else if (rename(f->tmp_path, f->path) != 0) {
-        st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", f->path, strerror(errno));
+        st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", calq__cut(f->path).s, strerror(errno));
         remove(f->tmp_path);
     }
     free(f->path);
@@ -193,7 +193,8 @@ calq_status calq__staged_open(calq_staged_files *s, const char *path, FILE **fp,
 {
     for (int i = 0; i < s->n; i++)
         if (strcmp(s->f[i].path, path) == 0)
-            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s would be written twice by one save", path);
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s would be written twice by one save",
+                              calq__cut(path).s);
     if (s->n == CALQ_STAGED_MAX)
         return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "more than %d output files at once", CALQ_STAGED_MAX);
     CALQ_TRY(calq__atomic_open(&s->f[s->n], path, err));
@@ -206,7 +207,8 @@ calq_status calq__staged_write(calq_staged_files *s, const char *path, const voi
     FILE *fp;
     CALQ_TRY(calq__staged_open(s, path, &fp, err));
     if (size && fwrite(data, 1, size, fp) != size)
-        return calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s (disk full?)", path, strerror(errno));
+        return calq__fail(err, CALQ_ERR_IO, NULL, "cannot write %s: %s (disk full?)", calq__cut(path).s,
+                          strerror(errno));
     return CALQ_OK;
 }
 
@@ -224,18 +226,19 @@ calq_status calq__staged_commit(calq_staged_files *s, calq_error *err)
         int saved = errno;
         if (bad)
             st = calq__fail(err, CALQ_ERR_IO, NULL,
-                            "cannot write %s: %s (nothing was replaced; earlier outputs are unchanged)", f->path,
-                            saved ? strerror(saved) : "write error");
+                            "cannot write %s: %s (nothing was replaced; earlier outputs are unchanged)",
+                            calq__cut(f->path).s, saved ? strerror(saved) : "write error");
         else if (lstat(f->path, &sb) == 0 && S_ISDIR(sb.st_mode)) /* rename would fail in phase 2 */
             st = calq__fail(err, CALQ_ERR_IO, NULL,
                             "cannot write %s: it is a folder (nothing was replaced; earlier outputs are unchanged)",
-                            f->path);
+                            calq__cut(f->path).s);
     }
     /* phase 2: renames (same folder, so they cannot run out of space; what phase 1 checked
      * leaves only a permission change during the save, which is reported with the file) */
     for (int i = 0; i < s->n && st == CALQ_OK; i++)
         if (rename(s->f[i].tmp_path, s->f[i].path) != 0)
-            st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", s->f[i].path, strerror(errno));
+            st =
+                calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", calq__cut(s->f[i].path).s, strerror(errno));
     calq__staged_abort(s); /* the temporary files left (none after a complete commit) */
     return st;
 }

@@ -16,6 +16,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/outputs.h"
+#include "base/threads.h"
 #include "calib/calibrate.h"
 #include "calib/data.h"
 #include "calib/record.h"
@@ -274,6 +275,7 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     if (!m || !data || !record_out)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_calibrate: model, data and record_out are required");
+    CALQ_TRY(calq__threads_resolve(o.n_threads, "calq_calibrate_opts.n_threads", &o.n_threads, err));
     /* Without the caller's output set, one of our own under the record's prefix: its lock is
      * held for the whole run, so a second run on the same files fails before any inference. */
     calq_outputs *outs = o.outputs;
@@ -301,10 +303,10 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     }
     cal.g = cal.g_owned ? cal.g_owned : m->g;
     if (st == CALQ_OK) st = calq__calib_setup(&cal, err);
-    if (st == CALQ_OK && cal.n_layers == 0)
-        st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                        "the config enables no layer, so there is nothing to calibrate (every layer is skipped or has "
-                        "quant_enable false)");
+    if (st == CALQ_OK && cal.n_layers == 0) {
+        st = calq__config_require_layers(cfg, "calibrate", err);
+        if (st == CALQ_OK) st = calq__fail(err, CALQ_ERR_INTERNAL, NULL, "calibration set up no layer");
+    }
     if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
     if (st == CALQ_OK) st = calq__ada_setup(&cal, err);
     if (st == CALQ_OK) st = run_batches(&cal, err);

@@ -110,7 +110,7 @@ calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, cons
                                           calq_error *err)
 {
     if (!k) {
-        calq__fail(err, CALQ_ERR_INTERNAL, name, "config: layer '%s' is not of a quantizable kind", name);
+        calq__fail(err, CALQ_ERR_INTERNAL, name, "config: layer '%s' is not of a quantizable kind", calq__cut(name).s);
         return NULL;
     }
     calq_layer_config *grown = realloc(c->layers, ((size_t)c->n_layers + 1) * sizeof *grown);
@@ -179,7 +179,8 @@ calq_status calq__config_check_layer(const calq_model *m, const char *name, cons
     int i = calq__model_find_node(m, name);
     if (i < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
-                          "%s: the model has no layer '%s' (layer names are listed by 'calq inspect')", where, name);
+                          "%s: the model has no layer '%s' (layer names are listed by 'calq inspect')", where,
+                          calq__cut(name).s);
     calq_node_info ni;
     calq_model_node_info(m, i, &ni);
     if (!ni.quantizable) {
@@ -187,7 +188,8 @@ calq_status calq__config_check_layer(const calq_model *m, const char *name, cons
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
                           "%s: layer '%s' is not a quantizable layer of the model (it is a %s; quantizable are %s, "
                           "with the conditions of amct-reference.md §8.1)",
-                          where, name, ni.op_type, calq__qkind_names(CALQ_QKIND_NAMES_ONNX, kinds, sizeof kinds));
+                          where, calq__cut(name).s, ni.op_type,
+                          calq__qkind_names(CALQ_QKIND_NAMES_ONNX, kinds, sizeof kinds));
     }
     *node = i;
     return CALQ_OK;
@@ -433,6 +435,16 @@ calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, ca
                           c->n_layers - 1);
     c->layers[i].quant_enable = enabled != 0;
     return CALQ_OK;
+}
+
+calq_status calq__config_require_layers(const calq_config *c, const char *task, calq_error *err)
+{
+    for (int i = 0; i < c->n_layers; i++)
+        if (c->layers[i].quant_enable) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                      "the config enables no layer, so there is nothing to %s (every layer is skipped or has "
+                      "quant_enable false)",
+                      task);
 }
 
 /* ---- what the algorithms take ------------------------------------------------------------- */

@@ -169,6 +169,10 @@ bool calq__model_is_onnx(const calq_model *m);
 
 /* ---- validation shared by the JSON and .cfg readers ---------------------------------------- */
 
+/* The largest batch_num a config file may give (and `calq --batch_num` takes): more batches
+ * than any data set holds; a bigger number is a typo. */
+#define CALQ__BATCH_NUM_MAX 1000000000
+
 /* Checks one layer's parameters against §3.1, §5 and §8.4. `where` prefixes the message (file
  * name and layer, e.g. "config.json: layer 'conv1'"); keys are named in JSON spelling when
  * json is true, in .cfg spelling otherwise. */
@@ -196,6 +200,10 @@ calq_status calq__config_write_json(const calq_config *c, FILE *fp, calq_error *
 struct calq_staged_files;
 calq_status calq__config_stage(const calq_config *c, struct calq_staged_files *s, const char *json_path,
                                calq_error *err);
+
+/* Fails with CALQ_ERR_BAD_PARAMETERS when the config enables no layer: there is nothing to
+ * `task` ("calibrate", "save"); calibration and save refuse it with one message. */
+calq_status calq__config_require_layers(const calq_config *c, const char *task, calq_error *err);
 
 /* ---- what the algorithms take ---------------------------------------------------------------- */
 

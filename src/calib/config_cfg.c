@@ -82,18 +82,20 @@ static calq_status at(const cfg_ctx *x, const calq_tp_node *n, calq_status s, co
 static calq_status need_message(const cfg_ctx *x, const calq_tp_node *n)
 {
     if (n->kind == CALQ_TP_MESSAGE) return CALQ_OK;
-    return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is a message: write %s { ... }", n->name, n->name);
+    return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is a message: write %s { ... }", calq__cut(n->name).s,
+              calq__cut(n->name).s);
 }
 
 static calq_status unknown_field(const cfg_ctx *x, const calq_tp_node *n, const char *msg, const char *known)
 {
-    return at(x, n, CALQ_ERR_BAD_FORMAT, "unknown field '%s' in %s (the fields there are %s)", n->name, msg, known);
+    return at(x, n, CALQ_ERR_BAD_FORMAT, "unknown field '%s' in %s (the fields there are %s)", calq__cut(n->name).s,
+              msg, known);
 }
 
 static calq_status unsupported(const cfg_ctx *x, const calq_tp_node *n, const char *what)
 {
-    return at(x, n, CALQ_ERR_UNSUPPORTED, "'%s' (%s) is an AMCT option calq does not implement; remove it", n->name,
-              what);
+    return at(x, n, CALQ_ERR_UNSUPPORTED, "'%s' (%s) is an AMCT option calq does not implement; remove it",
+              calq__cut(n->name).s, what);
 }
 
 /* Singular fields may appear once per message: `seen` holds those already read. */
@@ -103,8 +105,8 @@ static calq_status once(const cfg_ctx *x, const calq_tp_node **seen, int *n_seen
         if (strcmp(seen[i]->name, n->name) == 0) {
             char first[64];
             snprintf(first, sizeof first, "%d:%d", seen[i]->line, seen[i]->col);
-            return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is given twice (first at %s); it may appear once", n->name,
-                      first);
+            return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is given twice (first at %s); it may appear once",
+                      calq__cut(n->name).s, first);
         }
     if (*n_seen < cap) seen[(*n_seen)++] = n;
     return CALQ_OK;
@@ -117,8 +119,8 @@ static calq_status read_double_in(const cfg_ctx *x, const calq_tp_node *n, doubl
     double v = *out;
     bool ok = (lo_open ? v > lo : v >= lo) && v <= hi;
     if (!ok)
-        return at(x, n, CALQ_ERR_BAD_PARAMETERS, "%s is %.9g; it must be in %s (amct-reference.md §3.1)", n->name, v,
-                  range);
+        return at(x, n, CALQ_ERR_BAD_PARAMETERS, "%s is %.9g; it must be in %s (amct-reference.md §3.1)",
+                  calq__cut(n->name).s, v, range);
     return CALQ_OK;
 }
 
@@ -133,7 +135,7 @@ static calq_status read_dst_type(const cfg_ctx *x, const calq_tp_node *n, int *b
     if (strcmp(s, "INT16") == 0)
         return at(x, n, CALQ_ERR_UNSUPPORTED,
                   "dst_type is INT16; calq quantizes activations to INT8 only (amct-reference.md §3.1, §11)");
-    return at(x, n, CALQ_ERR_BAD_PARAMETERS, "dst_type is '%s'; it must be INT8", s);
+    return at(x, n, CALQ_ERR_BAD_PARAMETERS, "dst_type is '%s'; it must be INT8", calq__cut(s).s);
 }
 
 static void clear_act(cfg_level *l)
@@ -351,7 +353,7 @@ static calq_status read_type(const cfg_ctx *x, const calq_tp_node *n, const char
     if (!*out)
         return at(x, n, CALQ_ERR_BAD_PARAMETERS,
                   "'%s' is not a quantizable layer type (quantizable: %s; Caffe spellings %s; amct-reference.md §8.1)",
-                  s, calq__qkind_names(CALQ_QKIND_NAMES_ONNX, onnx, sizeof onnx),
+                  calq__cut(s).s, calq__qkind_names(CALQ_QKIND_NAMES_ONNX, onnx, sizeof onnx),
                   calq__qkind_names(CALQ_QKIND_NAMES_CAFFE, caffe, sizeof caffe));
     return CALQ_OK;
 }
@@ -379,8 +381,8 @@ static calq_status read_override(cfg_ctx *x, const calq_tp_node *msg, bool by_ty
             if (*slot) {
                 char first[64];
                 snprintf(first, sizeof first, "%d:%d", (*slot)->line, (*slot)->col);
-                return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is given twice (first at %s); it may appear once", n->name,
-                          first);
+                return at(x, n, CALQ_ERR_BAD_FORMAT, "'%s' is given twice (first at %s); it may appear once",
+                          calq__cut(n->name).s, first);
             }
             *slot = n;
         } else {
@@ -408,7 +410,8 @@ static calq_status read_override(cfg_ctx *x, const calq_tp_node *msg, bool by_ty
         if (strcmp(list[i].key, o.key) == 0) {
             char first[64];
             snprintf(first, sizeof first, "%d:%d", list[i].node->line, list[i].node->col);
-            return at(x, msg, CALQ_ERR_BAD_PARAMETERS, "%s is overridden twice (first at %s)", o.key, first);
+            return at(x, msg, CALQ_ERR_BAD_PARAMETERS, "%s is overridden twice (first at %s)", calq__cut(o.key).s,
+                      first);
         }
     CALQ_TRY(read_level(x, cc, &o.level));
     cfg_override *grown = realloc(list, ((size_t)n + 1) * sizeof *grown);
@@ -436,9 +439,10 @@ static calq_status read_amct_config(cfg_ctx *x, const calq_tp_node *root)
         if (strcmp(f, "batch_num") == 0) {
             int64_t v;
             CALQ_TRY(calq_tp_int(n, x->file, &v, x->err));
-            if (v <= 0 || v > 1000000000)
-                return at(x, n, CALQ_ERR_BAD_PARAMETERS, "batch_num is %lld; it must be > 0 (amct-reference.md §7.2)",
-                          (long long)v);
+            if (v <= 0 || v > CALQ__BATCH_NUM_MAX)
+                return at(x, n, CALQ_ERR_BAD_PARAMETERS,
+                          "batch_num is %lld; it must be in [1, %d] (> 0, amct-reference.md §7.2)", (long long)v,
+                          CALQ__BATCH_NUM_MAX);
             x->batch_num = (int)v;
         } else if (strcmp(f, "activation_offset") == 0) {
             CALQ_TRY(calq_tp_bool(n, x->file, &x->activation_offset, x->err));
@@ -458,10 +462,11 @@ static calq_status read_amct_config(cfg_ctx *x, const calq_tp_node *root)
                 CALQ_TRY(push_name(x, &x->skip_layers, &x->n_skip_layers, s));
             } else {
                 if (calq__model_find_node(x->m, s) < 0)
-                    return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, s, "%s: the model has no layer '%s'", where, s);
+                    return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, s, "%s: the model has no layer '%s'", where,
+                                      calq__cut(s).s);
                 for (int k = 0; k < x->n_skip_fusion; k++)
                     if (strcmp(x->skip_fusion[k], s) == 0)
-                        return at(x, n, CALQ_ERR_BAD_PARAMETERS, "skip_fusion_layers lists '%s' twice", s);
+                        return at(x, n, CALQ_ERR_BAD_PARAMETERS, "skip_fusion_layers lists '%s' twice", calq__cut(s).s);
                 CALQ_TRY(push_name(x, &x->skip_fusion, &x->n_skip_fusion, s));
             }
         } else if (strcmp(f, "skip_layer_types") == 0) {
@@ -546,7 +551,7 @@ static calq_status build(cfg_ctx *x, calq_config *c)
         snprintf(where, sizeof where,
                  "%s: layer '%s' (after common_config, override_layer_types and "
                  "override_layer_configs are applied)",
-                 x->file, ni.name);
+                 x->file, calq__cut(ni.name).s);
         CALQ_TRY(calq__layer_config_validate(l, where, false, x->err));
     }
     return CALQ_OK;
@@ -557,7 +562,8 @@ calq_status calq__config_parse_cfg(const calq_model *m, const char *text, size_t
 {
     *out = NULL;
     calq_tp_node *root = NULL;
-    const char *file = filename ? filename : "config.cfg";
+    calq__cut_buf file_cut = calq__cut(filename ? filename : "config.cfg"); /* labels every message */
+    const char *file = file_cut.s;
     CALQ_TRY(calq_tp_parse(text, len, file, &root, err));
     cfg_ctx x;
     memset(&x, 0, sizeof x);

@@ -97,7 +97,7 @@ static calq_status check_unique_keys(const json_ctx *x, const cJSON *obj, const 
     for (int i = 1; i < k; i++)
         if (strcmp(keys[i - 1], keys[i]) == 0) {
             calq_status st = calq__fail(x->err, CALQ_ERR_BAD_FORMAT, NULL, "%s: %skey '%s' appears twice; %s", x->file,
-                                        where, keys[i],
+                                        where, calq__cut(keys[i]).s,
                                         where[0] ? "each key may appear once"
                                                  : "layer names and keys must be unique "
                                                    "(amct-reference.md §7.2)");
@@ -110,8 +110,8 @@ static calq_status check_unique_keys(const json_ctx *x, const cJSON *obj, const 
 
 static calq_status type_error(const json_ctx *x, const char *where, const char *key, const char *want, const cJSON *v)
 {
-    return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be %s, found %s", x->file, where, key,
-                      want, json_type(v));
+    return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be %s, found %s", x->file, where,
+                      calq__cut(key).s, want, json_type(v));
 }
 
 /* `key` names the value in messages (array elements have no key of their own). */
@@ -127,33 +127,43 @@ static calq_status get_number(const json_ctx *x, const char *where, const char *
     if (!cJSON_IsNumber(v)) return type_error(x, where, key, "a number", v);
     if (!isfinite(v->valuedouble))
         return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, x->layer, "%s: %s'%s' is out of the range of a double",
-                          x->file, where, key);
+                          x->file, where, calq__cut(key).s);
     *out = v->valuedouble;
+    return CALQ_OK;
+}
+
+/* A whole JSON number in [lo, hi]: 8 and 8.0 are 8; 8.5, "8" and 1e10 are errors naming the key. */
+static calq_status get_int_in(const json_ctx *x, const char *where, const char *key, const cJSON *v, int lo, int hi,
+                              int *out)
+{
+    double d = 0.0;
+    CALQ_TRY(get_number(x, where, key, v, &d));
+    if (d != floor(d))
+        return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be a whole number, found %.17g",
+                          x->file, where, calq__cut(key).s, d);
+    if (d < lo || d > hi)
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, x->layer, "%s: %s'%s' is %.17g; it must be in [%d, %d]",
+                          x->file, where, calq__cut(key).s, d, lo, hi);
+    *out = (int)d;
     return CALQ_OK;
 }
 
 static calq_status get_int(const json_ctx *x, const char *where, const char *key, const cJSON *v, int *out)
 {
-    double d = 0.0;
-    CALQ_TRY(get_number(x, where, key, v, &d));
-    if (d != floor(d) || d < INT_MIN || d > INT_MAX)
-        return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %s'%s' must be an integer, found %.17g", x->file,
-                          where, key, d);
-    *out = (int)d;
-    return CALQ_OK;
+    return get_int_in(x, where, key, v, INT_MIN, INT_MAX, out);
 }
 
 static calq_status unknown_key(const json_ctx *x, const char *where, const char *key, const char *known)
 {
     return calq__fail(x->err, CALQ_ERR_BAD_FORMAT, x->layer, "%s: %sunknown key '%s' (the keys here are %s)", x->file,
-                      where, key, known);
+                      where, calq__cut(key).s, known);
 }
 
 static calq_status unsupported_key(const json_ctx *x, const char *where, const char *key, const char *what)
 {
     return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, x->layer,
-                      "%s: %s'%s' (%s) is an AMCT option calq does not implement; remove it", x->file, where, key,
-                      what);
+                      "%s: %s'%s' (%s) is an AMCT option calq does not implement; remove it", x->file, where,
+                      calq__cut(key).s, what);
 }
 
 static calq_status read_global(json_ctx *x, const cJSON *v)
@@ -167,10 +177,7 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
                               "%s: 'version' is %d; AMCT's config format is version 1 (amct-reference.md §7.2)",
                               x->file, c->version);
     } else if (strcmp(k, "batch_num") == 0) {
-        CALQ_TRY(get_int(x, "", k, v, &c->batch_num));
-        if (c->batch_num <= 0)
-            return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                              "%s: 'batch_num' is %d; it must be > 0 (amct-reference.md §7.2)", x->file, c->batch_num);
+        CALQ_TRY(get_int_in(x, "", k, v, 1, CALQ__BATCH_NUM_MAX, &c->batch_num)); /* > 0, amct-reference.md §7.2 */
     } else if (strcmp(k, "activation_offset") == 0) {
         CALQ_TRY(get_bool(x, "", k, v, &c->activation_offset));
     } else if (strcmp(k, "do_fusion") == 0) {
@@ -191,11 +198,12 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
                                   json_type(it));
             if (calq__model_find_node(x->m, it->valuestring) < 0)
                 return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, it->valuestring,
-                                  "%s: skip_fusion_layers: the model has no layer '%s'", x->file, it->valuestring);
+                                  "%s: skip_fusion_layers: the model has no layer '%s'", x->file,
+                                  calq__cut(it->valuestring).s);
             for (int i = 0; i < c->n_skip_fusion_layers; i++)
                 if (strcmp(c->skip_fusion_layers[i], it->valuestring) == 0)
                     return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, it->valuestring,
-                                      "%s: skip_fusion_layers lists '%s' twice", x->file, it->valuestring);
+                                      "%s: skip_fusion_layers lists '%s' twice", x->file, calq__cut(it->valuestring).s);
             char *s = strdup(it->valuestring);
             if (!s) return calq__fail(x->err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", x->file);
             c->skip_fusion_layers[c->n_skip_fusion_layers++] = s;
@@ -286,7 +294,7 @@ static calq_status read_act(json_ctx *x, calq_layer_config *l, const cJSON *obj,
             if (!cJSON_IsString(v)) return type_error(x, w, k, "a string such as \"ifmr\"", v);
             if (!a)
                 return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name, "%s: %s'act_algo' is \"%s\"; it must be %s",
-                                  x->file, w, v->valuestring, calq__act_algo_names());
+                                  x->file, w, calq__cut(v->valuestring).s, calq__act_algo_names());
             l->act.algo = a->algo;
             keys->have_algo = true;
         } else {
@@ -367,7 +375,7 @@ static calq_status read_wts(json_ctx *x, calq_layer_config *l, const cJSON *obj,
                 return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, l->name,
                                   "%s: %s'wts_algo' \"%s\" (non-uniform quantization) is an AMCT algorithm calq does "
                                   "not implement; use \"arq_quantize\" (§6.1) or \"ada_quantize\" (AdaRound)",
-                                  x->file, w, v->valuestring);
+                                  x->file, w, calq__cut(v->valuestring).s);
             if (strcmp(v->valuestring, "ada_quantize") == 0)
                 wts.algo = CALQ_WTS_ADA;
             else if (strcmp(v->valuestring, "arq_quantize") == 0)
@@ -375,7 +383,7 @@ static calq_status read_wts(json_ctx *x, calq_layer_config *l, const cJSON *obj,
             else
                 return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
                                   "%s: %s'wts_algo' is \"%s\"; it must be \"arq_quantize\" or \"ada_quantize\"",
-                                  x->file, w, v->valuestring);
+                                  x->file, w, calq__cut(v->valuestring).s);
         } else {
             return unknown_key(x, w, k,
                                "num_bits, wts_algo, channel_wise; with \"ada_quantize\": num_iteration, reg_param, "
@@ -405,7 +413,7 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
 {
     const char *name = obj->string;
     char where[CALQ_ERROR_NAME_MAX + 32];
-    snprintf(where, sizeof where, "layer '%s': ", name);
+    snprintf(where, sizeof where, "layer '%s': ", calq__cut(name).s);
     int node;
     x->layer = name;
     CALQ_TRY(calq__config_check_layer(x->m, name, x->file, &node, x->err));
@@ -432,7 +440,7 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
     }
     CALQ_TRY(finish_act(x, l, where, &keys));
     char vwhere[CALQ_ERROR_NAME_MAX + 512];
-    snprintf(vwhere, sizeof vwhere, "%s: layer '%s'", x->file, name);
+    snprintf(vwhere, sizeof vwhere, "%s: layer '%s'", x->file, calq__cut(name).s);
     return calq__layer_config_validate(l, vwhere, true, x->err);
 }
 
@@ -440,7 +448,8 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
                                     calq_config **out, calq_error *err)
 {
     *out = NULL;
-    const char *file = filename ? filename : "config";
+    calq__cut_buf file_cut = calq__cut(filename ? filename : "config"); /* labels every message */
+    const char *file = file_cut.s;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {

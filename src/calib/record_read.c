@@ -97,7 +97,7 @@ static calq_status check_int8_type(const calq_tp_node *f, const char *file, cons
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, l->name,
                           "%s:%d:%d: %s of layer %s is \"%s\"; calq quantizes to INT8 only (AMCT's default, §7.1): "
                           "calibrate this layer for INT8 or remove its entry",
-                          file, f->line, f->col, f->name, l->name, t);
+                          file, f->line, f->col, calq__cut(f->name).s, calq__cut(l->name).s, t);
     return CALQ_OK;
 }
 
@@ -112,7 +112,7 @@ static calq_status unknown_value_field(const calq_tp_node *f, const char *file, 
     return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name,
                       "%s:%d:%d: unknown field '%s' in the value of layer \"%s\" (a record value holds %s: the "
                       "fields of AMCT's record flavours, amct-reference.md §7.1); check its spelling",
-                      file, f->line, f->col, f->name, l->name, names);
+                      file, f->line, f->col, calq__cut(f->name).s, calq__cut(l->name).s, names);
 }
 
 static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_layer *l, calq_error *err)
@@ -128,14 +128,14 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
         case USE_SCALE_D:
             if (l->has_scale_d)
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: scale_d of layer %s is given twice",
-                                  file, f->line, f->col, l->name);
+                                  file, f->line, f->col, calq__cut(l->name).s);
             CALQ_TRY(calq_tp_float(f, file, &l->scale_d, err));
             l->has_scale_d = true;
             break;
         case USE_OFFSET_D:
             if (l->has_offset_d)
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: offset_d of layer %s is given twice",
-                                  file, f->line, f->col, l->name);
+                                  file, f->line, f->col, calq__cut(l->name).s);
             CALQ_TRY(calq_tp_int(f, file, &l->offset_d, err));
             l->has_offset_d = true;
             break;
@@ -146,7 +146,7 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "%s:%d:%d: layer %s has more scale_w values than its weight's %lld output channels; "
                                   "give one per output channel or a single one",
-                                  file, f->line, f->col, l->name, (long long)rd->max_scale_w);
+                                  file, f->line, f->col, calq__cut(l->name).s, (long long)rd->max_scale_w);
             ok = push((void **)&l->scale_w, &l->n_scale_w, &rd->cap_scale_w, sizeof x, &x);
             break;
         }
@@ -181,7 +181,7 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
                 return calq__fail(err, CALQ_ERR_UNSUPPORTED, l->name,
                                   "%s:%d:%d: layer %s has tensor_balance_factor %.9g: AMCT's DMQ balancing (§7.1) is "
                                   "not supported by calq, whose models would not apply it; calibrate without it",
-                                  file, f->line, f->col, l->name, (double)x);
+                                  file, f->line, f->col, calq__cut(l->name).s, (double)x);
             break;
         }
         }
@@ -225,14 +225,14 @@ static calq_status check_key(const calq_model *m, int ni, int input, const calq_
         return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                           "find %s failure in %s. Please match %s and %s. (line %d of the record names a layer the "
                           "model does not have; the record belongs to another model, or the layer was renamed)",
-                          l->name, mf, mf, rf, l->line);
+                          calq__cut(l->name).s, mf, mf, rf, l->line);
     calq_node_info info;
     calq_model_node_info(m, ni, &info);
     if (input < 0 && !info.quantizable)
         return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                           "layer %s cannot be quantized (%s: line %d; it is a %s, not one of the quantizable layer "
                           "types of amct-reference.md §8.1). Remove its entry from the record.",
-                          l->name, rf, l->line, info.op_type);
+                          calq__cut(l->name).s, rf, l->line, info.op_type);
     const calq_graph *g = m->g;
     if (input >= 0 && !calq__qkind_of_input(g, ni, input))
         return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
@@ -240,7 +240,7 @@ static calq_status check_key(const calq_model *m, int ni, int input, const calq_
                           "key \"%s\"): a \"<layer>:<input>\" key is for a variable input of MaxPool, Add, ... "
                           "(tensor_quantize, amct-reference.md §7.2) or input 1 of a MatMul with two variable "
                           "inputs (§8.1). Remove the entry from the record.",
-                          input, g->nodes[ni].name, info.op_type, g->nodes[ni].n_inputs, rf, l->line, l->name);
+                          input, calq__cut(g->nodes[ni].name).s, info.op_type, g->nodes[ni].n_inputs, rf, l->line, calq__cut(l->name).s);
     return CALQ_OK;
 }
 
@@ -254,7 +254,7 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
                           "%s:%d:%d: unknown field '%s' at the top of a record file (only 'record' entries belong "
                           "there, amct-reference.md §7.1)",
-                          file, rec->line, rec->col, rec->name);
+                          file, rec->line, rec->col, calq__cut(rec->name).s);
     if (rec->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
                           "%s:%d:%d: 'record' must be a message: record { key: ... value { ... } }", file, rec->line,
@@ -266,10 +266,10 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
         if (!slot)
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
                               "%s:%d:%d: unknown field '%s' in a record entry (only key and value belong there)", file,
-                              f->line, f->col, f->name);
+                              f->line, f->col, calq__cut(f->name).s);
         if (*slot)
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s:%d:%d: a record entry has two '%s' fields", file,
-                              f->line, f->col, f->name);
+                              f->line, f->col, calq__cut(f->name).s);
         *slot = f;
     }
     if (!key)
@@ -284,7 +284,7 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
     if (dup)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name,
                           "%s:%d:%d: layer \"%s\" appears twice in the record (first at line %d); keep one entry", file,
-                          key->line, key->col, name, dup->line);
+                          key->line, key->col, calq__cut(name).s, dup->line);
     calq_record_layer *l = calq__record_add(rd->r, name, err);
     if (!l) return err->status;
     l->line = rec->line;
@@ -301,7 +301,7 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
     }
     if (value && value->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name, "%s:%d:%d: 'value' of layer \"%s\" must be a message", file,
-                          value->line, value->col, name);
+                          value->line, value->col, calq__cut(name).s);
     rd->cap_scale_w = rd->cap_offset_w = rd->cap_shift_bit = 0;
     return value ? read_value(rd, value, l, err) : CALQ_OK;
 }
@@ -319,7 +319,9 @@ calq_status calq__record_parse_for(const char *text, size_t len, const char *fil
                                    const char *model_label, calq_record **out, calq_error *err)
 {
     *out = NULL;
-    reader rd = {.file = label_or(filename, "record"), .m = m, .mf = label_or(model_label, "model")};
+    calq__cut_buf file_cut = calq__cut(label_or(filename, "record")), /* label every message */
+        mf_cut = calq__cut(label_or(model_label, "model"));
+    reader rd = {.file = file_cut.s, .m = m, .mf = mf_cut.s};
     rd.r = calq__record_new();
     calq_status st = rd.r ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "%s: out of memory", rd.file);
     if (st == CALQ_OK && m && !index_nodes(m->g, &rd.nodes))
@@ -395,35 +397,36 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find %s of layer %s in record_file, please check data calibration process! (%s, "
                               "line %d)",
-                              l->has_scale_d ? "offset_d" : "scale_d", l->name, rf, l->line);
+                              l->has_scale_d ? "offset_d" : "scale_d", calq__cut(l->name).s, rf, l->line);
         if (weights && l->n_scale_w == 0)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "cannot find scale_w of layer %s in record_file (%s, line %d): the weights of this %s "
                               "were not calibrated",
-                              l->name, rf, l->line, n->op_type);
+                              calq__cut(l->name).s, rf, l->line, n->op_type);
         if (weights && l->n_offset_w == 0)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
-                              "cannot find offset_w of layer %s in record_file (%s, line %d)", l->name, rf, l->line);
+                              "cannot find offset_w of layer %s in record_file (%s, line %d)", calq__cut(l->name).s, rf,
+                              l->line);
         if (!weights && (l->n_scale_w > (unit ? 1 : 0) || (l->n_scale_w == 1 && l->scale_w[0] != 1.0f)))
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "find undesirable scale_w of layer %s in record_file (%s, line %d): %s layers have no "
                               "weights; AMCT writes %s for them (§7.1)",
-                              l->name, rf, l->line, n->op_type, unit ? "only scale_w: 1" : "no scale_w");
+                              calq__cut(l->name).s, rf, l->line, n->op_type, unit ? "only scale_w: 1" : "no scale_w");
         if ((!k->shift_bit || input >= 0) && l->n_shift_bit)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, l->name,
                               "shift_bit is not support, please delete shift_bit of layer %s in record_file (%s, line "
                               "%d): %s layers have no shift_bit (§6.4)",
-                              l->name, rf, l->line, n->op_type);
+                              calq__cut(l->name).s, rf, l->line, n->op_type);
         if (l->n_offset_w != l->n_scale_w)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "layer %s in %s (line %d) has %d scale_w but %d offset_w values; they must be equally "
                               "many (one per output channel, or one per tensor)",
-                              l->name, rf, l->line, l->n_scale_w, l->n_offset_w);
+                              calq__cut(l->name).s, rf, l->line, l->n_scale_w, l->n_offset_w);
         if (l->n_shift_bit && l->n_shift_bit != l->n_scale_w)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "layer %s in %s (line %d) has %d shift_bit but %d scale_w values; they must be equally "
                               "many (§7.1)",
-                              l->name, rf, l->line, l->n_shift_bit, l->n_scale_w);
+                              calq__cut(l->name).s, rf, l->line, l->n_shift_bit, l->n_scale_w);
         int64_t channels = weights ? weight_channels(g, ni, k) : 1;
         /* one scale_w per weight (per tensor) or per output channel of each weight; LSTM / GRU /
          * RNN have two weights, W's values first */
@@ -435,11 +438,11 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
                                     "channels each; give %lld (W's, then R's) or one per weight"
                                   : "layer %s in %s (line %d) has %d scale_w values, but its weight has %lld output "
                                     "channels; give one per output channel or a single one",
-                              l->name, rf, l->line, l->n_scale_w, (long long)channels, (long long)(nw * channels));
+                              calq__cut(l->name).s, rf, l->line, l->n_scale_w, (long long)channels, (long long)(nw * channels));
         if (nw > 1 && l->n_scale_w < nw)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "layer %s in %s (line %d) has %d scale_w value; its W and R take one each at least",
-                              l->name, rf, l->line, l->n_scale_w);
+                              calq__cut(l->name).s, rf, l->line, l->n_scale_w);
     }
     /* the range checks, in parse_record_file.py's order */
     for (int i = 0; i < r->n_layers; i++) {
@@ -447,31 +450,31 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
         if (l->offset_d < -128 || l->offset_d > 127)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "offset_d's value should be in [-128, 127] in layer %s. (%s, line %d: offset_d is %lld)",
-                              l->name, rf, l->line, (long long)l->offset_d);
+                              calq__cut(l->name).s, rf, l->line, (long long)l->offset_d);
         int input = inputs[i], ni = idx[i];
         const calq_qkind *k = input < 0 ? calq__qkind_of_node(g, ni) : calq__qkind_of_input(g, ni, input);
         if (k->act_symmetric && l->offset_d != 0)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "offset_d of %s is %lld (%s, line %d); a %s with two variable inputs is quantized INT8 "
                               "symmetric (amct-reference.md §8.1), offset_d 0",
-                              l->name, (long long)l->offset_d, rf, l->line, g->nodes[ni].op_type);
+                              calq__cut(l->name).s, (long long)l->offset_d, rf, l->line, g->nodes[ni].op_type);
         for (int c = 0; c < l->n_offset_w; c++)
             if (l->offset_w[c] != 0)
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "offset_w's value should be 0 in layer %s. (%s, line %d: offset_w[%d] is %lld; calq "
                                   "and AMCT quantize weights symmetrically)",
-                                  l->name, rf, l->line, c, (long long)l->offset_w[c]);
+                                  calq__cut(l->name).s, rf, l->line, c, (long long)l->offset_w[c]);
         if (!positive_finite(l->scale_d))
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "scale_d's value shoule be in positivate range of float32 in layer %s. (%s, line %d: "
                               "scale_d is %.9g)",
-                              l->name, rf, l->line, (double)l->scale_d);
+                              calq__cut(l->name).s, rf, l->line, (double)l->scale_d);
         for (int c = 0; c < l->n_scale_w; c++)
             if (!positive_finite(l->scale_w[c]))
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "scale_w's value shoule be in positivate range of float32 in layer %s. (%s, line %d: "
                                   "scale_w[%d] is %.9g)",
-                                  l->name, rf, l->line, c, (double)l->scale_w[c]);
+                                  calq__cut(l->name).s, rf, l->line, c, (double)l->scale_w[c]);
         if (l->n_shift_bit) {
             bool all_zero = true, all_in = true;
             for (int c = 0; c < l->n_shift_bit; c++) {
@@ -481,7 +484,7 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
             if (!all_zero && !all_in)
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "shift_bit's value shoule be in [1, 16] or all be 0 in layer %s (%s, line %d)",
-                                  l->name, rf, l->line);
+                                  calq__cut(l->name).s, rf, l->line);
         }
     }
     return CALQ_OK;
@@ -490,7 +493,9 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
 calq_status calq__record_check(const calq_record *r, const calq_model *m, const char *model_label,
                                const char *record_label, calq_error *err)
 {
-    const char *mf = label_or(model_label, "model"), *rf = label_or(record_label, "record");
+    calq__cut_buf mf_cut = calq__cut(label_or(model_label, "model")),
+                  rf_cut = calq__cut(label_or(record_label, "record"));
+    const char *mf = mf_cut.s, *rf = rf_cut.s;
     if (r->n_layers == 0)
         return calq__fail(err, CALQ_ERR_RECORD_FILE, NULL,
                           "%s: record_file is empty, no layers to be quantized. please ensure calibration is finished "

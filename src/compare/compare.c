@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/threads.h"
 #include "compare/compare.h"
 #include "exec/session.h"
 #include "frontend/model.h"
@@ -318,6 +319,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     if (opts) o = *opts;
     if (!fm || !qm || !data)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_compare: both models and the data are required");
+    CALQ_TRY(calq__threads_resolve(o.n_threads, "calq_compare_opts.n_threads", &o.n_threads, err));
     double t0 = now();
     int nb = o.batch_num > 0 ? o.batch_num : 0; /* 0: every batch (a stream is read to its end here) */
     CALQ_TRY(check_inputs(fm, qm, err));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/tensor.h"
+#include "base/threads.h"
 #include "exec/plan.h"
 #include "exec/session.h"
 #include "graph/passes.h"
@@ -29,6 +30,8 @@ calq_status calq__session_create_graph(const calq_graph *g, const calq_session_o
 {
     *out = NULL;
     if (!g) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "no model");
+    int n_threads = 0;
+    CALQ_TRY(calq__threads_resolve(opts ? opts->n_threads : 0, "calq_session_opts.n_threads", &n_threads, err));
     calq_session *s = calloc(1, sizeof *s);
     if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     s->model_g = g;
@@ -40,6 +43,7 @@ calq_status calq__session_create_graph(const calq_graph *g, const calq_session_o
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_session_opts.kernels is %d; use CALQ_KERNELS_DEFAULT (0) or CALQ_KERNELS_REF (1)", k);
     }
+    s->opts.n_threads = n_threads;
     /* The graph that runs is a rewritten copy (sharing the model's constants): the integer layers
      * of an Ascend deploy model lowered to calq's integer operators, always, since a deploy model
      * means nothing without them (a literal graph would run an int8 Conv as a float one); then,

@@ -245,6 +245,7 @@ int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const cal
 calq_status calq__save_check(const calq_model *m, const calq_record *r, const calq_config *cfg,
                              const char *record_label, calq_error *err)
 {
+    CALQ_TRY(calq__config_require_layers(cfg, "save", err));
     CALQ_TRY(calq__record_check(r, m, m->path, record_label, err));
     /* every enabled layer must have its factors: list all of them at once (user-journeys §2) */
     size_t cap = 64, len = 0;

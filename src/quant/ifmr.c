@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "quant/quant.h"
 
 #define IFMR_MAX_CANDIDATES 1000000u /* beyond this the grid is a typo, not a search (§3.1) */
@@ -45,6 +46,8 @@ calq_status calq__ifmr_check_opts(const calq_ifmr_opts *o, const char *layer, un
     if (o->num_bits < 2 || o->num_bits > 16)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "IFMR of layer \"%s\": num_bits %d must be in [2, 16]",
                           calq__name(layer), o->num_bits);
+    int nt;
+    CALQ_TRY(calq__threads_resolve(o->n_threads, "IFMR: n_threads", &nt, err));
     /* §3.4: M = (unsigned)((b - a)/step + 1) in float32, so the defaults give 60, not 61 */
     float q = width / o->search_step;
     float m = q + 1.0f;
@@ -327,8 +330,10 @@ calq_status calq_ifmr(const float *x, size_t n, const calq_ifmr_opts *o, const c
     calq_status s = calq__ifmr_grid(&st, o, n_cand, layer, cand, &max_init, &min_init, err);
     if (s == CALQ_OK) {
         float Lf = (float)n;
-        int nt = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
-        /* candidates are independent; each one's sum runs over the elements in order */
+        int nt = 0;
+        calq__threads_resolve(o->n_threads, "n_threads", &nt, NULL); /* checked above: caps only */
+        if (nt == 0) nt = omp_get_max_threads();
+            /* candidates are independent; each one's sum runs over the elements in order */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (unsigned i = 0; i < n_cand; i++)
             if (cand[i].rule == CALQ__SCALE_OK) calq__ifmr_loss_ref(x, n, 0, &cand[i], o->amct_float_loss, Lf, &acc[i]);

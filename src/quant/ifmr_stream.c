@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "quant/quant.h"
 
 #define SCAN_BLOCK 64    /* elements per pass-1 screening step */
@@ -69,6 +70,7 @@ calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count,
     calq_ifmr_stream *s = calloc(1, sizeof *s);
     if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "IFMR: out of memory");
     s->o = *o;
+    calq__threads_resolve(o->n_threads, "n_threads", &s->o.n_threads, NULL); /* checked above: caps only */
     snprintf(s->layer, sizeof s->layer, "%s", layer ? layer : "");
     s->n_cand = n_cand;
     s->pass = 1;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "quant/quant.h"
 
 struct calq_range_stream {
@@ -126,9 +127,12 @@ calq_status calq_range_stream_create(const calq_range_opts *o, uint64_t max_coun
 {
     *out = NULL;
     CALQ_TRY(check_opts(o, layer, err));
+    int nt;
+    CALQ_TRY(calq__threads_resolve(o->n_threads, "calq_range_opts.n_threads", &nt, err));
     calq_range_stream *s = calloc(1, sizeof *s);
     if (!s) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "range calibration: out of memory");
     s->o = *o;
+    s->o.n_threads = nt;
     snprintf(s->layer, sizeof s->layer, "%s", layer ? layer : "");
     s->pass = 1;
     s->max_count = max_count;

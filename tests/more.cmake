@@ -94,6 +94,9 @@ set_tests_properties(peer.ascend_deploy PROPERTIES LABELS peer TIMEOUT 300)
 # One table of quantizable kinds (issue 10): their names appear only in the allowed files.
 add_test(NAME lint.qkind_literals COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/qkind_literals.sh ${CMAKE_SOURCE_DIR}/src)
 set_tests_properties(lint.qkind_literals PROPERTIES TIMEOUT 60)
+# No argv handling outside the flag table's parser (issue 10 item 6).
+add_test(NAME lint.cli_flag_table COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/cli_flag_table.sh ${CMAKE_SOURCE_DIR}/tools)
+set_tests_properties(lint.cli_flag_table PROPERTIES TIMEOUT 60)
 # Operators beyond what the node tests pin down (recurrent layers with every attribute, Einsum
 # patterns, detection ops) and the opset 18-21 signatures: models built with onnx.helper, calq
 # (reference and fast kernels) against onnxruntime-node.
@@ -221,3 +224,10 @@ add_test(NAME peer.exec_models
                  $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.exec_models PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
 set_tests_properties(unit.test_exec_layouts PROPERTIES SKIP_RETURN_CODE 77)
+# The command line (issues 10 and 14): hostile values, thread bounds, folders, long names; and
+# docs/cli.md listing the flags each --help lists.
+add_test(NAME cli.hostile COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/cli_hostile.sh $<TARGET_FILE:calq_cli>)
+set_tests_properties(cli.hostile PROPERTIES LABELS cli TIMEOUT 300 SKIP_RETURN_CODE 77)
+add_test(NAME cli.docs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/cli_docs.sh $<TARGET_FILE:calq_cli>
+                               ${CMAKE_SOURCE_DIR}/docs/cli.md)
+set_tests_properties(cli.docs PROPERTIES LABELS cli TIMEOUT 60)

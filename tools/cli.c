@@ -1,12 +1,15 @@
 #include "cli.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <errno.h>
-#include <sys/stat.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int cli_fail(const calq_error *err)
 {
@@ -16,69 +19,96 @@ int cli_fail(const calq_error *err)
 
 int cli_failf(const char *fmt, ...)
 {
+    char msg[CALQ_ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    fputs("calq: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "calq: error: %s\n", msg);
     return 1;
 }
 
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
+const char *cli_cut(const char *s, char buf[CLI_CUT_BUF])
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
+    size_t len = strlen(s);
+    if (len < CLI_CUT_BUF) return s;
+    size_t head = (CLI_CUT_BUF - 4) * 2 / 3, from = len - (CLI_CUT_BUF - 4 - head);
+    while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80) head--; /* between UTF-8 characters */
+    while (from < len && ((unsigned char)s[from] & 0xC0) == 0x80) from++;
+    snprintf(buf, CLI_CUT_BUF, "%.*s...%s", (int)head, s, s + from);
+    return buf;
+}
+
+/* One "NAME:d0,d1,..." item: the name's length and up to CALQ_MAX_DIMS positive dims. Returns
+ * the number of dims, or -1. */
+static int parse_shape_item(const char *item, size_t len, size_t *name_len, int64_t *dims)
+{
+    const char *colon = NULL;
+    for (size_t i = len; i > 0; i--)
+        if (item[i - 1] == ':') {
+            colon = item + i - 1;
+            break;
+        }
+    if (!colon || colon == item) return -1;
+    *name_len = (size_t)(colon - item);
+    int nd = 0;
+    const char *p = colon + 1, *end = item + len;
+    while (p < end) {
+        if (!isdigit((unsigned char)*p) || nd == CALQ_MAX_DIMS) return -1;
+        int64_t v = 0;
+        for (; p < end && isdigit((unsigned char)*p); p++) {
+            v = v * 10 + (*p - '0');
+            if (v > INT32_MAX) return -1; /* no tensor dim is that large */
+        }
+        if (v <= 0) return -1;
+        dims[nd++] = v;
+        if (p < end && *p++ != ',') return -1;
+        if (p == end && p[-1] == ',') return -1;
     }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) {
-        cli_failf("%s needs a value", name);
-        return -1;
+    return nd > 0 ? nd : -1;
+}
+
+static const char SHAPE_SYNTAX[] = "NAME:d0,d1,... with positive dims (several: a:1,3,224,224;b:1,10)";
+
+const char *cli_parse_input_shapes(const char *v, void *dest)
+{
+    for (const char *item = v;;) {
+        const char *semi = strchr(item, ';');
+        size_t len = semi ? (size_t)(semi - item) : strlen(item), name_len;
+        int64_t dims[CALQ_MAX_DIMS];
+        if (parse_shape_item(item, len, &name_len, dims) < 0) return SHAPE_SYNTAX;
+        if (!semi) break;
+        item = semi + 1;
     }
-    *val = argv[++*i];
-    return 1;
+    *(const char **)dest = v;
+    return NULL;
 }
 
 calq_status cli_apply_input_shapes(calq_model *m, const char *spec, calq_error *err)
 {
-    char *copy = strdup(spec);
-    if (!copy) return CALQ_ERR_OUT_OF_MEMORY;
-    calq_status st = CALQ_OK;
-    char *save = NULL;
-    for (char *item = strtok_r(copy, ";", &save); item && st == CALQ_OK; item = strtok_r(NULL, ";", &save)) {
-        char *colon = strrchr(item, ':');
-        if (!colon) {
-            snprintf(err->message, sizeof err->message,
-                     "--input_shape '%s': expected NAME:d0,d1,... (e.g. \"data:1,3,224,224\")", item);
-            st = err->status = CALQ_ERR_BAD_PARAMETERS;
-            break;
-        }
-        *colon = 0;
+    for (const char *item = spec;;) {
+        const char *semi = strchr(item, ';');
+        size_t len = semi ? (size_t)(semi - item) : strlen(item), name_len;
         int64_t dims[CALQ_MAX_DIMS];
-        int nd = 0;
-        char *p = colon + 1;
-        while (*p && st == CALQ_OK) {
-            char *end;
-            long long v = strtoll(p, &end, 10);
-            if (end == p || nd == CALQ_MAX_DIMS || v <= 0) {
-                snprintf(err->message, sizeof err->message,
-                         "--input_shape for '%s': '%s' is not a list of positive dims (e.g. 1,3,224,224)", item,
-                         colon + 1);
-                st = err->status = CALQ_ERR_BAD_PARAMETERS;
-                break;
-            }
-            dims[nd++] = v;
-            p = end;
-            if (*p == ',') p++;
+        int nd = parse_shape_item(item, len, &name_len, dims);
+        if (nd < 0) {
+            snprintf(err->message, sizeof err->message, "--input_shape must be %s", SHAPE_SYNTAX);
+            return err->status = CALQ_ERR_BAD_PARAMETERS;
         }
-        if (st == CALQ_OK) st = calq_model_set_input_shape(m, item, dims, nd, err);
+        char name[CALQ_ERROR_NAME_MAX];
+        if (name_len >= sizeof name) {
+            char shown[CLI_CUT_BUF];
+            snprintf(err->message, sizeof err->message, "--input_shape: the model has no input '%s'",
+                     cli_cut(item, shown));
+            return err->status = CALQ_ERR_BAD_PARAMETERS;
+        }
+        memcpy(name, item, name_len);
+        name[name_len] = 0;
+        calq_status st = calq_model_set_input_shape(m, name, dims, nd, err);
+        if (st != CALQ_OK) return st;
+        if (!semi) return CALQ_OK;
+        item = semi + 1;
     }
-    free(copy);
-    return st;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -92,10 +122,11 @@ calq_status cli_load_model(const char *model, const char *weights, calq_model **
     /* A Caffe model is a prototxt (the net) plus a caffemodel (--weights). */
     if (weights || ends_with(model, ".prototxt")) {
         if (!weights || ends_with(model, ".caffemodel")) {
+            char shown[CLI_CUT_BUF];
             snprintf(err->message, sizeof err->message,
                      "%s: a Caffe model needs both files, the net and its weights: --model NET.prototxt --weights "
                      "NET.caffemodel%s",
-                     model, weights ? " (the two look swapped)" : "");
+                     cli_cut(model, shown), weights ? " (the two look swapped)" : "");
             return err->status = CALQ_ERR_BAD_PARAMETERS;
         }
         return calq_model_load_caffe(model, weights, out, err);
@@ -114,69 +145,124 @@ void cli_safe_name(const char *name, char *buf, size_t n)
     if (i == 0 || strcmp(buf, ".") == 0 || strcmp(buf, "..") == 0) snprintf(buf, n, "_%s", i ? buf : "");
 }
 
-static int parse_triple(const char *flag, const char *v, float out[3])
+/* One finite number, or three separated by commas; a single one applies to every channel. */
+static const char *parse_triple(const char *v, float out[3], int nonzero)
 {
+    static const char *const want[2] = {"one number or three separated by commas",
+                                        "one non-zero number or three separated by commas"};
+    float x[3];
     int n = 0;
     const char *p = v;
-    while (*p && n < 3) {
+    for (;;) {
         char *end;
-        float x = strtof(p, &end);
-        if (end == p) break;
-        out[n++] = x;
-        p = *end == ',' ? end + 1 : end;
-        if (*end != ',') break;
+        if (n == 3 || isspace((unsigned char)*p)) return want[nonzero];
+        double d = strtod(p, &end);
+        if (end == p || !isfinite(d) || !isfinite((float)d) || (nonzero && d == 0.0)) return want[nonzero];
+        x[n++] = (float)d;
+        if (!*end) break;
+        if (*end != ',') return want[nonzero];
+        p = end + 1;
     }
-    if (*p || (n != 1 && n != 3)) {
-        cli_failf("%s '%s': expected one number or three separated by commas", flag, v);
-        return -1;
-    }
-    if (n == 1) out[1] = out[2] = out[0];
-    return 1;
+    if (n == 2) return want[nonzero];
+    for (int i = 0; i < 3; i++) out[i] = x[n == 1 ? 0 : i];
+    return NULL;
 }
 
-int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o)
+const char *cli_parse_mean(const char *v, void *dest)
 {
-    const char *v;
-    int r;
-    if ((r = cli_opt(argc, argv, i, "--resize", &v))) {
-        if (r < 0) return -1;
-        if (sscanf(v, "%dx%d", &o->width, &o->height) != 2 || o->width <= 0 || o->height <= 0) {
-            cli_failf("--resize '%s': expected WIDTHxHEIGHT, e.g. 320x240", v);
-            return -1;
-        }
-        return 1;
-    }
-    if ((r = cli_opt(argc, argv, i, "--mean", &v))) return r < 0 ? -1 : parse_triple("--mean", v, o->mean);
-    if ((r = cli_opt(argc, argv, i, "--std", &v))) return r < 0 ? -1 : parse_triple("--std", v, o->std);
-    if ((r = cli_opt(argc, argv, i, "--scale", &v))) {
-        if (r < 0) return -1;
-        char *end;
-        o->scale = strtof(v, &end);
-        if (*end || end == v) {
-            cli_failf("--scale '%s' is not a number", v);
-            return -1;
-        }
-        return 1;
-    }
-    if (!strcmp(argv[*i], "--bgr")) {
-        o->bgr = 1;
-        return 1;
-    }
-    return 0;
+    return parse_triple(v, dest, 0);
 }
 
-int cli_mkdir_p(const char *path)
+const char *cli_parse_std(const char *v, void *dest)
+{
+    return parse_triple(v, dest, 1);
+}
+
+const char *cli_parse_resize(const char *v, void *dest)
+{
+    static const char want[] = "WIDTHxHEIGHT, two whole numbers from 1 to 65536, e.g. 320x240";
+    long wh[2];
+    const char *p = v;
+    for (int k = 0; k < 2; k++) {
+        if (!isdigit((unsigned char)*p)) return want;
+        char *end;
+        errno = 0;
+        wh[k] = strtol(p, &end, 10);
+        if (errno || wh[k] < 1 || wh[k] > 65536 || *end != (k ? 0 : 'x')) return want;
+        p = end + 1;
+    }
+    calq_image_opts *o = dest;
+    o->width = (int)wh[0];
+    o->height = (int)wh[1];
+    return NULL;
+}
+
+int cli_split_names(char *s, const char **names, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ') t++;
+        size_t k = strlen(t);
+        while (k > 0 && t[k - 1] == ' ') t[--k] = 0;
+        if (!*t) continue;
+        if (n == max) return -1;
+        names[n++] = t;
+    }
+    return n;
+}
+
+/* mkdir -p; the first folder it had to create goes to created[n] ("" when none). */
+static int mkdir_p(const char *path, char *created, size_t n)
 {
     char dir[4096];
+    if (created) created[0] = 0;
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = dir + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
         *p = 0;
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
+        if (mkdir(dir, 0777) == 0) {
+            if (created && !created[0]) snprintf(created, n, "%s", dir);
+        } else if (errno != EEXIST) {
+            return -1;
+        }
+        if (!c) return 0;
+        *p = c;
     }
-    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int cli_mkdir_p(const char *path)
+{
+    return mkdir_p(path, NULL, 0);
+}
+
+int cli_make_parent(const char *flag, const char *path, char created[4096])
+{
+    char dir[4096], shown[CLI_CUT_BUF];
+    created[0] = 0;
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        errno = ENAMETOOLONG;
+    } else {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) return 0;
+        *slash = 0;
+        if (mkdir_p(dir, created, 4096) == 0) return 0;
+    }
+    return cli_failf("cannot create the folder of %s %s: %s", flag, cli_cut(path, shown), strerror(errno));
+}
+
+void cli_unmake_parent(const char *path, const char *created)
+{
+    if (!created[0]) return;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t stop = strlen(created);
+    for (char *slash = strrchr(dir, '/'); slash && (size_t)(slash - dir) >= stop; slash = strrchr(dir, '/')) {
+        *slash = 0;
+        if (rmdir(dir) != 0) return; /* not empty: something else lives there now */
+    }
 }

@@ -2,23 +2,30 @@
 #ifndef CALQ_TOOLS_CLI_H
 #define CALQ_TOOLS_CLI_H
 
+#include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "calq.h"
+#include "cli_flags.h"
 
 #define CLI_USAGE 2 /* exit status for a usage error */
 
-/* Prints "calq: error: <message>" to stderr; returns 1. */
+/* Prints "calq: error: <message>" to stderr; returns 1. The message is bounded: names and
+ * paths in it are cut with cli_cut. */
 int cli_fail(const calq_error *err);
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Matches "--name value" and "--name=value" (AMCT's two spellings). On a match returns 1,
- * sets *val and advances *i; returns -1 (after printing) when the value is missing. */
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* A user's value or path as a message shows it: at most CLI_CUT_BUF - 1 bytes, the middle
+ * replaced by "..." (the library's messages cut names the same way, src/base/cut.h). */
+#define CLI_CUT_BUF 121
+const char *cli_cut(const char *s, char buf[CLI_CUT_BUF]);
 
 /* Parses "NAME:d0,d1,..." (or several separated by ';') and applies each with
  * calq_model_set_input_shape. */
 calq_status cli_apply_input_shapes(calq_model *m, const char *spec, calq_error *err);
+/* CLI_CUSTOM check of the same syntax at parse time (dest: const char *). */
+const char *cli_parse_input_shapes(const char *v, void *dest);
 
 /* Loads an ONNX model (path ends in .onnx) or a Caffe model (prototxt + weights). */
 calq_status cli_load_model(const char *model, const char *weights, calq_model **out, calq_error *err);
@@ -26,20 +33,45 @@ calq_status cli_load_model(const char *model, const char *weights, calq_model **
 /* A file-name-safe copy of a tensor name ('/', ':' and other odd characters become '_'). */
 void cli_safe_name(const char *name, char *buf, size_t n);
 
-/* Image preprocessing flags shared by run and calibration: --resize WxH, --mean a[,b,c],
- * --std a[,b,c], --scale s, --bgr. Returns 1 when argv[*i] was one of them, 0 when not, -1 on
- * a bad value (after printing). */
-int cli_image_opt(int argc, char **argv, int *i, calq_image_opts *o);
+/* Image preprocessing flags shared by run and calibration, into the calq_image_opts member
+ * `img` of args_type: --resize WxH, --mean a[,b,c], --std a[,b,c], --scale s, --bgr. */
+const char *cli_parse_resize(const char *v, void *dest); /* dest: calq_image_opts */
+const char *cli_parse_mean(const char *v, void *dest);   /* dest: float[3] */
+const char *cli_parse_std(const char *v, void *dest);    /* dest: float[3], none zero */
+/* clang-format off */
+#define CLI_IMAGE_FLAGS(args_type, img)                                                                                \
+    {.name = "--resize", .type = CLI_CUSTOM, .offset = offsetof(args_type, img), .metavar = "WxH",                     \
+     .parse = cli_parse_resize, .help = "resize photos to W x H pixels (default: keep their size)"},                   \
+    {.name = "--mean", .type = CLI_CUSTOM, .offset = offsetof(args_type, img.mean), .metavar = "M[,M,M]",              \
+     .parse = cli_parse_mean, .help = "photo preprocessing (x - M) / S * K per channel; default 0"},                  \
+    {.name = "--std", .type = CLI_CUSTOM, .offset = offsetof(args_type, img.std), .metavar = "S[,S,S]",                \
+     .parse = cli_parse_std, .help = "default 1"},                                                                     \
+    {.name = "--scale", .type = CLI_FLOAT, .offset = offsetof(args_type, img.scale), .metavar = "K",                   \
+     .lo = -HUGE_VAL, .hi = HUGE_VAL, .help = "default 1"},                                                            \
+    {.name = "--bgr", .type = CLI_SWITCH, .offset = offsetof(args_type, img.bgr),                                      \
+     .help = "channels in BGR order (default RGB), NCHW"}
+/* clang-format on */
 
-/* The data flags (cli_data.c): --data_dir "d1/;d2/" [--data_types "t1;t2"] | --images DIR (with
- * the image flags) | --npy SPEC. */
+/* The data flags (cli_data.c), into the cli_data member `data` of args_type: --data_dir "d1/;d2/"
+ * [--data_types "t1;t2"] | --images DIR (with the image flags) | --npy SPEC. */
 typedef struct cli_data {
     const char *data_dir, *data_types, *images, *npy;
     calq_image_opts img;
 } cli_data;
 void cli_data_init(cli_data *d);
-/* As cli_opt: 1 when argv[*i] was a data or image flag, 0 when not, -1 on a bad value. */
-int cli_data_opt(int argc, char **argv, int *i, cli_data *d);
+/* clang-format off */
+#define CLI_DATA_FLAGS(args_type, data)                                                                                \
+    {.name = "--data_dir", .type = CLI_STRING, .offset = offsetof(args_type, data.data_dir),                           \
+     .metavar = "\"d1/;d2/\"", .help = "AMCT's raw data: one folder per model input, one .bin file per batch"},       \
+    {.name = "--data_types", .type = CLI_STRING, .offset = offsetof(args_type, data.data_types),                       \
+     .metavar = "\"t1;t2\"", .help = "element type of each folder's files (float32 default, float64, float16)"},      \
+    {.name = "--images", .type = CLI_STRING, .offset = offsetof(args_type, data.images), .metavar = "DIR",            \
+     .help = "photos (JPEG/PNG/BMP, name order), batch size = dim 0 of the input,\n"                                  \
+             "preprocessed with the five options below"},                                                              \
+    CLI_IMAGE_FLAGS(args_type, data.img),                                                                              \
+    {.name = "--npy", .type = CLI_STRING, .offset = offsetof(args_type, data.npy), .metavar = "SPEC",                 \
+     .help = "per input (';'): a folder of .npy files or a ','-list of files, one batch each"}
+/* clang-format on */
 /* NULL when exactly one source is given, else the message. */
 const char *cli_data_missing(const cli_data *d);
 /* Opens the source; path (not NULL) replaces the folder / spec with another of the same kind
@@ -49,15 +81,18 @@ calq_status cli_data_open(const cli_data *d, const char *path, const calq_model 
 /* calq_evaluator_fn running the shell command template `user` (cli_evaluator.c). */
 calq_status cli_run_evaluator(void *user, const char *model, const char *weights, double *metric, calq_error *err);
 
-/* Subcommands. */
-/* --format (comma list of ascend, qdq, qoperator; both; all) and --save_type (Both, Fakequant,
- * Deploy, None) into at most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0,
- * or CLI_USAGE after printing why. Fakequant keeps the ascend fake-quant and the QDQ file,
- * Deploy the ascend deploy and the QOperator file. */
-int cli_save_formats(const char *format, const char *save_type, bool caffe, calq_save_format *fmts, int *n);
-/* Saves fmts (staged in outputs when non-NULL, else committed at once). chosen (the user gave --format): all of them or
- * nothing; otherwise the formats this model allows, printing which were skipped and why (calq_save_models_available).
- */
+/* --save_type (AMCT's names, amct-reference.md §1.1, any case). */
+enum { CLI_SAVE_BOTH, CLI_SAVE_FAKEQUANT, CLI_SAVE_DEPLOY, CLI_SAVE_NONE };
+extern const cli_choice cli_save_types[];
+
+/* --format (comma list of ascend, qdq, qoperator; both; all) and --save_type (CLI_SAVE_*) into at
+ * most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0, or CLI_USAGE after
+ * printing why. Fakequant keeps the ascend fake-quant and the QDQ file, Deploy the ascend deploy
+ * and the QOperator file. */
+int cli_save_formats(const char *format, int save_type, bool caffe, calq_save_format *fmts, int *n);
+/* Saves fmts (staged in outputs when non-NULL, else committed at once). chosen (the user gave
+ * --format): all of them or nothing; otherwise the formats this model allows, printing which were
+ * skipped and why (calq_save_models_available). */
 calq_status cli_save(const calq_model *m, const char *record, const char *config, bool chosen,
                      const calq_save_format *fmts, int n, const char *prefix, calq_outputs *outputs, calq_error *err);
 
@@ -69,7 +104,19 @@ void cli_progress_end(void);
 
 /* mkdir -p; 0, or -1 with errno. */
 int cli_mkdir_p(const char *path);
+/* mkdir -p of the folder part of an output prefix or file ("out/run1/uf" -> out/run1). Returns
+ * 0, or 1 after printing "cannot create the folder of <flag> ...". created[] receives the first
+ * folder it made ("" when the folder existed), for cli_unmake_parent. */
+int cli_make_parent(const char *flag, const char *path, char created[4096]);
+/* After a failed run: removes the folders cli_make_parent made for path, when they are empty,
+ * so "nothing written" leaves nothing behind. */
+void cli_unmake_parent(const char *path, const char *created);
 
+/* Splits a comma list in place (names point into s, blanks around names dropped). Returns the
+ * count, or -1 when there are more than max. */
+int cli_split_names(char *s, const char **names, int max);
+
+/* Subcommands. */
 int calq_cmd_run(int argc, char **argv);
 int calq_cmd_inspect(int argc, char **argv);
 int calq_cmd_factors(int argc, char **argv);

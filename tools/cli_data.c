@@ -1,5 +1,6 @@
 /* The calibration data flags shared by calibration and compare: AMCT's --data_dir /
- * --data_types, calq's --images (with the preprocessing flags) and --npy. */
+ * --data_types, calq's --images (with the preprocessing flags) and --npy; their table rows are
+ * CLI_DATA_FLAGS (cli.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,17 +10,6 @@ void cli_data_init(cli_data *d)
 {
     memset(d, 0, sizeof *d);
     calq_image_opts_init(&d->img);
-}
-
-int cli_data_opt(int argc, char **argv, int *i, cli_data *d)
-{
-    static const char *const flags[] = {"--data_dir", "--data_types", "--images", "--npy"};
-    const char **slots[] = {&d->data_dir, &d->data_types, &d->images, &d->npy};
-    for (int k = 0; k < 4; k++) {
-        int r = cli_opt(argc, argv, i, flags[k], slots[k]);
-        if (r) return r;
-    }
-    return cli_image_opt(argc, argv, i, &d->img);
 }
 
 const char *cli_data_missing(const cli_data *d)

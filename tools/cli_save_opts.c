@@ -18,29 +18,22 @@ static void add(calq_save_format *f, int *n, calq_save_format x)
     if (!has(f, *n, x)) f[(*n)++] = x;
 }
 
-int cli_save_formats(const char *format, const char *save_type, bool caffe, calq_save_format *fmts, int *n)
+const cli_choice cli_save_types[] = {{"Both", CLI_SAVE_BOTH},
+                                     {"Fakequant", CLI_SAVE_FAKEQUANT},
+                                     {"Deploy", CLI_SAVE_DEPLOY},
+                                     {"None", CLI_SAVE_NONE},
+                                     {NULL, 0}};
+
+int cli_save_formats(const char *format, int save_type, bool caffe, calq_save_format *fmts, int *n)
 {
-    bool fake = true, deploy = true;
+    bool fake = save_type == CLI_SAVE_BOTH || save_type == CLI_SAVE_FAKEQUANT;
+    bool deploy = save_type == CLI_SAVE_BOTH || save_type == CLI_SAVE_DEPLOY;
     *n = 0;
-    if (save_type) {
-        /* AMCT's names (amct-reference.md §1.1), any case */
-        if (!strcasecmp(save_type, "Both"))
-            ;
-        else if (!strcasecmp(save_type, "Fakequant"))
-            deploy = false;
-        else if (!strcasecmp(save_type, "Deploy"))
-            fake = false;
-        else if (!strcasecmp(save_type, "None"))
-            fake = deploy = false;
-        else {
-            cli_failf("--save_type must be Both, Fakequant, Deploy or None, not '%s'", save_type);
-            return CLI_USAGE;
-        }
-    }
     if (!format) format = caffe ? "ascend" : "all";
     char buf[256];
     if (snprintf(buf, sizeof buf, "%s", format) >= (int)sizeof buf) {
-        cli_failf("--format '%.40s...' is too long", format);
+        char shown[CLI_CUT_BUF];
+        cli_failf("--format '%s' is too long", cli_cut(format, shown));
         return CLI_USAGE;
     }
     calq_save_format all[4];
@@ -79,7 +72,7 @@ int cli_save_formats(const char *format, const char *save_type, bool caffe, calq
     if (!*n && (fake || deploy)) { /* e.g. --save_type Fakequant --format qoperator */
         cli_failf("--save_type %s keeps none of --format %s: qdq and the ascend fake-quant model are the "
                   "Fakequant kind, qoperator and the ascend deploy model the Deploy kind",
-                  save_type, format);
+                  cli_save_types[save_type].name, format);
         return CLI_USAGE;
     }
     return 0;

@@ -1,6 +1,7 @@
 /* calq compare: what quantization does to a model, layer by layer (user-journeys §5): the float
  * model and a quantized model calq wrote, on the same data; a table worst first on stdout, and
  * optionally JSON and a self-contained HTML report (calq_compare in the library). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,23 +9,90 @@
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: calq compare --model FLOAT.onnx|NET.prototxt [--weights W.caffemodel]\n"
-    "                    --quantized Q.onnx|Q.prototxt [--quantized-weights QW.caffemodel]\n"
-    "                    (--data_dir \"d1/;d2/\" [--data_types T] | --images DIR | --npy SPEC)\n"
-    "                    [--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--isolated]\n"
-    "                    [--json FILE] [--html FILE] [--top N] [--threads N]\n"
-    "\n"
-    "  --quantized Q              any model calq wrote from FLOAT: AMCT's fake-quant or deploy model, QDQ,\n"
-    "                             QOperator (ONNX), or AMCT's Caffe models (with --quantized-weights)\n"
-    "  --images DIR               photos, with --resize WxH --mean M[,M,M] --std S[,S,S] --scale K [--bgr]\n"
-    "                             (the data flags are calq calibration's)\n"
-    "  --batch_num N              batches to run (default: all the data holds)\n"
-    "  --isolated                 also each layer quantized alone, fed the float input (its own error,\n"
-    "                             apart from what it inherits); one float pass for all layers\n"
-    "  --json FILE                every figure as JSON; --html FILE: one self-contained report\n"
-    "  --top N                    layers in the table (default 20; 0: all)\n"
-    "  --threads N                OpenMP threads (the figures never depend on it)\n";
+typedef struct compare_args {
+    const char *model, *weights, *qmodel, *qweights, *shapes, *json, *html;
+    int batch_num, top, threads, isolated;
+    cli_data data;
+} compare_args;
+
+static const cli_flag flags[] = {
+    {.name = "--model",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, model),
+     .metavar = "M",
+     .required = 1,
+     .help = "the float model: FLOAT.onnx, or a Caffe NET.prototxt with --weights"},
+    {.name = "--weights",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, weights),
+     .metavar = "W",
+     .help = "the float model's Caffe weights (NET.caffemodel)"},
+    {.name = "--quantized",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, qmodel),
+     .metavar = "Q",
+     .required = 1,
+     .help = "any model calq wrote from the float model: AMCT's fake-quant or deploy model,\n"
+             "QDQ, QOperator (ONNX), or AMCT's Caffe models (with --quantized-weights)"},
+    {.name = "--quantized-weights",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, qweights),
+     .metavar = "QW",
+     .help = "the quantized Caffe model's weights"},
+    CLI_DATA_FLAGS(compare_args, data),
+    {.name = "--input_shape",
+     .alias = "--input-shape",
+     .type = CLI_CUSTOM,
+     .offset = offsetof(compare_args, shapes),
+     .metavar = "SPEC",
+     .parse = cli_parse_input_shapes,
+     .help = "fix input shapes of both models, e.g. input:2,3,240,320"},
+    {.name = "--batch_num",
+     .type = CLI_INT,
+     .offset = offsetof(compare_args, batch_num),
+     .metavar = "N",
+     .lo = 1,
+     .hi = 1000000000,
+     .help = "batches to run (default: all the data holds)"},
+    {.name = "--isolated",
+     .type = CLI_SWITCH,
+     .offset = offsetof(compare_args, isolated),
+     .help = "also each layer quantized alone, fed the float input (its own error,\n"
+             "apart from what it inherits); one float pass for all layers"},
+    {.name = "--json",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, json),
+     .metavar = "FILE",
+     .help = "every figure as JSON"},
+    {.name = "--html",
+     .type = CLI_STRING,
+     .offset = offsetof(compare_args, html),
+     .metavar = "FILE",
+     .help = "one self-contained HTML report"},
+    {.name = "--top",
+     .type = CLI_INT,
+     .offset = offsetof(compare_args, top),
+     .metavar = "N",
+     .lo = 0,
+     .hi = INT_MAX,
+     .help = "layers in the table (default 20; 0: all)"},
+    {.name = "--threads",
+     .type = CLI_THREADS,
+     .offset = offsetof(compare_args, threads),
+     .metavar = "N",
+     .help = "OpenMP threads (the figures never depend on it; at most 4 per processor)"},
+};
+
+static const cli_command command = {
+    .name = "compare",
+    .synopsis = "--model FLOAT.onnx|NET.prototxt [--weights W.caffemodel]\n"
+                "--quantized Q.onnx|Q.prototxt [--quantized-weights QW.caffemodel]\n"
+                "(--data_dir \"d1/;d2/\" [--data_types T] | --images DIR | --npy SPEC)\n"
+                "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--isolated]\n"
+                "[--json FILE] [--html FILE] [--top N] [--threads N]",
+    .flags = CLI_FLAGS(flags),
+    .positional = CLI_NO_POSITIONAL,
+};
 
 static void fmt(char *buf, size_t n, double v, const char *f)
 {
@@ -76,56 +144,23 @@ static void print_table(const calq_compare_result *r, int top, bool isolated)
 
 int calq_cmd_compare(int argc, char **argv)
 {
-    const char *model = NULL, *weights = NULL, *qmodel = NULL, *qweights = NULL, *shapes = NULL, *json = NULL;
-    const char *html = NULL, *v;
-    cli_data data;
-    cli_data_init(&data);
+    compare_args a = {.top = 20};
+    cli_data_init(&a.data);
+    int r = cli_parse(&command, argc, argv, &a);
+    if (r) return r < 0 ? 0 : r;
+    const char *missing = cli_data_missing(&a.data);
+    if (missing) {
+        fprintf(stderr, "calq: error: %s ('calq compare --help' lists the options)\n", missing);
+        return CLI_USAGE;
+    }
     calq_compare_opts o;
     calq_compare_opts_init(&o);
-    int top = 20;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--isolated")) {
-            o.isolated = 1;
-            continue;
-        }
-        const char *const names[] = {"--model",       "--weights", "--quantized", "--quantized-weights",
-                                     "--input_shape", "--json",    "--html"};
-        const char **vals[] = {&model, &weights, &qmodel, &qweights, &shapes, &json, &html};
-        int hit = 0;
-        for (int k = 0; k < 7 && !hit; k++)
-            if ((hit = cli_opt(argc, argv, &i, names[k], vals[k])) < 0) return CLI_USAGE;
-        if (hit) continue;
-        if ((r = cli_data_opt(argc, argv, &i, &data)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            continue;
-        }
-        const char *const nums[] = {"--batch_num", "--top", "--threads"};
-        int *nvals[] = {&o.batch_num, &top, &o.n_threads};
-        for (int k = 0; k < 3 && !hit; k++) {
-            if ((hit = cli_opt(argc, argv, &i, nums[k], &v)) < 0) return CLI_USAGE;
-            if (!hit) continue;
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (*end || end == v || x < (k == 1 ? 0 : 1) || x > 1000000)
-                return cli_failf("%s needs a %s number, got '%s'", nums[k], k == 1 ? "non-negative" : "positive", v);
-            *nvals[k] = (int)x;
-        }
-        if (hit) continue;
-        fprintf(stderr, "calq compare: unknown option '%s'\n\n%s", argv[i], usage_text);
-        return CLI_USAGE;
-    }
-    const char *missing = !model    ? "--model is required"
-                          : !qmodel ? "--quantized is required"
-                                    : cli_data_missing(&data);
-    if (missing) {
-        fprintf(stderr, "calq compare: %s\n\n%s", missing, usage_text);
-        return CLI_USAGE;
-    }
+    o.isolated = a.isolated;
+    o.batch_num = a.batch_num;
+    o.n_threads = a.threads;
+    const char *model = a.model, *weights = a.weights, *qmodel = a.qmodel, *qweights = a.qweights;
+    const char *shapes = a.shapes, *json = a.json, *html = a.html;
+    int top = a.top;
     calq_error err = {0};
     calq_model *fm = NULL, *qm = NULL;
     calq_data *d = NULL;
@@ -136,7 +171,7 @@ int calq_cmd_compare(int argc, char **argv)
     if (shapes &&
         (cli_apply_input_shapes(fm, shapes, &err) != CALQ_OK || cli_apply_input_shapes(qm, shapes, &err) != CALQ_OK))
         goto fail;
-    if (cli_data_open(&data, NULL, fm, &d, &err) != CALQ_OK) goto fail;
+    if (cli_data_open(&a.data, NULL, fm, &d, &err) != CALQ_OK) goto fail;
     if (calq_compare(fm, qm, d, &o, model, qmodel, &res, &err) != CALQ_OK) goto fail;
     print_table(res, top, o.isolated);
     if (json && calq_compare_write_json(res, json, &err) != CALQ_OK) goto fail;

@@ -1,42 +1,179 @@
 /* calq factors: the quantization factors of one tensor (.npy) by IFMR, HFMG, calq's range
  * calibrators (minmax, percentile, kl, mse) or ARQ. */
+#include <ctype.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-static void usage(FILE *f)
+/* ALGO_RANGE + m: calq's range calibrator m (calq_range_method) */
+enum { ALGO_IFMR, ALGO_HFMG, ALGO_ARQ, ALGO_RANGE };
+enum { LAYOUT_DEFAULT = -1 };
+
+typedef struct factors_args {
+    const char *input, *layer;
+    int algo, symmetric, batches, json, whole, per_tensor, group, threads, bins, num_bits, layout;
+    int amct_float_loss, left_clip_loss;
+    float max_p, min_p, search_step, search_range[2];
+} factors_args;
+
+static const cli_choice algos[] = {{"ifmr", ALGO_IFMR},
+                                   {"hfmg", ALGO_HFMG},
+                                   {"minmax", ALGO_RANGE + CALQ_RANGE_MINMAX},
+                                   {"percentile", ALGO_RANGE + CALQ_RANGE_PERCENTILE},
+                                   {"kl", ALGO_RANGE + CALQ_RANGE_KL},
+                                   {"mse", ALGO_RANGE + CALQ_RANGE_MSE},
+                                   {"arq", ALGO_ARQ},
+                                   {NULL, 0}};
+static const cli_choice layouts[] = {{"conv", CALQ_WEIGHTS_CONV},
+                                     {"convtranspose", CALQ_WEIGHTS_CONV_TRANSPOSE},
+                                     {"matrix", CALQ_WEIGHTS_MATRIX},
+                                     {NULL, 0}};
+static const cli_choice bin_counts[] = {{"1024", 1024}, {"2048", 2048}, {"4096", 4096}, {"8192", 8192}, {NULL, 0}};
+
+/* A,B with 0 < A < B, both finite (IFMR's search range, amct-reference.md §3.1). */
+static const char *parse_range(const char *v, void *dest)
 {
-    fprintf(f, "usage: calq factors --algo ifmr|hfmg|minmax|percentile|kl|mse|arq --input T.npy [options]\n"
-               "\n"
-               "Prints scale and offset of one tensor (per output channel for arq).\n"
-               "\n"
-               "  --algo A             activations: ifmr (default), hfmg, or calq's minmax, percentile, kl, mse;\n"
-               "                       weights: arq\n"
-               "  --input T.npy        float32 or float64 tensor\n"
-               "  --symmetric          symmetric activations (offset 0); default asymmetric\n"
-               "  --batches K          feed the tensor as K consecutive batches (default 1)\n"
-               "  --json               one JSON object instead of text\n"
-               "  --layer NAME         the layer name used in messages\n"
-               "ifmr:\n"
-               "  --max-percentile P   default 0.999999     --min-percentile P   default 0.999999\n"
-               "  --search-range A,B   default 0.7,1.3      --search-step S      default 0.01\n"
-               "  --amct-float-loss    sum losses in float as AMCT does (default: calq's double sums)\n"
-               "  --whole              use the whole-buffer reference instead of the two-pass stream\n"
-               "  --threads N          threads for the loss pass (results do not depend on it)\n"
-               "hfmg:\n"
-               "  --bins N             1024, 2048, 4096 (default) or 8192\n"
-               "  --left-clip-loss     count the clipping error left of the range (AMCT's code does not)\n"
-               "percentile: --max-percentile P, --min-percentile P   default 0.99999\n"
-               "kl, mse:    --bins N  histogram bins, 1024, 2048 (default), 4096 or 8192\n"
-               "arq:\n"
-               "  --layout L           conv (default for >= 3 dims), convtranspose or matrix (default for 1-2 dims)\n"
-               "  --group G            groups of a ConvTranspose (default 1)\n"
-               "  --per-tensor         one scale for the whole weight (channel_wise false)\n"
-               "  --num-bits N         default 8\n");
+    static const char want[] = "A,B with 0 < A < B (e.g. 0.7,1.3)";
+    float *r = dest;
+    char *end = NULL;
+    double a = isspace((unsigned char)v[0]) ? NAN : strtod(v, &end);
+    if (!end || *end != ',' || isspace((unsigned char)end[1])) return want;
+    const char *p = end + 1;
+    double b = strtod(p, &end);
+    if (end == p || *end || !(a > 0 && a < b) || !isfinite((float)b)) return want;
+    r[0] = (float)a;
+    r[1] = (float)b;
+    return NULL;
 }
+
+static const cli_flag flags[] = {
+    {.name = "--algo",
+     .type = CLI_ENUM,
+     .offset = offsetof(factors_args, algo),
+     .metavar = "A",
+     .choices = algos,
+     .help = "activations: ifmr (default), hfmg, or calq's minmax, percentile, kl, mse;\n"
+             "weights: arq"},
+    {.name = "--input",
+     .type = CLI_STRING,
+     .offset = offsetof(factors_args, input),
+     .metavar = "T.npy",
+     .required = 1,
+     .help = "float32 or float64 tensor"},
+    {.name = "--symmetric",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, symmetric),
+     .help = "symmetric activations (offset 0); default asymmetric"},
+    {.name = "--batches",
+     .type = CLI_INT,
+     .offset = offsetof(factors_args, batches),
+     .metavar = "K",
+     .lo = 1,
+     .hi = 1000000000,
+     .help = "feed the tensor as K consecutive batches (default 1)"},
+    {.name = "--json",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, json),
+     .help = "one JSON object instead of text"},
+    {.name = "--layer",
+     .type = CLI_STRING,
+     .offset = offsetof(factors_args, layer),
+     .metavar = "NAME",
+     .help = "the layer name used in messages"},
+    {.name = "--num-bits",
+     .type = CLI_INT,
+     .offset = offsetof(factors_args, num_bits),
+     .metavar = "N",
+     .lo = 2,
+     .hi = 16,
+     .help = "default 8 (arq: at most 8)"},
+    {.type = CLI_HEADING, .help = "ifmr, percentile:"},
+    {.name = "--max-percentile",
+     .type = CLI_FLOAT,
+     .offset = offsetof(factors_args, max_p),
+     .metavar = "P",
+     .lo = 0.5,
+     .lo_open = 1,
+     .hi = 1,
+     .help = "in (0.5, 1]; default 0.999999 (percentile: 0.99999)"},
+    {.name = "--min-percentile",
+     .type = CLI_FLOAT,
+     .offset = offsetof(factors_args, min_p),
+     .metavar = "P",
+     .lo = 0.5,
+     .lo_open = 1,
+     .hi = 1,
+     .help = "in (0.5, 1]; default 0.999999 (percentile: 0.99999)"},
+    {.name = "--search-range",
+     .type = CLI_CUSTOM,
+     .offset = offsetof(factors_args, search_range),
+     .metavar = "A,B",
+     .parse = parse_range,
+     .help = "default 0.7,1.3"},
+    {.name = "--search-step",
+     .type = CLI_FLOAT,
+     .offset = offsetof(factors_args, search_step),
+     .metavar = "S",
+     .lo = 0,
+     .lo_open = 1,
+     .hi = HUGE_VAL,
+     .help = "default 0.01"},
+    {.name = "--amct-float-loss",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, amct_float_loss),
+     .help = "sum losses in float as AMCT does (default: calq's double sums)"},
+    {.name = "--whole",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, whole),
+     .help = "use the whole-buffer reference instead of the two-pass stream"},
+    {.name = "--threads",
+     .type = CLI_THREADS,
+     .offset = offsetof(factors_args, threads),
+     .metavar = "N",
+     .help = "threads for the loss pass (results do not depend on it; at most 4 per processor)"},
+    {.type = CLI_HEADING, .help = "hfmg, kl, mse:"},
+    {.name = "--bins",
+     .type = CLI_ENUM,
+     .offset = offsetof(factors_args, bins),
+     .metavar = "N",
+     .choices = bin_counts,
+     .help = "histogram bins: 1024, 2048, 4096 or 8192; default 4096 (hfmg), 2048 (kl, mse)"},
+    {.name = "--left-clip-loss",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, left_clip_loss),
+     .help = "count the clipping error left of the range (AMCT's code does not)"},
+    {.type = CLI_HEADING, .help = "arq:"},
+    {.name = "--layout",
+     .type = CLI_ENUM,
+     .offset = offsetof(factors_args, layout),
+     .metavar = "L",
+     .choices = layouts,
+     .help = "conv (default for >= 3 dims), convtranspose or matrix (default for 1-2 dims)"},
+    {.name = "--group",
+     .type = CLI_INT,
+     .offset = offsetof(factors_args, group),
+     .metavar = "G",
+     .lo = 1,
+     .hi = INT_MAX,
+     .help = "groups of a ConvTranspose (default 1)"},
+    {.name = "--per-tensor",
+     .type = CLI_SWITCH,
+     .offset = offsetof(factors_args, per_tensor),
+     .help = "one scale for the whole weight (channel_wise false)"},
+};
+
+static const cli_command command = {
+    .name = "factors",
+    .synopsis = "--algo ifmr|hfmg|minmax|percentile|kl|mse|arq --input T.npy [options]",
+    .about = "Prints scale and offset of one tensor (per output channel for arq).",
+    .flags = CLI_FLAGS(flags),
+    .positional = CLI_NO_POSITIONAL,
+};
 
 static void print_f(FILE *f, float v)
 {
@@ -119,109 +256,45 @@ static void print_range(const char *input, const char *layer, const calq_range_o
     printf("\nelements: %" PRIu64 " in %d batches, %d passes\n", r->count, batches, passes);
 }
 
-static int parse_range(const char *v, float *a, float *b)
-{
-    char *end = NULL;
-    *a = strtof(v, &end);
-    if (end == v || *end != ',') return 0;
-    const char *p = end + 1;
-    *b = strtof(p, &end);
-    return end != p && *end == 0;
-}
-
 int calq_cmd_factors(int argc, char **argv)
 {
-    const char *algo = "ifmr", *input = NULL, *layer = "", *layout_s = NULL, *v = NULL;
-    int symmetric = 0, batches = 1, json = 0, whole = 0, per_tensor = 0, group = 1, bins_given = 0, pct_given = 0;
     calq_ifmr_opts io;
     calq_ifmr_opts_init(&io);
     calq_hfmg_opts ho;
     calq_hfmg_opts_init(&ho);
     calq_arq_opts ao;
     calq_arq_opts_init(&ao);
-    for (int i = 1; i < argc; i++) {
-        int r;
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--symmetric")) {
-            symmetric = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--whole")) {
-            whole = 1;
-        } else if (!strcmp(a, "--per-tensor")) {
-            per_tensor = 1;
-        } else if (!strcmp(a, "--amct-float-loss")) {
-            io.amct_float_loss = 1;
-        } else if (!strcmp(a, "--left-clip-loss")) {
-            ho.left_clip_loss = 1;
-        } else if ((r = cli_opt(argc, argv, &i, "--algo", &algo)) != 0) {
-            if (r < 0) return CLI_USAGE;
-        } else if ((r = cli_opt(argc, argv, &i, "--input", &input)) != 0) {
-            if (r < 0) return CLI_USAGE;
-        } else if ((r = cli_opt(argc, argv, &i, "--layer", &layer)) != 0) {
-            if (r < 0) return CLI_USAGE;
-        } else if ((r = cli_opt(argc, argv, &i, "--layout", &layout_s)) != 0) {
-            if (r < 0) return CLI_USAGE;
-        } else if ((r = cli_opt(argc, argv, &i, "--batches", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            batches = atoi(v);
-        } else if ((r = cli_opt(argc, argv, &i, "--group", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            group = atoi(v);
-        } else if ((r = cli_opt(argc, argv, &i, "--threads", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            io.n_threads = atoi(v);
-        } else if ((r = cli_opt(argc, argv, &i, "--bins", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            ho.num_bins = atoi(v);
-            bins_given = 1;
-        } else if ((r = cli_opt(argc, argv, &i, "--num-bits", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            ao.num_bits = io.num_bits = ho.num_bits = atoi(v);
-        } else if ((r = cli_opt(argc, argv, &i, "--max-percentile", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            io.max_percentile = strtof(v, NULL);
-            pct_given |= 1;
-        } else if ((r = cli_opt(argc, argv, &i, "--min-percentile", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            io.min_percentile = strtof(v, NULL);
-            pct_given |= 2;
-        } else if ((r = cli_opt(argc, argv, &i, "--search-step", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            io.search_step = strtof(v, NULL);
-        } else if ((r = cli_opt(argc, argv, &i, "--search-range", &v)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            if (!parse_range(v, &io.search_start, &io.search_end)) {
-                cli_failf("--search-range '%s': expected A,B (e.g. 0.7,1.3)", v);
-                return CLI_USAGE;
-            }
-        } else {
-            cli_failf("factors: unknown option '%s'", a);
-            usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (!input) {
-        cli_failf("factors: --input T.npy is required");
-        usage(stderr);
+    factors_args a = {.algo = ALGO_IFMR,
+                      .layer = "",
+                      .batches = 1,
+                      .group = 1,
+                      .bins = 0, /* not given: each algorithm's default */
+                      .num_bits = io.num_bits,
+                      .layout = LAYOUT_DEFAULT,
+                      .max_p = NAN, /* not given: each algorithm's default */
+                      .min_p = NAN,
+                      .search_step = io.search_step,
+                      .search_range = {io.search_start, io.search_end}};
+    int r = cli_parse(&command, argc, argv, &a);
+    if (r) return r < 0 ? 0 : r;
+    if (a.algo == ALGO_ARQ && a.num_bits > 8) {
+        cli_failf("--num-bits must be a whole number from 2 to 8 for arq, not '%d'", a.num_bits);
         return CLI_USAGE;
     }
-    if (batches < 1) {
-        cli_failf("factors: --batches must be at least 1");
-        return CLI_USAGE;
-    }
-    int is_ifmr = !strcmp(algo, "ifmr"), is_hfmg = !strcmp(algo, "hfmg"), is_arq = !strcmp(algo, "arq");
-    int range = -1;
-    for (int m = CALQ_RANGE_MINMAX; m <= CALQ_RANGE_MSE; m++)
-        if (!strcmp(algo, calq_range_method_name((calq_range_method)m))) range = m;
-    if (!is_ifmr && !is_hfmg && !is_arq && range < 0) {
-        cli_failf("factors: --algo '%s': expected ifmr, hfmg, minmax, percentile, kl, mse or arq", algo);
-        return CLI_USAGE;
-    }
+    if (!isnan(a.max_p)) io.max_percentile = a.max_p;
+    if (!isnan(a.min_p)) io.min_percentile = a.min_p;
+    io.search_start = a.search_range[0];
+    io.search_end = a.search_range[1];
+    io.search_step = a.search_step;
+    io.amct_float_loss = a.amct_float_loss;
+    io.n_threads = a.threads;
+    if (a.bins) ho.num_bins = a.bins;
+    ho.left_clip_loss = a.left_clip_loss;
+    ao.num_bits = io.num_bits = ho.num_bits = a.num_bits;
+    const char *input = a.input, *layer = a.layer;
+    int symmetric = a.symmetric, batches = a.batches, json = a.json, whole = a.whole, per_tensor = a.per_tensor;
+    int group = a.group, is_ifmr = a.algo == ALGO_IFMR, is_hfmg = a.algo == ALGO_HFMG;
+    int range = a.algo >= ALGO_RANGE ? a.algo - ALGO_RANGE : -1;
 
     calq_error err = {0};
     calq_tensor t = {0};
@@ -254,9 +327,9 @@ int calq_cmd_factors(int argc, char **argv)
         ro.asymmetric = !symmetric;
         ro.n_threads = io.n_threads;
         ro.num_bits = io.num_bits;
-        if (bins_given) ro.num_bins = ho.num_bins;
-        if (pct_given & 1) ro.max_percentile = io.max_percentile;
-        if (pct_given & 2) ro.min_percentile = io.min_percentile;
+        if (a.bins) ro.num_bins = a.bins;
+        if (!isnan(a.max_p)) ro.max_percentile = a.max_p;
+        if (!isnan(a.min_p)) ro.min_percentile = a.min_p;
         calq_range_result res;
         int passes = 0;
         st = run_range(x, n, batches, &ro, layer, &res, &passes, &err);
@@ -324,20 +397,9 @@ int calq_cmd_factors(int argc, char **argv)
                    res.best_right, res.n_candidates, res.count, batches);
         }
     } else {
-        calq_weight_layout layout = t.ndim >= 3 ? CALQ_WEIGHTS_CONV : CALQ_WEIGHTS_MATRIX;
-        if (layout_s) {
-            if (!strcmp(layout_s, "conv")) {
-                layout = CALQ_WEIGHTS_CONV;
-            } else if (!strcmp(layout_s, "convtranspose")) {
-                layout = CALQ_WEIGHTS_CONV_TRANSPOSE;
-            } else if (!strcmp(layout_s, "matrix")) {
-                layout = CALQ_WEIGHTS_MATRIX;
-            } else {
-                cli_failf("factors: --layout '%s': expected conv, convtranspose or matrix", layout_s);
-                calq_tensor_free_data(&t);
-                return CLI_USAGE;
-            }
-        }
+        calq_weight_layout layout = a.layout != LAYOUT_DEFAULT ? (calq_weight_layout)a.layout
+                                    : t.ndim >= 3              ? CALQ_WEIGHTS_CONV
+                                                               : CALQ_WEIGHTS_MATRIX;
         ao.channel_wise = !per_tensor && layout != CALQ_WEIGHTS_MATRIX;
         int64_t ns = calq_arq_num_scales(&t, layout, group, &ao);
         float *scale = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *scale);

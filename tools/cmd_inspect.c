@@ -5,8 +5,39 @@
 
 #include "cli.h"
 
-static const char usage_text[] = "usage: calq inspect MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
-                                 "                    [--input-shape NAME:d0,d1,...]\n";
+typedef struct inspect_args {
+    const char *model, *weights, *shapes;
+} inspect_args;
+
+static const cli_flag flags[] = {
+    {.name = "--model",
+     .type = CLI_STRING,
+     .offset = offsetof(inspect_args, model),
+     .metavar = "M",
+     .required = 1,
+     .help = "the model (also the first bare argument): MODEL.onnx, or NET.prototxt with --weights"},
+    {.name = "--weights",
+     .type = CLI_STRING,
+     .offset = offsetof(inspect_args, weights),
+     .metavar = "W",
+     .help = "the Caffe weights (NET.caffemodel)"},
+    {.name = "--input-shape",
+     .alias = "--input_shape",
+     .type = CLI_CUSTOM,
+     .offset = offsetof(inspect_args, shapes),
+     .metavar = "SPEC",
+     .parse = cli_parse_input_shapes,
+     .help = "bind dynamic dims first, e.g. input:1,3,240,320 (several: a:..;b:...)"},
+};
+
+static const cli_command command = {
+    .name = "inspect",
+    .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel [--input-shape NAME:d0,...]",
+    .about = "Inputs, outputs and their shapes, the operator histogram, and the layers calq would\n"
+             "quantize (AMCT's rule) with their input and output shapes.",
+    .flags = CLI_FLAGS(flags),
+    .positional = offsetof(inspect_args, model),
+};
 
 static void print_shape(const calq_value_info *v)
 {
@@ -26,37 +57,14 @@ static void print_shape(const calq_value_info *v)
 
 int calq_cmd_inspect(int argc, char **argv)
 {
-    const char *model = NULL, *weights = NULL, *shapes = NULL, *v;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        } else if ((r = cli_opt(argc, argv, &i, "--input-shape", &v)) ||
-                   (r = cli_opt(argc, argv, &i, "--input_shape", &v))) {
-            if (r < 0) return CLI_USAGE;
-            shapes = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--model", &v))) {
-            if (r < 0) return CLI_USAGE;
-            model = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--weights", &v))) {
-            if (r < 0) return CLI_USAGE;
-            weights = v;
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(stderr, "calq inspect: unknown option '%s'\n\n%s", argv[i], usage_text);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "calq inspect: no model given\n\n%s", usage_text);
-        return CLI_USAGE;
-    }
+    inspect_args a = {0};
+    int r = cli_parse(&command, argc, argv, &a);
+    if (r) return r < 0 ? 0 : r;
+    const char *model = a.model;
     calq_error err = {0};
     calq_model *m = NULL;
-    if (cli_load_model(model, weights, &m, &err) != CALQ_OK) return cli_fail(&err);
-    if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) {
+    if (cli_load_model(model, a.weights, &m, &err) != CALQ_OK) return cli_fail(&err);
+    if (a.shapes && cli_apply_input_shapes(m, a.shapes, &err) != CALQ_OK) {
         calq_model_free(m);
         return cli_fail(&err);
     }

@@ -9,26 +9,91 @@
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: calq run MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
-    "                --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
-    "                [--input-shape NAME:d0,d1,...] [--threads N] [--dump NAME,... | --dump-all] [--ref]\n"
-    "\n"
-    "  --input NAME=FILE.npy  data for graph input NAME (NAME= may be left out when the model has one input);\n"
-    "                         float64 files are converted to the model's float32\n"
-    "  --image NAME=PHOTO     a photo for input NAME (NAME= optional with one input), preprocessed with\n"
-    "                         --resize WxH --mean M[,M,M] --std S[,S,S] --scale K [--bgr]: (x-M)/S*K, NCHW\n"
-    "  --input-shape SPEC     bind dynamic dims, e.g. input:1,3,240,320 (several: a:..;b:...)\n"
-    "  --output-dir DIR       where <output>.npy files go (created if missing)\n"
-    "  --threads N            OpenMP threads (results are identical for any N)\n"
-    "  --dump NAMES           also write these intermediate tensors (comma separated)\n"
-    "  --dump-all             write every tensor the model computes\n"
-    "  --ref                  use the plain reference kernels instead of oneDNN\n"
-    "  --no-fusion            run the graph as written (by default Conv+BatchNorm and per-channel\n"
-    "                         Mul/Add after a Conv are folded into it, as AMCT does, and QDQ groups\n"
-    "                         DQ -> Conv/Gemm/MatMul [-> Q] become integer operators, as onnxruntime\n"
-    "                         runs them; the float tensors inside a fused group are then not computed,\n"
-    "                         so --dump / --dump-all cannot write them)\n";
+typedef struct run_args {
+    const char *model, *weights, *outdir, *shapes, *dump;
+    cli_list inputs; /* tag 0: --input NAME=FILE.npy, 1: --image NAME=PHOTO */
+    int threads, dump_all, ref, no_fusion;
+    calq_image_opts img;
+} run_args;
+
+static const cli_flag flags[] = {
+    {.name = "--model",
+     .type = CLI_STRING,
+     .offset = offsetof(run_args, model),
+     .metavar = "M",
+     .required = 1,
+     .help = "the model (also the first bare argument): MODEL.onnx, or NET.prototxt with --weights"},
+    {.name = "--weights",
+     .type = CLI_STRING,
+     .offset = offsetof(run_args, weights),
+     .metavar = "W",
+     .help = "the Caffe weights (NET.caffemodel)"},
+    {.name = "--input",
+     .type = CLI_LIST,
+     .offset = offsetof(run_args, inputs),
+     .metavar = "NAME=FILE.npy",
+     .tag = 0,
+     .help = "data for graph input NAME (NAME= may be left out when the model has one input);\n"
+             "float64 files are converted to the model's float32"},
+    {.name = "--image",
+     .type = CLI_LIST,
+     .offset = offsetof(run_args, inputs),
+     .metavar = "NAME=PHOTO",
+     .tag = 1,
+     .help = "a photo for input NAME (NAME= optional with one input), preprocessed with the\n"
+             "five options below"},
+    CLI_IMAGE_FLAGS(run_args, img),
+    {.name = "--input-shape",
+     .alias = "--input_shape",
+     .type = CLI_CUSTOM,
+     .offset = offsetof(run_args, shapes),
+     .metavar = "SPEC",
+     .parse = cli_parse_input_shapes,
+     .help = "bind dynamic dims, e.g. input:1,3,240,320 (several: a:..;b:...)"},
+    {.name = "--output-dir",
+     .type = CLI_STRING,
+     .offset = offsetof(run_args, outdir),
+     .metavar = "DIR",
+     .required = 1,
+     .help = "where <output>.npy files go (created if missing)"},
+    {.name = "--threads",
+     .type = CLI_THREADS,
+     .offset = offsetof(run_args, threads),
+     .metavar = "N",
+     .help = "OpenMP threads (results are identical for any N; at most 4 per processor)"},
+    {.name = "--dump",
+     .type = CLI_STRING,
+     .offset = offsetof(run_args, dump),
+     .metavar = "NAMES",
+     .help = "also write these intermediate tensors (comma separated)"},
+    {.name = "--dump-all",
+     .type = CLI_SWITCH,
+     .offset = offsetof(run_args, dump_all),
+     .help = "write every tensor the model computes"},
+    {.name = "--ref",
+     .type = CLI_SWITCH,
+     .offset = offsetof(run_args, ref),
+     .help = "use the plain reference kernels instead of oneDNN"},
+    {.name = "--no-fusion",
+     .type = CLI_SWITCH,
+     .offset = offsetof(run_args, no_fusion),
+     .help = "run the graph as written (by default Conv+BatchNorm and per-channel\n"
+             "Mul/Add after a Conv are folded into it, as AMCT does, and QDQ groups\n"
+             "DQ -> Conv/Gemm/MatMul [-> Q] become integer operators, as onnxruntime\n"
+             "runs them; the float tensors inside a fused group are then not computed,\n"
+             "so --dump / --dump-all cannot write them)"},
+};
+
+static const cli_command command = {
+    .name = "run",
+    .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
+                "--input NAME=FILE.npy [--input ...] --output-dir DIR\n"
+                "[--image NAME=PHOTO --resize WxH --mean M[,M,M] --std S[,S,S] --scale K --bgr]\n"
+                "[--input-shape NAME:d0,d1,...] [--threads N] [--dump NAME,... | --dump-all]\n"
+                "[--ref] [--no-fusion]",
+    .flags = CLI_FLAGS(flags),
+    .positional = offsetof(run_args, model),
+};
 
 /* Files written by this run, by tensor name. Sanitising can map two tensor names ("a/b", "a_b")
  * to one file name, so a later one gets a numeric suffix instead of overwriting; the same
@@ -110,77 +175,26 @@ static calq_status to_float32(calq_tensor *t, calq_error *err)
 
 int calq_cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *weights = NULL, *outdir = NULL, *shapes = NULL, *dump = NULL, *v;
-    const char *input_specs[64];
-    int is_image[64];
-    calq_image_opts img;
-    calq_image_opts_init(&img);
-    int n_specs = 0, threads = 0, dump_all = 0, ref = 0, no_fusion = 0;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        } else if ((r = cli_opt(argc, argv, &i, "--input", &v))) {
-            if (r < 0) return CLI_USAGE;
-            if (n_specs == 64) return cli_failf("too many --input options");
-            is_image[n_specs] = 0;
-            input_specs[n_specs++] = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--image", &v))) {
-            if (r < 0) return CLI_USAGE;
-            if (n_specs == 64) return cli_failf("too many --image options");
-            is_image[n_specs] = 1;
-            input_specs[n_specs++] = v;
-        } else if ((r = cli_image_opt(argc, argv, &i, &img))) {
-            if (r < 0) return CLI_USAGE;
-        } else if ((r = cli_opt(argc, argv, &i, "--input-shape", &v)) ||
-                   (r = cli_opt(argc, argv, &i, "--input_shape", &v))) {
-            if (r < 0) return CLI_USAGE;
-            shapes = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--output-dir", &v))) {
-            if (r < 0) return CLI_USAGE;
-            outdir = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--threads", &v))) {
-            if (r < 0) return CLI_USAGE;
-            threads = atoi(v);
-            if (threads <= 0) return cli_failf("--threads needs a positive number, got '%s'", v);
-        } else if ((r = cli_opt(argc, argv, &i, "--dump", &v))) {
-            if (r < 0) return CLI_USAGE;
-            dump = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--model", &v))) {
-            if (r < 0) return CLI_USAGE;
-            model = v;
-        } else if ((r = cli_opt(argc, argv, &i, "--weights", &v))) {
-            if (r < 0) return CLI_USAGE;
-            weights = v;
-        } else if (!strcmp(argv[i], "--dump-all")) {
-            dump_all = 1;
-        } else if (!strcmp(argv[i], "--ref")) {
-            ref = 1;
-        } else if (!strcmp(argv[i], "--no-fusion")) {
-            no_fusion = 1;
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(stderr, "calq run: unknown option '%s'\n\n%s", argv[i], usage_text);
-            return CLI_USAGE;
-        }
-    }
-    if (!model || !outdir) {
-        fprintf(stderr, "calq run: %s\n\n%s", !model ? "no model given" : "--output-dir is required", usage_text);
-        return CLI_USAGE;
-    }
+    run_args a = {0};
+    calq_image_opts_init(&a.img);
+    int rc = cli_parse(&command, argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *model = a.model, *outdir = a.outdir, *dump = a.dump;
+    int n_specs = a.inputs.n, dump_all = a.dump_all;
+    const char *const *input_specs = a.inputs.value; /* --input and --image, in order */
+    const int *is_image = a.inputs.tag;
 
     calq_error err = {0};
     calq_model *m = NULL;
-    if (cli_load_model(model, weights, &m, &err) != CALQ_OK) return cli_fail(&err);
-    int rc = 1, n_in = calq_model_num_inputs(m);
+    if (cli_load_model(model, a.weights, &m, &err) != CALQ_OK) return cli_fail(&err);
+    rc = 1;
+    int n_in = calq_model_num_inputs(m);
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
     calq_session *s = NULL;
     char **dump_names = NULL;
     name_set written = {0};
     if (!ins) goto done;
-    if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) {
+    if (a.shapes && cli_apply_input_shapes(m, a.shapes, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;
     }
@@ -196,13 +210,14 @@ int calq_cmd_run(int argc, char **argv)
                 idx = i;
         }
         if (idx < 0) {
-            cli_failf("--input %s: %s", input_specs[k],
+            char shown[CLI_CUT_BUF];
+            cli_failf("--input %s: %s", cli_cut(input_specs[k], shown),
                       eq ? "the model has no input of that name (see 'calq inspect')"
                          : "the model has several inputs: write --input NAME=FILE.npy");
             goto done;
         }
         calq_tensor_free_data(&ins[idx]);
-        if ((is_image[k] ? calq_image_load(file, &img, &ins[idx], &err) : calq_npy_read(file, &ins[idx], &err)) !=
+        if ((is_image[k] ? calq_image_load(file, &a.img, &ins[idx], &err) : calq_npy_read(file, &ins[idx], &err)) !=
             CALQ_OK) {
             cli_fail(&err);
             goto done;
@@ -222,11 +237,12 @@ int calq_cmd_run(int argc, char **argv)
             goto done;
         }
     if (cli_mkdir_p(outdir) != 0) {
-        cli_failf("cannot create %s: %s", outdir, strerror(errno));
+        char shown[CLI_CUT_BUF];
+        cli_failf("cannot create --output-dir %s: %s", cli_cut(outdir, shown), strerror(errno));
         goto done;
     }
     calq_session_opts opts = {
-        .n_threads = threads, .kernels = ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = no_fusion};
+        .n_threads = a.threads, .kernels = a.ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = a.no_fusion};
     if (calq_session_create(m, &opts, &s, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;

@@ -6,64 +6,86 @@
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: calq save --model MODEL.onnx|MODEL.prototxt [--weights W.caffemodel] --record R_record.txt\n"
-    "                 --save_path DIR/PREFIX [--format F] [--save_type Both|Fakequant|Deploy]\n"
-    "                 [--config C.json|C.cfg] [--input_shape \"in:n,c,h,w\"]\n"
-    "\n"
-    "  --record R                  the record file of a calibration (AMCT's format, §7.1)\n"
-    "  --save_path P               output prefix (files below)\n"
-    "  --format F                  a comma list of (default: all for ONNX, ascend for Caffe)\n"
-    "                                ascend     AMCT's models: P_fake_quant_model.onnx (§9.2, standard ONNX ops)\n"
-    "                                           and P_deploy_model.onnx (AscendQuant/AscendDequant, int8 weights,\n"
-    "                                           int32 bias, uint64 deq_scale: ATC's input); Caffe:\n"
-    "                                           P_fake_quant_model.prototxt + P_fake_quant_weights.caffemodel,\n"
-    "                                           P_deploy_model.prototxt + P_deploy_weights.caffemodel\n"
-    "                                qdq        P_qdq.onnx: QuantizeLinear/DequantizeLinear pairs (fake-quant kind)\n"
-    "                                qoperator  P_qoperator.onnx: QLinearConv/QLinearMatMul (deploy kind)\n"
-    "                              both = qdq,qoperator; all = ascend,qdq,qoperator\n"
-    "  --save_type T               Both (default), Fakequant (the fake-quant kind only), Deploy (deploy kind only)\n"
-    "  --config C                  the config calibration used (its enabled layers must be in the record;\n"
-    "                              default: every quantizable layer)\n";
+typedef struct save_args {
+    const char *model, *weights, *record, *save, *format, *config, *shapes;
+    int save_type;
+} save_args;
+
+static const cli_flag flags[] = {
+    {.name = "--model",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, model),
+     .metavar = "M",
+     .required = 1,
+     .help = "the float model the record was calibrated on (MODEL.onnx, or NET.prototxt with --weights)"},
+    {.name = "--weights",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, weights),
+     .metavar = "W",
+     .help = "the Caffe weights (NET.caffemodel)"},
+    {.name = "--record",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, record),
+     .metavar = "R",
+     .required = 1,
+     .help = "the record file of a calibration (AMCT's format, §7.1)"},
+    {.name = "--save_path",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, save),
+     .metavar = "P",
+     .required = 1,
+     .help = "output prefix (files below; the folder is created)"},
+    {.name = "--format",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, format),
+     .metavar = "F",
+     .help = "a comma list of (default: all for ONNX, ascend for Caffe)\n"
+             "  ascend     AMCT's models: P_fake_quant_model.onnx (§9.2, standard ONNX ops)\n"
+             "             and P_deploy_model.onnx (AscendQuant/AscendDequant, int8 weights,\n"
+             "             int32 bias, uint64 deq_scale: ATC's input); Caffe:\n"
+             "             P_fake_quant_model.prototxt + P_fake_quant_weights.caffemodel,\n"
+             "             P_deploy_model.prototxt + P_deploy_weights.caffemodel\n"
+             "  qdq        P_qdq.onnx: QuantizeLinear/DequantizeLinear pairs (fake-quant kind)\n"
+             "  qoperator  P_qoperator.onnx: QLinearConv/QLinearMatMul (deploy kind)\n"
+             "both = qdq,qoperator; all = ascend,qdq,qoperator"},
+    {.name = "--save_type",
+     .type = CLI_ENUM,
+     .offset = offsetof(save_args, save_type),
+     .metavar = "T",
+     .choices = cli_save_types,
+     .help = "Both (default), Fakequant (the fake-quant kind only), Deploy (deploy kind only)"},
+    {.name = "--config",
+     .type = CLI_STRING,
+     .offset = offsetof(save_args, config),
+     .metavar = "C",
+     .help = "the config calibration used, JSON or .cfg (its enabled layers must be in the\n"
+             "record; default: every quantizable layer)"},
+    {.name = "--input_shape",
+     .alias = "--input-shape",
+     .type = CLI_CUSTOM,
+     .offset = offsetof(save_args, shapes),
+     .metavar = "SPEC",
+     .parse = cli_parse_input_shapes,
+     .help = "fix input shapes, e.g. input:1,3,240,320"},
+};
+
+static const cli_command command = {
+    .name = "save",
+    .synopsis = "--model MODEL.onnx|MODEL.prototxt [--weights W.caffemodel] --record R_record.txt\n"
+                "--save_path DIR/PREFIX [--format F] [--save_type Both|Fakequant|Deploy]\n"
+                "[--config C.json|C.cfg] [--input_shape \"in:n,c,h,w\"]",
+    .flags = CLI_FLAGS(flags),
+    .positional = CLI_NO_POSITIONAL,
+};
 
 int calq_cmd_save(int argc, char **argv)
 {
-    const char *model = NULL, *weights = NULL, *record = NULL, *save = NULL, *format = NULL, *save_type = NULL;
-    const char *config = NULL, *shapes = NULL, *v;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-#define OPT(flag, var)                                                                                                 \
-    else if ((r = cli_opt(argc, argv, &i, flag, &v)))                                                                  \
-    {                                                                                                                  \
-        if (r < 0) return CLI_USAGE;                                                                                   \
-        var = v;                                                                                                       \
-    }
-        OPT("--model", model)
-        OPT("--weights", weights)
-        OPT("--record", record)
-        OPT("--save_path", save)
-        OPT("--format", format)
-        OPT("--save_type", save_type)
-        OPT("--config", config)
-        OPT("--input_shape", shapes)
-#undef OPT
-        else
-        {
-            fprintf(stderr, "calq save: unknown option '%s'\n%s", argv[i], usage_text);
-            return CLI_USAGE;
-        }
-    }
-    if (!model || !record || !save) {
-        fprintf(stderr, "calq save: --model, --record and --save_path are required\n%s", usage_text);
-        return CLI_USAGE;
-    }
+    save_args a = {.save_type = CLI_SAVE_BOTH};
+    int rc = cli_parse(&command, argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
     calq_save_format fmts[4];
     int n_fmts = 0;
-    int rc = cli_save_formats(format, save_type, weights != NULL, fmts, &n_fmts);
+    rc = cli_save_formats(a.format, a.save_type, a.weights != NULL, fmts, &n_fmts);
     if (rc) return rc;
     if (!n_fmts) {
         cli_failf("--save_type None: calq save has nothing to write");
@@ -71,10 +93,14 @@ int calq_cmd_save(int argc, char **argv)
     }
     calq_error err = {0};
     calq_model *m = NULL;
-    if (cli_load_model(model, weights, &m, &err) != CALQ_OK) return cli_fail(&err);
-    if (shapes && cli_apply_input_shapes(m, shapes, &err) != CALQ_OK) rc = cli_fail(&err);
-    if (!rc && cli_save(m, record, config, format != NULL, fmts, n_fmts, save, NULL, &err) != CALQ_OK) {
+    if (cli_load_model(a.model, a.weights, &m, &err) != CALQ_OK) return cli_fail(&err);
+    if (a.shapes && cli_apply_input_shapes(m, a.shapes, &err) != CALQ_OK) rc = cli_fail(&err);
+    char created[4096] = "";
+    if (!rc && cli_make_parent("--save_path", a.save, created) != 0) rc = 1;
+    if (!rc && cli_save(m, a.record, a.config, a.format != NULL, fmts, n_fmts, a.save, NULL, &err) != CALQ_OK)
         rc = cli_fail(&err);
+    if (rc) {
+        cli_unmake_parent(a.save, created);
         fprintf(stderr, "calq: nothing written.\n");
     }
     calq_model_free(m);

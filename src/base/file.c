@@ -37,8 +37,8 @@ static int open_regular_fd(const char *path, size_t max, const char *what, size_
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it is %s; calq reads only regular files", calq__cut(path).s, what,
-                   file_kind(&st));
+        calq__fail(err, CALQ_ERR_IO, NULL, "cannot read %s as %s: it is %s; calq reads only regular files",
+                   calq__cut(path).s, what, file_kind(&st));
         close(fd);
         return -1;
     }
@@ -80,13 +80,14 @@ calq_status calq__read_file_max(const char *path, size_t max, const char *what, 
      * end, but never past max. */
     size_t cap = want + 1 > 4096 ? want + 1 : 4096, n = 0;
     char *buf = malloc(cap);
-    calq_status st = buf ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", calq__cut(path).s);
+    calq_status st =
+        buf ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", calq__cut(path).s);
     while (st == CALQ_OK) {
         if (cap - n < 2) {
             if (n > max) {
                 st = calq__fail(err, CALQ_ERR_IO, NULL,
-                                "cannot read %s as %s: it grew past the %zu bytes calq reads as %s", calq__cut(path).s, what, max,
-                                what);
+                                "cannot read %s as %s: it grew past the %zu bytes calq reads as %s", calq__cut(path).s,
+                                what, max, what);
                 break;
             }
             size_t nc = cap > max / 2 ? max + 2 : cap * 2;

@@ -433,13 +433,13 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
          * RNN have two weights, W's values first */
         int nw = weights ? calq__qkind_n_weights(k) : 1;
         if (channels > 0 && l->n_scale_w > nw && l->n_scale_w != nw * channels)
-            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
-                              nw > 1
-                                  ? "layer %s in %s (line %d) has %d scale_w values, but its W and R have %lld output "
-                                    "channels each; give %lld (W's, then R's) or one per weight"
-                                  : "layer %s in %s (line %d) has %d scale_w values, but its weight has %lld output "
-                                    "channels; give one per output channel or a single one",
-                              calq__cut(l->name).s, rf, l->line, l->n_scale_w, (long long)channels, (long long)(nw * channels));
+            return calq__fail(
+                err, CALQ_ERR_RECORD_FACTOR, l->name,
+                nw > 1 ? "layer %s in %s (line %d) has %d scale_w values, but its W and R have %lld output "
+                         "channels each; give %lld (W's, then R's) or one per weight"
+                       : "layer %s in %s (line %d) has %d scale_w values, but its weight has %lld output "
+                         "channels; give one per output channel or a single one",
+                calq__cut(l->name).s, rf, l->line, l->n_scale_w, (long long)channels, (long long)(nw * channels));
         if (nw > 1 && l->n_scale_w < nw)
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "layer %s in %s (line %d) has %d scale_w value; its W and R take one each at least",

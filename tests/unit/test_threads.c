@@ -35,7 +35,7 @@ static calq_status run_with(calq_model *m, int n, calq_tensor *out, calq_error *
 {
     static const int64_t xd[] = {1, 2, 4, 4}, yd[] = {1, 3};
     calq_tensor in[2] = {filled(4, xd, 1), filled(2, yd, 2)};
-    calq_session_opts o = {.n_threads = n, .use_fast = 1};
+    calq_session_opts o = {.n_threads = n};
     calq_session *s = NULL;
     calq_status st = calq_session_create(m, &o, &s, err);
     if (st == CALQ_OK) st = calq_session_run(s, in, 2, err);
@@ -66,7 +66,7 @@ static void test_session(calq_model *m)
         calq_tensor_free_data(&many[k]);
     }
     calq_session *s = NULL;
-    calq_session_opts o = {.n_threads = -1, .use_fast = 1};
+    calq_session_opts o = {.n_threads = -1};
     EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_ERR_BAD_PARAMETERS, &err,
                   "calq_session_opts.n_threads is -1; it must be 0 (OpenMP's default) or a positive number");
     EXPECT(s == NULL);
@@ -77,7 +77,7 @@ static void test_ifmr(void)
     static const int64_t d[] = {4096};
     calq_tensor t = filled(1, d, 3);
     calq_ifmr_opts o;
-    calq_ifmr_opts_default(&o);
+    calq_ifmr_opts_init(&o);
     calq_ifmr_result r1, r2;
     calq_error err = {0};
     o.n_threads = 1;

@@ -7,6 +7,8 @@
 set -u
 CALQ=$1
 SHARED=$2
+. "$(dirname "$0")/../tests/support/need.sh"
+need_files "$SHARED/models/ultraface/version-slim-320.onnx" "$SHARED/data/faces/ultraface_1.jpg"
 T=$(mktemp -d /tmp/calq_calib_mem.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 peak() {

@@ -5,6 +5,11 @@ target_compile_options(calq_conformance PRIVATE ${CALQ_WARN})
 set_target_properties(calq_conformance PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 add_test(NAME conformance.onnx_backend COMMAND calq_conformance)
 set_tests_properties(conformance.onnx_backend PROPERTIES TIMEOUT 900)
+# The floors catch a lost operator: with every test counted as skipped (as if its operator were
+# gone), the run must fail on the floors, not pass.
+add_test(NAME conformance.floor COMMAND calq_conformance --pretend-unsupported test_)
+set_tests_properties(conformance.floor PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "passed, floor [0-9]+: FAIL, fewer tests pass than the floor")
 
 # libFuzzer targets: tests/fuzz/fuzz_*.c (clang only; `make test-fuzz` runs them briefly).
 if(CALQ_FUZZ)
@@ -19,6 +24,22 @@ if(CALQ_FUZZ)
     target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
     set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
     add_dependencies(fuzzers ${name})
+  endforeach()
+endif()
+
+# The fuzz regression corpus replayed by plain ctest, in the Release and ASan builds alike: each
+# target's LLVMFuzzerTestOneInput linked with a small driver (tests/fuzz/replay.c, no libFuzzer)
+# and fed every file of tests/fuzz/corpus/<target> (issue 10, item 7).
+if(NOT CALQ_FUZZ)
+  file(GLOB CALQ_FUZZ_REPLAY_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_*.c)
+  foreach(src ${CALQ_FUZZ_REPLAY_SRCS})
+    get_filename_component(name ${src} NAME_WE)
+    string(REGEX REPLACE "^fuzz_" "" target ${name})
+    add_executable(replay_${target} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay.c)
+    target_link_libraries(replay_${target} PRIVATE calq_test_support)
+    target_compile_options(replay_${target} PRIVATE ${CALQ_WARN})
+    add_test(NAME fuzz_replay.${target} COMMAND replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${target})
+    set_tests_properties(fuzz_replay.${target} PROPERTIES LABELS fuzz TIMEOUT 120)
   endforeach()
 endif()
 
@@ -97,6 +118,14 @@ set_tests_properties(lint.qkind_literals PROPERTIES TIMEOUT 60)
 # No argv handling outside the flag table's parser (issue 10 item 6).
 add_test(NAME lint.cli_flag_table COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/cli_flag_table.sh ${CMAKE_SOURCE_DIR}/tools)
 set_tests_properties(lint.cli_flag_table PROPERTIES TIMEOUT 60)
+# Missing files make skips, not passes (issue 10 item 7): every test has SKIP_RETURN_CODE 77, the
+# tests needing shared files ask for them, and a missing shared folder gives 77 in practice.
+add_test(NAME lint.skip_rule COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/lint/skip_rule.py ${CMAKE_BINARY_DIR}
+                                     ${CMAKE_SOURCE_DIR} $<TARGET_FILE:calq_cli> $<TARGET_FILE:test_calib_ultraface>)
+set_tests_properties(lint.skip_rule PROPERTIES TIMEOUT 120)
+# One assertion harness (issue 10 item 7): tests/support/expect.h's EXPECT, nothing redefined.
+add_test(NAME lint.one_harness COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lint/one_harness.sh ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(lint.one_harness PROPERTIES TIMEOUT 60)
 # Operators beyond what the node tests pin down (recurrent layers with every attribute, Einsum
 # patterns, detection ops) and the opset 18-21 signatures: models built with onnx.helper, calq
 # (reference and fast kernels) against onnxruntime-node.

@@ -13,6 +13,9 @@ mode=$1; calq=$2; compare=$3; shared=$4
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3 # Debian's python: the one that sees python3-opencv and numpy
 faces=$shared/data/faces; mtcnn=$shared/models/mtcnn; uf=$shared/models/ultraface
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy cv2
+need_files "$mtcnn/det1.prototxt" "$mtcnn/det1.caffemodel" "$uf/slim-320.prototxt" "$faces/ultraface_1.jpg"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0
 

@@ -12,6 +12,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 UF=$SHARED/models/ultraface
 MT=$SHARED/models/mtcnn
 FACES=$SHARED/data/faces
+. "$(dirname "$0")/../support/need.sh"
+need_files "$UF/version-slim-320.onnx" "$MT/det1.prototxt" "$FACES/ultraface_1.jpg"
 
 # run NAME EXPECTED_RC ARGS...: runs calq calibration, keeps stderr in $T/NAME.log
 run() {

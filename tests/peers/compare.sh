@@ -19,6 +19,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 UF=$SHARED/models/ultraface/version-slim-320_simplified.onnx
 D3=$SHARED/models/mtcnn/det3
 FACES=$SHARED/data/faces
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy
 [ -f "$UF" ] && [ -f "$D3.prototxt" ] || { echo "shared models missing"; exit 77; }
 mkdir -p "$T/calib" "$T/val"
 cp "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$T/calib/"
@@ -103,7 +105,9 @@ if [ -x /usr/bin/chromium ]; then
     $CHECK png "$T/report.png" || { fail "the HTML report renders blank"; tail -5 "$T/chromium.log"; }
     ! grep -Eq '<script|https?://' "$T/fake_quant_model.html" || fail "the HTML report is not self-contained"
 else
-    fail "no /usr/bin/chromium (scripts/install-deps.sh installs it)"
+    chromium_missing=1
 fi
-[ $fails -eq 0 ] && echo "compare: all checks passed"
-exit $((fails != 0))
+[ $fails -eq 0 ] || exit 1
+# everything else passed, but the report was not rendered: a skip, not a pass
+[ -z "${chromium_missing:-}" ] || need_skip "no /usr/bin/chromium to render the HTML report (scripts/install-deps.sh installs it)"
+echo "compare: all checks passed"

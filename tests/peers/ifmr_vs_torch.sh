@@ -7,6 +7,9 @@ CALQ=${1:-build/calq}
 N=${2:-4}
 SHARED=${CALQ_SHARED:-$(dirname "$0")/../../../shared}
 MODEL=$SHARED/models/ultraface/version-slim-320.onnx
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy torch
+need_files "$MODEL" "$SHARED/data/faces/ultraface_1.jpg"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 dirs=""

@@ -7,6 +7,9 @@ set -euo pipefail
 calq=$1; compare=$2; shared=$3
 model=$shared/models/ultraface/version-slim-320_simplified.onnx
 img=$shared/data/faces/ultraface_2.jpg
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy onnx
+need_files "$model" "$img"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0
 

@@ -22,6 +22,10 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 FACES=$SHARED/data/faces
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy onnx
+need_node_module onnxruntime-node
+need_files "$SHARED/models/ultraface/version-slim-320.onnx" "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg"
 mkdir -p "$T/calib"
 cp "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$T/calib/"
 IMG="--resize 320x240 --mean 127 --std 128"

@@ -20,6 +20,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
 CMP="$PY $HERE/save_compare.py"
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy onnx
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: no onnxruntime-node in $NODE_PATH"; exit 77; }
 T=$(mktemp -d /tmp/calq_attn.XXXXXX)

@@ -21,6 +21,9 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 FACES=$SHARED/data/faces
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy
+need_files "$SHARED/models/mtcnn/det1.prototxt" "$SHARED/models/ultraface/slim-320.prototxt" "$FACES/ultraface_2.jpg"
 mkdir -p "$T/calib"
 cp "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$FACES/ultraface_2.jpg" "$T/calib/"
 

@@ -24,6 +24,10 @@ T=$(mktemp -d /tmp/calq_save.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy onnx
+need_node_module onnxruntime-node
+need_files "$SHARED/models/ultraface/version-slim-320.onnx" "$SHARED/data/faces/ultraface_1.jpg"
 # onnxruntime-node: save MODEL's optimized graph (save MODEL OPT), or run a model without
 # optimizing it (run MODEL OUT_DIR NAME=IN.npy), writing every output as OUT_DIR/<name>.npy
 ORT_OPT=$T/ort_opt.js

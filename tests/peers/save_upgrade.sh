@@ -16,6 +16,8 @@ CALQ=$1
 ORT=$2
 PY=/usr/bin/python3
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
+. "$(dirname "$0")/../support/need.sh"
+need_python numpy onnx
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: onnxruntime-node not in $NODE_PATH"; exit 77; }
 T=$(mktemp -d /tmp/calq_upgrade.XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -5,6 +5,9 @@ set -euo pipefail
 calq=$1; compare=$2; shared=$3
 here=$(cd "$(dirname "$0")" && pwd)
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
+. "$(dirname "$0")/../support/need.sh"
+need_node_module onnxruntime-node
+need_files "$shared/models/ultraface/version-slim-320.onnx" "$shared/data/faces/ultraface_1.jpg"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0
 for model in version-slim-320.onnx version-slim-320_simplified.onnx; do

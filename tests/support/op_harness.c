@@ -7,8 +7,6 @@
 
 #include "graph/passes.h"
 
-int test_failures = 0;
-
 op_case op_case_new(const char *op_type, int opset, int n_in, int n_out)
 {
     op_case c = {calq__graph_new(), -1};

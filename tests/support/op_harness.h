@@ -4,6 +4,7 @@
 #define CALQ_TEST_OP_HARNESS_H
 
 #include "exec/op.h"
+#include "expect.h" /* the assertions (EXPECT, EXPECT_OK): one harness for every test */
 
 typedef struct op_case {
     calq_graph *g;
@@ -47,25 +48,5 @@ calq_tensor t_i64(const int64_t *vals, int ndim, const int64_t *dims);
 calq_tensor t_rand_f32(unsigned seed, int ndim, const int64_t *dims, float lo, float hi);
 /* Max |a-b| relative to (atol + rtol*|b|); returns 1 if within tolerance, prints the worst. */
 int t_close(const calq_tensor *a, const calq_tensor *b, double rtol, double atol, const char *what);
-
-/* Minimal test macros: count failures, print location. */
-extern int test_failures;
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            test_failures++;                                                                                           \
-        }                                                                                                              \
-    } while (0)
-#define CHECK_OK(expr)                                                                                                 \
-    do {                                                                                                               \
-        calq_error e_ = {0};                                                                                           \
-        (void)e_;                                                                                                      \
-        calq_status s_ = (expr);                                                                                       \
-        if (s_ != CALQ_OK) {                                                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_);                             \
-            test_failures++;                                                                                           \
-        }                                                                                                              \
-    } while (0)
 
 #endif

@@ -219,10 +219,7 @@ static void test_det3(const char *shared, const char *dir)
     snprintf(photos[2], sizeof photos[2], "%s/ultraface_1.jpg", faces);
     calq_error err = {0};
     calq_model *m = NULL;
-    if (access(proto, R_OK) != 0 || access(photos[2], R_OK) != 0) {
-        printf("skipped the det3 part: %s not found\n", proto);
-        return;
-    }
+    if (!NEED_FILE(proto) || !NEED_FILE(weights) || !NEED_FILE(photos[0]) || !NEED_FILE(photos[2])) return;
     EXPECT_STATUS(calq_model_load_caffe(proto, weights, &m, &err), CALQ_OK, &err, NULL);
     if (!m) return;
     calq_value_info in;
@@ -353,5 +350,5 @@ int main(void)
         fprintf(stderr, "test_calib_algos: %d failure(s)\n", failures);
     else
         printf("test_calib_algos: all passed\n");
-    return failures != 0;
+    return TEST_RESULT();
 }

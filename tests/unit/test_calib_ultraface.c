@@ -53,10 +53,7 @@ int main(void)
     snprintf(img_path[1], sizeof img_path[1], "%s/mtcnn_test2.jpg", faces);
     calq_error err = {0};
     calq_model *m = NULL;
-    if (access(model_path, R_OK) != 0) {
-        fprintf(stderr, "skipped: %s not found\n", model_path);
-        return 0;
-    }
+    if (!NEED_FILE(model_path) || !NEED_FILE(img_path[0]) || !NEED_FILE(img_path[1])) return TEST_RESULT();
     if (calq_model_load_onnx(model_path, &m, &err) != CALQ_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
@@ -201,5 +198,5 @@ int main(void)
     calq_config_free(cfg);
     calq_model_free(m);
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return TEST_RESULT();
 }

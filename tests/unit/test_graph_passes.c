@@ -86,11 +86,11 @@ static calq_tensor run(const calq_graph *g, const calq_tensor *x)
     calq_tensor out = {0};
     if (calq__plan_build(g, x, 1, false, 0, &p, &err) != CALQ_OK) {
         fprintf(stderr, "plan: %s\n", err.message);
-        test_failures++;
+        failures++;
         return out;
     }
     p->vals[g->inputs[0]].t.data = x->data;
-    for (int s = 0; s < p->n_steps; s++) CHECK_OK(calq__plan_run_step(p, s, &err));
+    for (int s = 0; s < p->n_steps; s++) EXPECT_OK(calq__plan_run_step(p, s, &err));
     calq__tensor_clone(&out, &p->vals[g->outputs[0]].t, &err);
     calq__plan_free(p);
     return out;
@@ -110,15 +110,15 @@ int main(void)
     calq_error err = {0};
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         calq_graph *g = build(with_bias, 0, 0), *f = NULL;
-        CHECK_OK(calq__graph_clone(g, &f, &err));
+        EXPECT_OK(calq__graph_clone(g, &f, &err));
         int n = 0;
-        CHECK_OK(calq__pass_fold_conv_affine(f, NULL, 0, &n, &err));
-        CHECK(n == 3);
-        CHECK(f->n_nodes == 1 && count_op(f, "Conv") == 1);
-        CHECK(g->n_nodes == 4); /* the original is untouched */
-        CHECK(strcmp(f->values[f->nodes[0].outputs[0]].name, "y") == 0);
+        EXPECT_OK(calq__pass_fold_conv_affine(f, NULL, 0, &n, &err));
+        EXPECT(n == 3);
+        EXPECT(f->n_nodes == 1 && count_op(f, "Conv") == 1);
+        EXPECT(g->n_nodes == 4); /* the original is untouched */
+        EXPECT(strcmp(f->values[f->nodes[0].outputs[0]].name, "y") == 0);
         calq_tensor a = run(g, &x), b = run(f, &x);
-        CHECK(t_close(&b, &a, 1e-5, 1e-5, "folded vs original"));
+        EXPECT(t_close(&b, &a, 1e-5, 1e-5, "folded vs original"));
         /* AMCT's order for the BN step: b' = (b - mean) * gamma / sqrt(var + eps) + beta, in float32 */
         calq_graph *h = build(with_bias, 0, 0);
         calq__node_release(&h->nodes[2]); /* keep only conv + bn: drop mul and add */
@@ -127,8 +127,8 @@ int main(void)
         h->values[h->outputs[0]].is_output = false;
         h->outputs[0] = calq__graph_find(h, "bn");
         h->values[h->outputs[0]].is_output = true;
-        CHECK_OK(calq__pass_fold_conv_affine(h, NULL, 0, &n, &err));
-        CHECK(n == 1);
+        EXPECT_OK(calq__pass_fold_conv_affine(h, NULL, 0, &n, &err));
+        EXPECT(n == 1);
         const calq_tensor *fb = h->values[h->nodes[0].inputs[2]].constant;
         const float *B = with_bias ? g->values[calq__graph_find(g, "b")].constant->data : NULL;
         const float *gm = g->values[calq__graph_find(g, "gamma")].constant->data,
@@ -138,7 +138,7 @@ int main(void)
         for (int o = 0; o < C; o++) {
             float inv = gm[o] / sqrtf(va[o] + 1e-5f);
             float want = ((B ? B[o] : 0.0f) - mu[o]) * inv + be[o];
-            CHECK(((const float *)fb->data)[o] == want);
+            EXPECT(((const float *)fb->data)[o] == want);
         }
         calq_tensor_free_data(&a);
         calq_tensor_free_data(&b);
@@ -151,12 +151,12 @@ int main(void)
         calq_graph *g = build(1, mode == 0, mode == 1);
         const char *skip[1] = {"conv"};
         int n = -1;
-        CHECK_OK(calq__pass_fold_conv_affine(g, skip, mode == 2 ? 1 : 0, &n, &err));
-        CHECK(n == 0);
-        CHECK(count_op(g, "BatchNormalization") == 1);
+        EXPECT_OK(calq__pass_fold_conv_affine(g, skip, mode == 2 ? 1 : 0, &n, &err));
+        EXPECT(n == 0);
+        EXPECT(count_op(g, "BatchNormalization") == 1);
         calq__graph_free(g);
     }
     calq_tensor_free_data(&x);
-    printf("test_graph_passes: %d failure(s)\n", test_failures);
-    return test_failures != 0;
+    printf("test_graph_passes: %d failure(s)\n", failures);
+    return failures != 0;
 }

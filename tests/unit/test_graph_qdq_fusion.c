@@ -178,7 +178,7 @@ static void run(const calq_graph *g, const calq_tensor *in, int n_in, const char
     memset(got, 0, sizeof(calq_tensor) * (size_t)n);
     if (calq__plan_build(g, in, n_in, false, 0, &p, &err) != CALQ_OK) {
         fprintf(stderr, "plan: %s\n", err.message);
-        test_failures++;
+        failures++;
         return;
     }
     for (int i = 0; i < n_in; i++) p->vals[g->inputs[i]].t.data = in[i].data;
@@ -190,7 +190,7 @@ static void run(const calq_graph *g, const calq_tensor *in, int n_in, const char
     for (int s = 0; s < p->n_steps; s++) {
         if (calq__plan_run_step(p, s, &err) != CALQ_OK) {
             fprintf(stderr, "run: %s\n", err.message);
-            test_failures++;
+            failures++;
             break;
         }
         const calq_node *nd = &g->nodes[p->steps[s].node];
@@ -203,7 +203,7 @@ static void run(const calq_graph *g, const calq_tensor *in, int n_in, const char
     for (int k = 0; k < n; k++)
         if (!got[k].data) {
             fprintf(stderr, "tensor %s was not computed\n", names[k]);
-            test_failures++;
+            failures++;
         }
 }
 
@@ -226,8 +226,8 @@ static calq_graph *fused(const calq_graph *g, int *n_fused, int *n_removed)
 {
     calq_graph *f = NULL;
     calq_error err = {0};
-    CHECK_OK(calq__graph_clone(g, &f, &err));
-    CHECK_OK(calq__pass_fuse_qdq(f, n_fused, n_removed, &err));
+    EXPECT_OK(calq__graph_clone(g, &f, &err));
+    EXPECT_OK(calq__pass_fuse_qdq(f, n_fused, n_removed, &err));
     return f;
 }
 
@@ -337,15 +337,15 @@ static void test_chain(const calq_tensor *x)
     calq_graph *g = chain(1, SY, ZY, 1.0f);
     int nf, nr;
     calq_graph *f = fused(g, &nf, &nr);
-    CHECK(nf == 2 && nr == 1);
-    CHECK(count_op(f, "QLinearConv") == 2 && count_op(f, "Conv") == 0 && count_op(f, "Relu") == 0);
+    EXPECT(nf == 2 && nr == 1);
+    EXPECT(count_op(f, "QLinearConv") == 2 && count_op(f, "Conv") == 0 && count_op(f, "Relu") == 0);
     /* left: Q(x), the two integer layers, the DQ of the graph output */
-    CHECK(f->n_nodes == 4 && count_op(f, "QuantizeLinear") == 1 && count_op(f, "DequantizeLinear") == 1);
+    EXPECT(f->n_nodes == 4 && count_op(f, "QuantizeLinear") == 1 && count_op(f, "DequantizeLinear") == 1);
     const calq_node *c1 = find_node(f, "conv1");
-    CHECK(c1 && !strcmp(c1->op_type, "QLinearConv") && c1->n_inputs == 9);
-    CHECK(c1 && !strcmp(f->values[c1->outputs[0]].name, "y1_q")); /* writes the Q's tensor */
-    CHECK(c1 && calq__attr(c1, "pads") != NULL);
-    CHECK(g->n_nodes == 12); /* the original is untouched */
+    EXPECT(c1 && !strcmp(c1->op_type, "QLinearConv") && c1->n_inputs == 9);
+    EXPECT(c1 && !strcmp(f->values[c1->outputs[0]].name, "y1_q")); /* writes the Q's tensor */
+    EXPECT(c1 && calq__attr(c1, "pads") != NULL);
+    EXPECT(g->n_nodes == 12); /* the original is untouched */
 
     const char *names[4] = {"x_q", "y1_q", "y2_q", "y2_dq"};
     calq_tensor a[4], b[4];
@@ -354,13 +354,13 @@ static void test_chain(const calq_tensor *x)
     if (a[1].data && a[2].data) {
         float sw2 = 0.004f;
         /* each integer layer equals the QLinearConv formula on its own int8 input */
-        CHECK(check_qconv(&a[0], ZX, SX, w1_q, M1, 3, sw1, M1, b1, SY, ZY, 1, &a[1]) == 0);
-        CHECK(check_qconv(&a[1], ZY, SY, w2_q, M2, 1, &sw2, 1, NULL, S2, Z2, 0, &a[2]) == 0);
+        EXPECT(check_qconv(&a[0], ZX, SX, w1_q, M1, 3, sw1, M1, b1, SY, ZY, 1, &a[1]) == 0);
+        EXPECT(check_qconv(&a[1], ZY, SY, w2_q, M2, 1, &sw2, 1, NULL, S2, Z2, 0, &a[2]) == 0);
         /* and the fake-quant run of the same file rounds once more per product: a step at most
          * on the first layer */
         int64_t d1 = max_step(&a[1], &b[1]);
         printf("chain: fused vs fake-quant, first layer: max %lld step(s)\n", (long long)d1);
-        CHECK(d1 <= 1);
+        EXPECT(d1 <= 1);
     }
     free_all(a, 4);
     free_all(b, 4);
@@ -370,7 +370,7 @@ static void test_chain(const calq_tensor *x)
     /* no Relu: the same fusion, nothing removed */
     g = chain(0, SY, ZY, 1.0f);
     f = fused(g, &nf, &nr);
-    CHECK(nf == 2 && nr == 0);
+    EXPECT(nf == 2 && nr == 0);
     calq__graph_free(f);
     calq__graph_free(g);
 }
@@ -396,9 +396,9 @@ static void test_activations(void)
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
         printf("%s: %d fused, %d removed\n", cases[i].what, nf, nr);
-        CHECK(nf == cases[i].fused && nr == cases[i].removed);
+        EXPECT(nf == cases[i].fused && nr == cases[i].removed);
         const calq_node *c1 = find_node(f, "conv1");
-        CHECK(c1 && !strcmp(c1->op_type, cases[i].fused == 2 ? "QLinearConv" : "Conv"));
+        EXPECT(c1 && !strcmp(c1->op_type, cases[i].fused == 2 ? "QLinearConv" : "Conv"));
         calq__graph_free(f);
         calq__graph_free(g);
     }
@@ -411,7 +411,7 @@ static void test_bias_scale(void)
     calq_graph *g = chain(1, SY, ZY, 1.5f);
     int nf, nr;
     calq_graph *f = fused(g, &nf, &nr);
-    CHECK(nf == 1 && !strcmp(find_node(f, "conv1")->op_type, "Conv"));
+    EXPECT(nf == 1 && !strcmp(find_node(f, "conv1")->op_type, "Conv"));
     calq__graph_free(f);
     calq__graph_free(g);
 }
@@ -437,16 +437,16 @@ static void test_shared(calq_dtype zt, const calq_tensor *x)
     calq_graph *f = fused(g, &nf, &nr);
     printf("a DQ with two consumers, %s: %d fused\n", zt == CALQ_DTYPE_INT8 ? "int8" : "uint8", nf);
     if (zt == CALQ_DTYPE_INT8) {
-        CHECK(nf == 0 && f->n_nodes == g->n_nodes);
+        EXPECT(nf == 0 && f->n_nodes == g->n_nodes);
     } else {
-        CHECK(nf == 2 && count_op(f, "QLinearConv") == 2);
-        CHECK(find_node(f, "x_DQ") == NULL); /* nothing reads it any more */
+        EXPECT(nf == 2 && count_op(f, "QLinearConv") == 2);
+        EXPECT(find_node(f, "x_DQ") == NULL); /* nothing reads it any more */
         const char *names[2] = {"yA_dq", "yB_dq"};
         calq_tensor a[2], b[2];
         run(f, x, 1, names, a, 2);
         run(g, x, 1, names, b, 2);
-        CHECK(t_close(&a[0], &b[0], 0, SY * 1.001, "uint8 shared: convA fused vs fake-quant (one step)"));
-        CHECK(t_close(&a[1], &b[1], 0, SY * 1.001, "uint8 shared: convB fused vs fake-quant (one step)"));
+        EXPECT(t_close(&a[0], &b[0], 0, SY * 1.001, "uint8 shared: convA fused vs fake-quant (one step)"));
+        EXPECT(t_close(&a[1], &b[1], 0, SY * 1.001, "uint8 shared: convB fused vs fake-quant (one step)"));
         free_all(a, 2);
         free_all(b, 2);
     }
@@ -470,7 +470,7 @@ static void test_weights(void)
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
         printf("weight %s: %d fused\n", quantized ? "Q -> DQ of a graph input" : "a float graph input", nf);
-        CHECK(nf == quantized);
+        EXPECT(nf == quantized);
         calq__graph_free(f);
         calq__graph_free(g);
     }
@@ -488,8 +488,8 @@ static void test_float_model(void)
     finish(g);
     int nf = -1, nr = -1;
     calq_error err = {0};
-    CHECK_OK(calq__pass_fuse_qdq(g, &nf, &nr, &err));
-    CHECK(nf == 0 && nr == 0 && g->n_nodes == 2 && count_op(g, "Conv") == 1 && count_op(g, "Relu") == 1);
+    EXPECT_OK(calq__pass_fuse_qdq(g, &nf, &nr, &err));
+    EXPECT(nf == 0 && nr == 0 && g->n_nodes == 2 && count_op(g, "Conv") == 1 && count_op(g, "Relu") == 1);
     calq__graph_free(g);
 }
 
@@ -523,7 +523,7 @@ static void test_matrix_layers(void)
         int nf, nr;
         calq_graph *f = fused(g, &nf, &nr);
         const char *op = gemm ? "QGemm" : which == 1 ? "QLinearMatMul" : "MatMulIntegerToFloat";
-        CHECK(nf == 1 && count_op(f, op) == 1);
+        EXPECT(nf == 1 && count_op(f, op) == 1);
         calq_tensor x = t_rand_f32(17, 2, ad, -3, 3);
         const char *names[2] = {"a_q", requantized ? "yq_q" : "y"};
         calq_tensor got[2];
@@ -542,7 +542,7 @@ static void test_matrix_layers(void)
             }
         printf("%s%s: %lld of 8 outputs differ from the integer formula\n", op, requantized ? " (int8 out)" : "",
                (long long)bad);
-        CHECK(bad == 0);
+        EXPECT(bad == 0);
         free_all(got, 2);
         calq_tensor_free_data(&x);
         free(wq);
@@ -591,7 +591,7 @@ static void test_gemm_alpha(void)
             int64_t d = n_differ(g, f, &x, "y");
             printf("Gemm alpha 2 with a bias: %d fused, %lld of 8 outputs differ from the float Gemm\n", nf,
                    (long long)d);
-            CHECK(nf == 0 && count_op(f, "QGemm") == 0 && d == 0);
+            EXPECT(nf == 0 && count_op(f, "QGemm") == 0 && d == 0);
         } else {
             const char *names[2] = {"a_q", "y"};
             calq_tensor got[2];
@@ -604,7 +604,7 @@ static void test_gemm_alpha(void)
             }
             printf("Gemm alpha 2 without a bias: %d fused, %lld of 8 outputs differ from the formula\n", nf,
                    (long long)bad);
-            CHECK(nf == 1 && count_op(f, "QGemm") == 1 && bad == 0);
+            EXPECT(nf == 1 && count_op(f, "QGemm") == 1 && bad == 0);
             free_all(got, 2);
         }
         calq_tensor_free_data(&x);
@@ -652,7 +652,7 @@ static void test_step1(void)
         int64_t d = n_differ(g, f, &x, "y_dq");
         printf("%s: %s, %lld of 8 outputs differ from the graph as written\n", what[k], nr ? "dropped" : "kept",
                (long long)d);
-        CHECK(nr == removed[k] && d == 0);
+        EXPECT(nr == removed[k] && d == 0);
         calq_tensor_free_data(&x);
         calq__graph_free(f);
         calq__graph_free(g);
@@ -678,7 +678,7 @@ static void test_matmul_per_column(void)
         calq_graph *f = fused(g, &nf, &nr);
         if (requantized) {
             printf("per-column MatMul -> Q: %d fused\n", nf);
-            CHECK(nf == 0 && count_op(f, "QLinearMatMul") == 0);
+            EXPECT(nf == 0 && count_op(f, "QLinearMatMul") == 0);
         } else {
             calq_tensor x = t_rand_f32(19, 2, ad, -3, 3);
             const char *names[2] = {"a_q", "y"};
@@ -691,7 +691,7 @@ static void test_matmul_per_column(void)
                 bad += (float)acc * (sa * sw[i % 4]) != ((const float *)got[1].data)[i];
             }
             printf("per-column MatMul: %d fused, %lld of 8 outputs differ from the formula\n", nf, (long long)bad);
-            CHECK(nf == 1 && count_op(f, "MatMulIntegerToFloat") == 1 && bad == 0);
+            EXPECT(nf == 1 && count_op(f, "MatMulIntegerToFloat") == 1 && bad == 0);
             free_all(got, 2);
             calq_tensor_free_data(&x);
         }
@@ -727,19 +727,19 @@ static void test_session(const calq_tensor *x)
     for (int no_fusion = 0; no_fusion < 2; no_fusion++) {
         calq_session_opts o = {.n_threads = 1, .no_fusion = no_fusion};
         calq_session *s = NULL;
-        CHECK_OK(calq_session_create(m, &o, &s, &err));
+        EXPECT_OK(calq_session_create(m, &o, &s, &err));
         if (!s) continue;
         const char *c1[1] = {"c1"};
         int seen = 0;
         calq_status st = calq_session_set_observer(s, see, &seen, c1, 1, &err);
-        CHECK(no_fusion ? st == CALQ_OK : st != CALQ_OK);
+        EXPECT(no_fusion ? st == CALQ_OK : st != CALQ_OK);
         if (!no_fusion) printf("observing c1 with fusion: %s\n", err.message);
-        CHECK_OK(calq_session_run(s, x, 1, &err));
-        CHECK(seen == no_fusion);
+        EXPECT_OK(calq_session_run(s, x, 1, &err));
+        EXPECT(seen == no_fusion);
         const calq_tensor *out = NULL;
-        CHECK_OK(calq_session_output(s, 0, &out));
+        EXPECT_OK(calq_session_output(s, 0, &out));
         const calq_tensor *want = no_fusion ? &want_plain : &want_fused;
-        if (out && want->data) CHECK(memcmp(out->data, want->data, calq__tensor_nbytes(want)) == 0);
+        if (out && want->data) EXPECT(memcmp(out->data, want->data, calq__tensor_nbytes(want)) == 0);
         calq_session_free(s);
     }
     calq_tensor_free_data(&want_fused);
@@ -767,6 +767,6 @@ int main(void)
     calq_tensor_free_data(&x);
     free(w1_q);
     free(w2_q);
-    if (test_failures) printf("%d failure(s)\n", test_failures);
-    return test_failures != 0;
+    if (failures) printf("%d failure(s)\n", failures);
+    return failures != 0;
 }

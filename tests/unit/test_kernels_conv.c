@@ -119,34 +119,34 @@ static bool check_spec(const conv_spec *p, unsigned seed, bool expect_fast)
     char what[160];
 
     omp_set_num_threads(2);
-    CHECK_OK(op_case_run(&oc, in, n_in, &ref, 1, 0, &err));
-    CHECK_OK(op_case_run(&oc, in, n_in, &fast2, 1, 1, &err));
+    EXPECT_OK(op_case_run(&oc, in, n_in, &ref, 1, 0, &err));
+    EXPECT_OK(op_case_run(&oc, in, n_in, &fast2, 1, 1, &err));
     omp_set_num_threads(1);
-    CHECK_OK(op_case_run(&oc, in, n_in, &ref1, 1, 0, &err));
-    CHECK_OK(op_case_run(&oc, in, n_in, &fast1, 1, 1, &err));
+    EXPECT_OK(op_case_run(&oc, in, n_in, &ref1, 1, 0, &err));
+    EXPECT_OK(op_case_run(&oc, in, n_in, &fast1, 1, 1, &err));
     omp_set_num_threads(2);
     bool took = false;
-    CHECK_OK(run_fast_direct(&oc, in, n_in, &fconst, 2u, &took));
+    EXPECT_OK(run_fast_direct(&oc, in, n_in, &fconst, 2u, &took));
     if (expect_fast && !took) {
         fprintf(stderr, "%s: the oneDNN path declined\n", p->name);
-        test_failures++;
+        failures++;
     }
 
     if (ref.data && fast2.data) {
         snprintf(what, sizeof what, "%s: fast vs ref", p->name);
-        CHECK(t_close(&fast2, &ref, 1e-4, 1e-5 * (1.0 + max_abs(&ref)), what));
+        EXPECT(t_close(&fast2, &ref, 1e-4, 1e-5 * (1.0 + max_abs(&ref)), what));
     }
     if (ref.data && ref1.data && memcmp(ref.data, ref1.data, calq__tensor_nbytes(&ref)) != 0) {
         fprintf(stderr, "%s: reference kernel differs between 1 and 2 threads\n", p->name);
-        test_failures++;
+        failures++;
     }
     if (fast1.data && fast2.data && memcmp(fast1.data, fast2.data, calq__tensor_nbytes(&fast1)) != 0) {
         fprintf(stderr, "%s: oneDNN path differs between 1 and 2 threads\n", p->name);
-        test_failures++;
+        failures++;
     }
     if (fconst.data && fast2.data && memcmp(fconst.data, fast2.data, calq__tensor_nbytes(&fconst)) != 0) {
         fprintf(stderr, "%s: const-weights fast path differs from the per-run reorder\n", p->name);
-        test_failures++;
+        failures++;
     }
     op_case_free(&oc);
     free_all(in, n_in);
@@ -161,7 +161,7 @@ static bool check_spec(const conv_spec *p, unsigned seed, bool expect_fast)
 static void expect(const calq_tensor *got, const float *want, const int64_t *dims, int ndim, const char *what)
 {
     calq_tensor w = t_f32(want, ndim, dims);
-    CHECK(t_close(got, &w, 1e-6, 1e-6, what));
+    EXPECT(t_close(got, &w, 1e-6, 1e-6, what));
     calq_tensor_free_data(&w);
 }
 
@@ -184,7 +184,7 @@ static void run_both(op_case *oc, calq_tensor *in, int n_in, const float *want, 
         calq_status s = op_case_run(oc, in, n_in, &out, 1, fast, &err);
         if (s != CALQ_OK) {
             fprintf(stderr, "%s: failed: %s\n", w, err.message);
-            test_failures++;
+            failures++;
         } else {
             expect(&out, want, dims, ndim, w);
         }
@@ -200,10 +200,10 @@ static void expect_fail(op_case *oc, calq_tensor *in, int n_in, int n_out, calq_
     calq_status s = op_case_run(oc, in, n_in, out, n_out, 0, &err);
     if (s != want) {
         fprintf(stderr, "%s: status %d, expected %d (%s)\n", what, (int)s, (int)want, err.message);
-        test_failures++;
+        failures++;
     } else if (strstr(err.message, "node 'node'") == NULL) {
         fprintf(stderr, "%s: message does not name the node: %s\n", what, err.message);
-        test_failures++;
+        failures++;
     }
     if (s == CALQ_OK) free_all(out, n_out);
 }
@@ -459,9 +459,9 @@ static void test_batchnorm(void)
         op_case oc = op_case_new("BatchNormalization", 9, 5, 1);
         calq_tensor ref = {0}, fast = {0};
         calq_error err = {0};
-        CHECK_OK(op_case_run(&oc, in, 5, &ref, 1, 0, &err));
-        CHECK_OK(op_case_run(&oc, in, 5, &fast, 1, 1, &err));
-        CHECK(t_close(&fast, &ref, 1e-5, 1e-6, "batchnorm random: fast request (reference) vs ref"));
+        EXPECT_OK(op_case_run(&oc, in, 5, &ref, 1, 0, &err));
+        EXPECT_OK(op_case_run(&oc, in, 5, &fast, 1, 1, &err));
+        EXPECT(t_close(&fast, &ref, 1e-5, 1e-6, "batchnorm random: fast request (reference) vs ref"));
         calq_tensor_free_data(&ref);
         calq_tensor_free_data(&fast);
         free_all(in, 5);
@@ -637,7 +637,7 @@ static void test_fast_vs_ref(void)
          * run calq's reference kernel. */
         bool expect_fast = strstr(others[i].name, "(reference)") == NULL;
         bool took = check_spec(&others[i], seed += 7, expect_fast);
-        if (!expect_fast) CHECK(!took);
+        if (!expect_fast) EXPECT(!took);
     }
 }
 
@@ -656,24 +656,24 @@ static void test_weights_change(int i)
     calq_tensor *inp[2] = {&in[0], &in[1]}, *outp[1] = {&out1};
     calq_error err = {0};
     calq_op_ctx ctx = {.node = node, .opset = 11, .n_in = 2, .in = inp, .n_out = 1, .out = outp, .err = &err};
-    CHECK_OK(d->infer(&ctx));
-    CHECK_OK(calq__tensor_alloc(&out1, &err));
+    EXPECT_OK(d->infer(&ctx));
+    EXPECT_OK(calq__tensor_alloc(&out1, &err));
     out2 = out1;
     out2.data = NULL;
-    CHECK_OK(calq__tensor_alloc(&out2, &err));
-    CHECK_OK(d->prepare(&ctx));
-    CHECK(ctx.state != NULL);
+    EXPECT_OK(calq__tensor_alloc(&out2, &err));
+    EXPECT_OK(d->prepare(&ctx));
+    EXPECT(ctx.state != NULL);
     if (ctx.state) {
-        CHECK_OK(d->run_fast(&ctx));
+        EXPECT_OK(d->run_fast(&ctx));
         float *w = in[1].data;
         for (int64_t j = 0; j < calq_tensor_numel(&in[1]); j++) w[j] *= 2;
         outp[0] = &out2;
-        CHECK_OK(d->run_fast(&ctx));
+        EXPECT_OK(d->run_fast(&ctx));
         const float *a = out1.data, *b = out2.data;
         int bad = 0;
         for (int64_t j = 0; j < calq_tensor_numel(&out1) && !bad; j++)
             bad = fabsf(b[j] - 2 * a[j]) > 1e-5f * (1 + fabsf(b[j]));
-        CHECK(!bad);
+        EXPECT(!bad);
         d->release(ctx.state);
     }
     calq_tensor_free_data(&out1);
@@ -691,9 +691,9 @@ int main(void)
     test_fast_vs_ref();
     test_weights_change(2); /* 1x1: the GEMM path */
     test_weights_change(1); /* depthwise: blocked primitive with a weight reorder */
-    if (test_failures)
-        fprintf(stderr, "%d failure(s)\n", test_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         printf("test_kernels_conv: all passed\n");
-    return test_failures != 0;
+    return failures != 0;
 }

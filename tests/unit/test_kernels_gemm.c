@@ -77,12 +77,12 @@ static void test_gemm_hand(void)
                 calq_tensor in[3] = {t_f32(ta ? at : a, 2, ta ? d32 : d23), t_f32(tb ? bt : b, 2, tb ? d23 : d32),
                                      t_f32(cv, 1, d2)},
                             out[1];
-                CHECK_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
+                EXPECT_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
                 const float want[] = {22, 42.5f, 25, 45.5f};
                 char what[64];
                 snprintf(what, sizeof what, "Gemm transA=%d transB=%d fast=%d", ta, tb, fast);
-                CHECK(expect_f32(&out[0], want, 4, what));
-                CHECK(out[0].ndim == 2 && out[0].dims[0] == 2 && out[0].dims[1] == 2);
+                EXPECT(expect_f32(&out[0], want, 4, what));
+                EXPECT(out[0].ndim == 2 && out[0].dims[0] == 2 && out[0].dims[1] == 2);
                 free_all(in, 3);
                 free_all(out, 1);
                 op_case_free(&oc);
@@ -97,8 +97,8 @@ static void test_gemm_hand(void)
             for (int k = 0; k < 3; k++) {
                 op_case oc = op_case_new("Gemm", 13, 3, 1);
                 calq_tensor in[3] = {t_f32(a, 2, d23), t_f32(b, 2, d32), t_f32(cs[k], cn[k], cd[k])}, out[1];
-                CHECK_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
-                CHECK(expect_f32(&out[0], want[k], 4, "Gemm broadcast C"));
+                EXPECT_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
+                EXPECT(expect_f32(&out[0], want[k], 4, "Gemm broadcast C"));
                 free_all(in, 3);
                 free_all(out, 1);
                 op_case_free(&oc);
@@ -107,9 +107,9 @@ static void test_gemm_hand(void)
         { /* No C (omitted optional input). */
             op_case oc = op_case_new("Gemm", 13, 3, 1);
             calq_tensor in[3] = {t_f32(a, 2, d23), t_f32(b, 2, d32), {0}}, out[1];
-            CHECK_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
+            EXPECT_OK(op_case_run(&oc, in, 3, out, 1, fast, &e_));
             const float want[] = {4, 5, 10, 11};
-            CHECK(expect_f32(&out[0], want, 4, "Gemm without C"));
+            EXPECT(expect_f32(&out[0], want, 4, "Gemm without C"));
             free_all(in, 3);
             free_all(out, 1);
             op_case_free(&oc);
@@ -125,10 +125,10 @@ static void test_matmul_vectors(void)
         { /* [3] x [3,2] -> [2]: v * B with B = a viewed as 3x2 = [[1,2],[3,4],[5,6]]. */
             op_case oc = op_case_new("MatMul", 13, 2, 1);
             calq_tensor in[2] = {t_f32(v, 1, d3), t_f32(a, 2, d32)}, out[1];
-            CHECK_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
+            EXPECT_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
             const float want[] = {8, 10};
-            CHECK(out[0].ndim == 1 && out[0].dims[0] == 2);
-            CHECK(expect_f32(&out[0], want, 2, "MatMul 1-D x 2-D"));
+            EXPECT(out[0].ndim == 1 && out[0].dims[0] == 2);
+            EXPECT(expect_f32(&out[0], want, 2, "MatMul 1-D x 2-D"));
             free_all(in, 2);
             free_all(out, 1);
             op_case_free(&oc);
@@ -136,10 +136,10 @@ static void test_matmul_vectors(void)
         { /* [2,3] x [3] -> [2]. */
             op_case oc = op_case_new("MatMul", 13, 2, 1);
             calq_tensor in[2] = {t_f32(a, 2, d23), t_f32(v, 1, d3)}, out[1];
-            CHECK_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
+            EXPECT_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
             const float want[] = {5, 11};
-            CHECK(out[0].ndim == 1 && out[0].dims[0] == 2);
-            CHECK(expect_f32(&out[0], want, 2, "MatMul 2-D x 1-D"));
+            EXPECT(out[0].ndim == 1 && out[0].dims[0] == 2);
+            EXPECT(expect_f32(&out[0], want, 2, "MatMul 2-D x 1-D"));
             free_all(in, 2);
             free_all(out, 1);
             op_case_free(&oc);
@@ -147,10 +147,10 @@ static void test_matmul_vectors(void)
         { /* [3] x [3] -> scalar. */
             op_case oc = op_case_new("MatMul", 13, 2, 1);
             calq_tensor in[2] = {t_f32(v, 1, d3), t_f32(v, 1, d3)}, out[1];
-            CHECK_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
+            EXPECT_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
             const float want[] = {6};
-            CHECK(out[0].ndim == 0);
-            CHECK(expect_f32(&out[0], want, 1, "MatMul 1-D x 1-D"));
+            EXPECT(out[0].ndim == 0);
+            EXPECT(expect_f32(&out[0], want, 1, "MatMul 1-D x 1-D"));
             free_all(in, 2);
             free_all(out, 1);
             op_case_free(&oc);
@@ -176,11 +176,11 @@ static void test_matmul_batched(void)
     for (int fast = 0; fast < 2; fast++) {
         op_case oc = op_case_new("MatMul", 13, 2, 1);
         calq_tensor out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
-        CHECK(out[0].ndim == 4 && out[0].dims[0] == 2 && out[0].dims[1] == 5 && out[0].dims[2] == 3 &&
-              out[0].dims[3] == 2);
-        CHECK(expect_f32(&out[0], want, 60, fast ? "batched MatMul (fast)" : "batched MatMul"));
-        if (fast) CHECK(fast_path_taken(&oc, in, 2));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, fast, &e_));
+        EXPECT(out[0].ndim == 4 && out[0].dims[0] == 2 && out[0].dims[1] == 5 && out[0].dims[2] == 3 &&
+               out[0].dims[3] == 2);
+        EXPECT(expect_f32(&out[0], want, 60, fast ? "batched MatMul (fast)" : "batched MatMul"));
+        if (fast) EXPECT(fast_path_taken(&oc, in, 2));
         free_all(out, 1);
         op_case_free(&oc);
     }
@@ -202,9 +202,9 @@ static void test_other_dtypes(void)
         }
         memcpy(in[0].data, a, sizeof a);
         memcpy(in[1].data, b, sizeof b);
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 1, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 1, &e_));
         const double *y = out[0].data;
-        CHECK(out[0].dtype == CALQ_DTYPE_FLOAT64 && y[0] == 3 && y[1] == 2 && y[2] == 7 && y[3] == 4);
+        EXPECT(out[0].dtype == CALQ_DTYPE_FLOAT64 && y[0] == 3 && y[1] == 2 && y[2] == 7 && y[3] == 4);
         free_all(in, 2);
         free_all(out, 1);
         op_case_free(&oc);
@@ -213,9 +213,9 @@ static void test_other_dtypes(void)
         op_case oc = op_case_new("MatMul", 13, 2, 1);
         const int64_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {1, -1, 2}, d23[] = {2, 3}, d3[] = {3};
         calq_tensor in[2] = {t_i64(a, 2, d23), t_i64(b, 1, d3)}, out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
         const int64_t *y = out[0].data;
-        CHECK(out[0].dtype == CALQ_DTYPE_INT64 && out[0].ndim == 1 && y[0] == 5 && y[1] == 11);
+        EXPECT(out[0].dtype == CALQ_DTYPE_INT64 && out[0].ndim == 1 && y[0] == 5 && y[1] == 11);
         free_all(in, 2);
         free_all(out, 1);
         op_case_free(&oc);
@@ -230,10 +230,10 @@ static void expect_shape_error(const char *op, int n_in, const calq_tensor *in, 
     calq_tensor out[1] = {{0}};
     calq_error err = {0};
     calq_status s = op_case_run(&oc, in, n_in, out, 1, 0, &err);
-    CHECK(s == CALQ_ERR_SHAPE);
+    EXPECT(s == CALQ_ERR_SHAPE);
     if (!strstr(err.message, needle)) {
         fprintf(stderr, "error message '%s' lacks '%s'\n", err.message, needle);
-        test_failures++;
+        failures++;
     }
     calq_tensor_free_data(&out[0]);
     op_case_free(&oc);
@@ -310,25 +310,25 @@ static void test_fast_vs_ref(void)
         snprintf(what, sizeof what, "%s case %zu fast vs ref", k->op, i);
         int prev = omp_get_max_threads();
         omp_set_num_threads(2);
-        CHECK_OK(op_case_run(&oc, in, n_in, ref, 1, 0, &e_));
-        CHECK_OK(op_case_run(&oc, in, n_in, fast, 1, 1, &e_));
-        CHECK(fast_path_taken(&oc, in, n_in));
+        EXPECT_OK(op_case_run(&oc, in, n_in, ref, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, n_in, fast, 1, 1, &e_));
+        EXPECT(fast_path_taken(&oc, in, n_in));
         /* 1e-4 relative plus an absolute term scaled by sqrt(K): float32 accumulation error
          * of values near zero that result from cancelling sums. */
-        CHECK(t_close(&fast[0], &ref[0], 1e-4, 1e-5 * 64, what));
+        EXPECT(t_close(&fast[0], &ref[0], 1e-4, 1e-5 * 64, what));
         omp_set_num_threads(1);
-        CHECK_OK(op_case_run(&oc, in, n_in, ref2, 1, 0, &e_));
-        CHECK_OK(op_case_run(&oc, in, n_in, fast2, 1, 1, &e_));
+        EXPECT_OK(op_case_run(&oc, in, n_in, ref2, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, n_in, fast2, 1, 1, &e_));
         omp_set_num_threads(3);
-        CHECK_OK(op_case_run(&oc, in, n_in, fast3, 1, 1, &e_));
+        EXPECT_OK(op_case_run(&oc, in, n_in, fast3, 1, 1, &e_));
         omp_set_num_threads(prev);
         if (!same_bits(&ref[0], &ref2[0])) {
             fprintf(stderr, "%s case %zu: reference differs between 1 and 2 threads\n", k->op, i);
-            test_failures++;
+            failures++;
         }
         if (!same_bits(&fast[0], &fast2[0]) || !same_bits(&fast[0], &fast3[0])) {
             fprintf(stderr, "%s case %zu: fast path differs between 1, 2 and 3 threads\n", k->op, i);
-            test_failures++;
+            failures++;
         }
         free_all(in, n_in);
         free_all(ref, 1);
@@ -351,16 +351,16 @@ static void test_fresh_weights(void)
     calq_tensor *inp[2] = {&in[0], &in[1]}, *outp[1] = {&out};
     calq_error err = {0};
     calq_op_ctx ctx = {.node = node, .opset = 13, .n_in = 2, .in = inp, .n_out = 1, .out = outp, .err = &err};
-    CHECK(d->infer(&ctx) == CALQ_OK && calq__tensor_alloc(&out, &err) == CALQ_OK);
-    CHECK(d->prepare(&ctx) == CALQ_OK && ctx.state);
+    EXPECT(d->infer(&ctx) == CALQ_OK && calq__tensor_alloc(&out, &err) == CALQ_OK);
+    EXPECT(d->prepare(&ctx) == CALQ_OK && ctx.state);
     for (int run = 0; run < 2 && ctx.state; run++) {
         if (run) {
             calq_tensor_free_data(&in[1]);
             in[1] = t_rand_f32(3, 2, db, -1, 1);
         }
-        CHECK(d->run_fast(&ctx) == CALQ_OK);
-        CHECK_OK(op_case_run(&oc, in, 2, ref, 1, 0, &e_));
-        CHECK(t_close(&out, &ref[0], 1e-4, 1e-5, run ? "second run, new B" : "first run"));
+        EXPECT(d->run_fast(&ctx) == CALQ_OK);
+        EXPECT_OK(op_case_run(&oc, in, 2, ref, 1, 0, &e_));
+        EXPECT(t_close(&out, &ref[0], 1e-4, 1e-5, run ? "second run, new B" : "first run"));
         free_all(ref, 1);
     }
     if (ctx.state) d->release(ctx.state);
@@ -379,7 +379,7 @@ static int run_avx2_child(void)
     if (pid == 0) {
         if (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2) != dnnl_success) _exit(1);
         test_fast_vs_ref();
-        _exit(test_failures != 0);
+        _exit(failures != 0);
     }
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -392,7 +392,7 @@ static int run_avx2_child(void)
 int main(void)
 {
     /* Before anything starts OpenMP threads or oneDNN in this process. */
-    test_failures += run_avx2_child();
+    failures += run_avx2_child();
     test_gemm_hand();
     test_matmul_vectors();
     test_matmul_batched();
@@ -400,9 +400,9 @@ int main(void)
     test_shape_errors();
     test_fast_vs_ref();
     test_fresh_weights();
-    if (test_failures)
-        fprintf(stderr, "%d failure(s)\n", test_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         printf("test_kernels_gemm: all passed\n");
-    return test_failures != 0;
+    return failures != 0;
 }

@@ -72,7 +72,7 @@ static void test_qlinear_matmul_values(void)
                          zp8(CALQ_DTYPE_UINT8, 10)};
     calq_tensor y = {0};
     calq_error err;
-    CHECK_OK(run_op("QLinearMatMul", 10, in, 8, &y, &err, NULL));
+    EXPECT_OK(run_op("QLinearMatMul", 10, in, 8, &y, &err, NULL));
     int bad = 0;
     for (int m = 0; y.data && m < 2; m++)
         for (int n = 0; n < 2; n++) {
@@ -86,7 +86,7 @@ static void test_qlinear_matmul_values(void)
                 bad++;
             }
         }
-    CHECK(y.dtype == CALQ_DTYPE_UINT8 && bad == 0);
+    EXPECT(y.dtype == CALQ_DTYPE_UINT8 && bad == 0);
     free_all(in, 8);
     calq_tensor_free_data(&y);
 }
@@ -114,10 +114,10 @@ static void test_qlinear_matmul_overflow(void)
         calq_status st = run_op("QLinearMatMul", 10, in, 8, &y, &err, NULL);
         printf("QLinearMatMul, K = %lld: %s\n", (long long)K, st == CALQ_OK ? "ok" : err.message);
         if (i == 0) {
-            CHECK(st == CALQ_ERR_DATA && strstr(err.message, "overflow") != NULL);
+            EXPECT(st == CALQ_ERR_DATA && strstr(err.message, "overflow") != NULL);
         } else {
             /* -2121.6 rounds to -2122, + 128 saturates at 0 */
-            CHECK(st == CALQ_OK && y.data && q8(&y, 0) == 0);
+            EXPECT(st == CALQ_OK && y.data && q8(&y, 0) == 0);
         }
         free_all(in, 8);
         calq_tensor_free_data(&y);
@@ -136,12 +136,12 @@ static void test_quantize_nan(void)
         calq_tensor in[3] = {tn(CALQ_DTYPE_FLOAT32, 1, &xd, xv), f32s(0.5f), zp8(t, u ? 128 : 3)};
         calq_tensor y = {0};
         calq_error err;
-        CHECK_OK(run_op("QuantizeLinear", 13, in, 3, &y, &err, NULL));
+        EXPECT_OK(run_op("QuantizeLinear", 13, in, 3, &y, &err, NULL));
         for (int i = 0; y.data && i < 5; i++)
             if (q8(&y, i) != (u ? want_u8 : want_s8)[i]) {
                 fprintf(stderr, "QuantizeLinear %s: %g gives %lld\n", calq_dtype_name(t), (double)xv[i],
                         (long long)q8(&y, i));
-                test_failures++;
+                failures++;
             }
         free_all(in, 3);
         calq_tensor_free_data(&y);
@@ -170,8 +170,8 @@ static void test_qgemm_nan_store(void)
                          zp8(CALQ_DTYPE_INT8, 0)};
     calq_tensor y = {0};
     calq_error err;
-    CHECK_OK(run_op("QGemm", 1, in, 9, &y, &err, NULL));
-    CHECK(y.data && q8(&y, 0) == -128 && q8(&y, 1) == 127 && q8(&y, 2) == -128);
+    EXPECT_OK(run_op("QGemm", 1, in, 9, &y, &err, NULL));
+    EXPECT(y.data && q8(&y, 0) == -128 && q8(&y, 1) == 127 && q8(&y, 2) == -128);
     free_all(in, 9);
     calq_tensor_free_data(&y);
 }
@@ -188,7 +188,7 @@ static void test_bad_scales(void)
         calq_tensor q[3] = {tn(CALQ_DTYPE_FLOAT32, 1, &xd, NULL), f32s(bad[i]), zp8(CALQ_DTYPE_INT8, 0)};
         calq_status st = run_op("QuantizeLinear", 13, q, 3, &y, &err, NULL);
         printf("QuantizeLinear, y_scale %g: %s\n", (double)bad[i], err.message);
-        CHECK(st == CALQ_ERR_DATA && strstr(err.message, "y_scale") != NULL);
+        EXPECT(st == CALQ_ERR_DATA && strstr(err.message, "y_scale") != NULL);
         free_all(q, 3);
         calq_tensor_free_data(&y);
         /* QLinearConv y_scale */
@@ -201,7 +201,7 @@ static void test_bad_scales(void)
                             f32s(bad[i]),
                             zp8(CALQ_DTYPE_UINT8, 0)};
         st = run_op("QLinearConv", 10, c, 8, &y, &err, NULL);
-        CHECK(st == CALQ_ERR_DATA && strstr(err.message, "y_scale") != NULL);
+        EXPECT(st == CALQ_ERR_DATA && strstr(err.message, "y_scale") != NULL);
         free_all(c, 8);
         calq_tensor_free_data(&y);
         /* QLinearMatMul b_scale, QGemm a_scale */
@@ -214,13 +214,13 @@ static void test_bad_scales(void)
                             f32s(0.1f),
                             zp8(CALQ_DTYPE_UINT8, 0)};
         st = run_op("QLinearMatMul", 10, m, 8, &y, &err, NULL);
-        CHECK(st == CALQ_ERR_DATA && strstr(err.message, "b_scale") != NULL);
+        EXPECT(st == CALQ_ERR_DATA && strstr(err.message, "b_scale") != NULL);
         calq_tensor_free_data(&y);
         calq_tensor tmp = m[1];
         m[1] = m[4];
         m[4] = tmp; /* a_scale bad, b_scale 0.1 */
         st = run_op("QGemm", 1, m, 6, &y, &err, NULL);
-        CHECK(st == CALQ_ERR_DATA && strstr(err.message, "a_scale") != NULL);
+        EXPECT(st == CALQ_ERR_DATA && strstr(err.message, "a_scale") != NULL);
         free_all(m, 8);
         calq_tensor_free_data(&y);
     }
@@ -237,7 +237,7 @@ static void test_qgemm_zero_points_and_empty_k(void)
     calq_error err;
     calq_status st = run_op("QGemm", 1, in, 6, &y, &err, NULL);
     printf("QGemm, uint8 a_zero_point for int8 a: %s\n", err.message);
-    CHECK(st == CALQ_ERR_UNSUPPORTED && strstr(err.message, "a_zero_point") != NULL);
+    EXPECT(st == CALQ_ERR_UNSUPPORTED && strstr(err.message, "a_zero_point") != NULL);
     calq_tensor_free_data(&y);
     free_all(in, 6);
 
@@ -248,9 +248,9 @@ static void test_qgemm_zero_points_and_empty_k(void)
                         tn(CALQ_DTYPE_INT32, 1, &cn, cv)};
     st = run_op("QGemm", 1, e, 7, &y, &err, qgemm_trans_b);
     if (st != CALQ_OK) fprintf(stderr, "QGemm with K = 0: %s\n", err.message);
-    CHECK(st == CALQ_OK && y.dtype == CALQ_DTYPE_FLOAT32 && calq_tensor_numel(&y) == 6);
+    EXPECT(st == CALQ_OK && y.dtype == CALQ_DTYPE_FLOAT32 && calq_tensor_numel(&y) == 6);
     const float want[6] = {2.5f, -5.0f, 7.5f, 2.5f, -5.0f, 7.5f};
-    CHECK(y.data && memcmp(y.data, want, sizeof want) == 0);
+    EXPECT(y.data && memcmp(y.data, want, sizeof want) == 0);
     free_all(e, 7);
     calq_tensor_free_data(&y);
 }
@@ -263,6 +263,6 @@ int main(void)
     test_qgemm_nan_store();
     test_bad_scales();
     test_qgemm_zero_points_and_empty_k();
-    if (test_failures) printf("%d failure(s)\n", test_failures);
-    return test_failures != 0;
+    if (failures) printf("%d failure(s)\n", failures);
+    return failures != 0;
 }

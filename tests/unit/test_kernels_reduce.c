@@ -56,7 +56,7 @@ static calq_tensor reduce_attr(const char *op, const calq_tensor *x, const int64
     if (n_axes >= 0) op_attr_ints(&oc, "axes", axes, n_axes);
     op_attr_int(&oc, "keepdims", keepdims);
     calq_tensor out[1];
-    CHECK_OK(op_case_run(&oc, x, 1, out, 1, 0, &e_));
+    EXPECT_OK(op_case_run(&oc, x, 1, out, 1, 0, &e_));
     op_case_free(&oc);
     return out[0];
 }
@@ -68,47 +68,47 @@ static void test_reduce_hand(void)
         const int64_t ax[] = {1}, d[] = {3, 1, 2};
         const double w[] = {4, 6, 12, 14, 20, 22};
         calq_tensor y = reduce_attr("ReduceSum", &x, ax, 1, 1);
-        CHECK(expect(&y, 3, d, w, "ReduceSum axes=[1] keepdims"));
+        EXPECT(expect(&y, 3, d, w, "ReduceSum axes=[1] keepdims"));
         calq_tensor_free_data(&y);
     }
     {
         const int64_t ax[] = {0, 2}, d[] = {2};
         const double w[] = {5.5, 7.5}; /* (1+2+5+6+9+10)/6, (3+4+7+8+11+12)/6 */
         calq_tensor y = reduce_attr("ReduceMean", &x, ax, 2, 0);
-        CHECK(expect(&y, 1, d, w, "ReduceMean axes=[0,2]"));
+        EXPECT(expect(&y, 1, d, w, "ReduceMean axes=[0,2]"));
         calq_tensor_free_data(&y);
     }
     {
         const int64_t d[] = {1, 1, 1};
         const double w[] = {12};
         calq_tensor y = reduce_attr("ReduceMax", &x, NULL, -1, 1);
-        CHECK(expect(&y, 3, d, w, "ReduceMax all"));
+        EXPECT(expect(&y, 3, d, w, "ReduceMax all"));
         calq_tensor_free_data(&y);
         const double w2[] = {78};
         const int64_t no_axes[1] = {0};
         y = reduce_attr("ReduceSum", &x, no_axes, 0, 1); /* empty axes attribute: reduce all too */
-        CHECK(expect(&y, 3, d, w2, "ReduceSum axes=[]"));
+        EXPECT(expect(&y, 3, d, w2, "ReduceSum axes=[]"));
         calq_tensor_free_data(&y);
     }
     {
         const int64_t ax[] = {-1}, d[] = {3, 2};
         const double w[] = {1, 3, 5, 7, 9, 11};
         calq_tensor y = reduce_attr("ReduceMin", &x, ax, 1, 0);
-        CHECK(expect(&y, 2, d, w, "ReduceMin axes=[-1]"));
+        EXPECT(expect(&y, 2, d, w, "ReduceMin axes=[-1]"));
         calq_tensor_free_data(&y);
     }
     {
         const int64_t ax[] = {2}, d[] = {3, 2, 1};
         const double w[] = {2, 12, 30, 56, 90, 132};
         calq_tensor y = reduce_attr("ReduceProd", &x, ax, 1, 1);
-        CHECK(expect(&y, 3, d, w, "ReduceProd axes=[2]"));
+        EXPECT(expect(&y, 3, d, w, "ReduceProd axes=[2]"));
         calq_tensor_free_data(&y);
     }
     {
         const int64_t ax[] = {2, 1}, d[] = {3};
         const double w[] = {log(10.0), log(26.0), log(42.0)};
         calq_tensor y = reduce_attr("ReduceLogSum", &x, ax, 2, 0);
-        CHECK(expect(&y, 1, d, w, "ReduceLogSum axes=[2,1]"));
+        EXPECT(expect(&y, 1, d, w, "ReduceLogSum axes=[2,1]"));
         calq_tensor_free_data(&y);
     }
     {
@@ -120,7 +120,7 @@ static void test_reduce_hand(void)
         x2.dims[0] = 3;
         x2.dims[1] = 4;
         calq_tensor y = reduce_attr("ReduceSum", &x2, ax, 1, 1);
-        CHECK(expect(&y, 2, d, w, "ReduceSum axis 0 of 3x4"));
+        EXPECT(expect(&y, 2, d, w, "ReduceSum axis 0 of 3x4"));
         calq_tensor_free_data(&y);
     }
     calq_tensor_free_data(&x);
@@ -131,25 +131,25 @@ static void test_reduce_hand(void)
     {
         const double w[] = {7, 2};
         calq_tensor y = reduce_attr("ReduceL1", &s, ax1, 1, 0);
-        CHECK(expect(&y, 1, d2, w, "ReduceL1"));
+        EXPECT(expect(&y, 1, d2, w, "ReduceL1"));
         calq_tensor_free_data(&y);
     }
     {
         const double w[] = {5, sqrt(2.0)};
         calq_tensor y = reduce_attr("ReduceL2", &s, ax1, 1, 0);
-        CHECK(expect(&y, 1, d2, w, "ReduceL2"));
+        EXPECT(expect(&y, 1, d2, w, "ReduceL2"));
         calq_tensor_free_data(&y);
     }
     {
         const double w[] = {10, 17};
         calq_tensor y = reduce_attr("ReduceSumSquare", &s, ax0, 1, 0);
-        CHECK(expect(&y, 1, d2, w, "ReduceSumSquare"));
+        EXPECT(expect(&y, 1, d2, w, "ReduceSumSquare"));
         calq_tensor_free_data(&y);
     }
     {
         const double w[] = {log(exp(-3.0) + exp(4.0)), log(exp(1.0) + exp(-1.0))};
         calq_tensor y = reduce_attr("ReduceLogSumExp", &s, ax1, 1, 0);
-        CHECK(expect(&y, 1, d2, w, "ReduceLogSumExp"));
+        EXPECT(expect(&y, 1, d2, w, "ReduceLogSumExp"));
         calq_tensor_free_data(&y);
     }
     calq_tensor_free_data(&s);
@@ -159,7 +159,7 @@ static void test_reduce_hand(void)
         calq_tensor b = t_f32(bv, 2, sd);
         const double w[] = {1000 + log(2.0), -1000};
         calq_tensor y = reduce_attr("ReduceLogSumExp", &b, ax1, 1, 0);
-        CHECK(expect(&y, 1, d2, w, "ReduceLogSumExp large"));
+        EXPECT(expect(&y, 1, d2, w, "ReduceLogSumExp large"));
         calq_tensor_free_data(&y);
         calq_tensor_free_data(&b);
     }
@@ -169,11 +169,11 @@ static void test_reduce_hand(void)
         calq_tensor t = t_i64(iv, 1, d1);
         const double w[] = {120};
         calq_tensor y = reduce_attr("ReduceProd", &t, NULL, -1, 0);
-        CHECK(y.dtype == CALQ_DTYPE_INT64 && expect(&y, 0, none, w, "ReduceProd int64"));
+        EXPECT(y.dtype == CALQ_DTYPE_INT64 && expect(&y, 0, none, w, "ReduceProd int64"));
         calq_tensor_free_data(&y);
         const double w2[] = {3}; /* 14 / 4 */
         y = reduce_attr("ReduceMean", &t, NULL, -1, 0);
-        CHECK(expect(&y, 0, none, w2, "ReduceMean int64"));
+        EXPECT(expect(&y, 0, none, w2, "ReduceMean int64"));
         calq_tensor_free_data(&y);
         calq_tensor_free_data(&t);
     }
@@ -187,10 +187,10 @@ static void test_reduce_axes_input(void)
     {
         op_case oc = op_case_new("ReduceSum", 13, 2, 1);
         calq_tensor in[2] = {x, t_i64(axv, 1, one)}, out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
         const int64_t d[] = {3, 1, 2};
         const double w[] = {4, 6, 12, 14, 20, 22};
-        CHECK(expect(&out[0], 3, d, w, "ReduceSum-13 axes input [-2]"));
+        EXPECT(expect(&out[0], 3, d, w, "ReduceSum-13 axes input [-2]"));
         calq_tensor_free_data(&in[1]);
         free_all(out, 1);
         op_case_free(&oc);
@@ -201,12 +201,12 @@ static void test_reduce_axes_input(void)
         op_attr_int(&oc, "keepdims", 0);
         op_attr_int(&oc, "noop_with_empty_axes", noop);
         calq_tensor in[2] = {x, t_i64(zero, 1, zero)}, out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
         if (noop) {
-            CHECK(same_bits(&out[0], &x));
+            EXPECT(same_bits(&out[0], &x));
         } else {
             const double w[] = {78};
-            CHECK(expect(&out[0], 0, zero, w, "ReduceSum-13 empty axes"));
+            EXPECT(expect(&out[0], 0, zero, w, "ReduceSum-13 empty axes"));
         }
         calq_tensor_free_data(&in[1]);
         free_all(out, 1);
@@ -216,10 +216,10 @@ static void test_reduce_axes_input(void)
         /* Axes input omitted. */
         op_case oc = op_case_new("ReduceSum", 13, 2, 1);
         calq_tensor in[2] = {x, {0}}, out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
         const int64_t d[] = {1, 1, 1};
         const double w[] = {78};
-        CHECK(expect(&out[0], 3, d, w, "ReduceSum-13 no axes input"));
+        EXPECT(expect(&out[0], 3, d, w, "ReduceSum-13 no axes input"));
         free_all(out, 1);
         op_case_free(&oc);
     }
@@ -229,10 +229,10 @@ static void test_reduce_axes_input(void)
         op_attr_int(&oc, "keepdims", 0);
         const int64_t a0[] = {0};
         calq_tensor in[2] = {x, t_i64(a0, 1, one)}, out[1];
-        CHECK_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, in, 2, out, 1, 0, &e_));
         const int64_t d[] = {2, 2};
         const double w[] = {9, 10, 11, 12};
-        CHECK(expect(&out[0], 2, d, w, "ReduceMax-18 axes input"));
+        EXPECT(expect(&out[0], 2, d, w, "ReduceMax-18 axes input"));
         calq_tensor_free_data(&in[1]);
         free_all(out, 1);
         op_case_free(&oc);
@@ -245,10 +245,10 @@ static void expect_error(op_case *oc, const calq_tensor *in, int n_in, calq_stat
     calq_tensor out[1] = {{0}};
     calq_error err = {0};
     calq_status s = op_case_run(oc, in, n_in, out, 1, 0, &err);
-    CHECK(s == want);
+    EXPECT(s == want);
     if (!strstr(err.message, needle)) {
         fprintf(stderr, "error message '%s' lacks '%s'\n", err.message, needle);
-        test_failures++;
+        failures++;
     }
     calq_tensor_free_data(&out[0]);
 }
@@ -303,7 +303,7 @@ static void test_reduce_random(void)
                     }
         char what[64];
         snprintf(what, sizeof what, "ReduceSum random mask %d", mask);
-        CHECK(expect(&y, 4, od, want, what));
+        EXPECT(expect(&y, 4, od, want, what));
         free(want);
 
         int prev = omp_get_max_threads();
@@ -315,7 +315,7 @@ static void test_reduce_random(void)
         omp_set_num_threads(prev);
         if (!same_bits(&y, &y1) || !same_bits(&m1, &m3)) {
             fprintf(stderr, "reduction mask %d differs between thread counts\n", mask);
-            test_failures++;
+            failures++;
         }
         calq_tensor_free_data(&y);
         calq_tensor_free_data(&y1);
@@ -332,7 +332,7 @@ static calq_tensor run_axis_op(const char *op, int opset, const calq_tensor *x, 
     op_case oc = op_case_new(op, opset, 1, 1);
     if (has_axis) op_attr_int(&oc, "axis", axis);
     calq_tensor out[1];
-    CHECK_OK(op_case_run(&oc, x, 1, out, 1, 0, &e_));
+    EXPECT_OK(op_case_run(&oc, x, 1, out, 1, 0, &e_));
     op_case_free(&oc);
     return out[0];
 }
@@ -353,17 +353,17 @@ static void test_softmax_opsets(void)
         w11[6 + i] = 1.0 / 6;
     }
     calq_tensor y = run_axis_op("Softmax", 11, &x, 1, 1);
-    CHECK(expect(&y, 3, d, w11, "Softmax-11 axis 1"));
+    EXPECT(expect(&y, 3, d, w11, "Softmax-11 axis 1"));
     calq_tensor_free_data(&y);
     y = run_axis_op("Softmax", 11, &x, 0, 0); /* default axis is 1 before opset 13 */
-    CHECK(expect(&y, 3, d, w11, "Softmax-11 default axis"));
+    EXPECT(expect(&y, 3, d, w11, "Softmax-11 default axis"));
     calq_tensor_free_data(&y);
 
     /* Opset 13, axis 1: pairs (x[b,0,k], x[b,1,k]) that differ by 3 in batch 0. */
     double lo = 1.0 / (1.0 + exp(3.0)), hi = exp(3.0) / (1.0 + exp(3.0));
     const double w13[] = {lo, lo, lo, hi, hi, hi, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
     y = run_axis_op("Softmax", 13, &x, 1, 1);
-    CHECK(expect(&y, 3, d, w13, "Softmax-13 axis 1"));
+    EXPECT(expect(&y, 3, d, w13, "Softmax-13 axis 1"));
     calq_tensor_free_data(&y);
 
     /* Opset 13 default axis -1: rows of 3. */
@@ -372,7 +372,7 @@ static void test_softmax_opsets(void)
     for (int r = 0; r < 4; r++)
         for (int k = 0; k < 3; k++) w13d[r * 3 + k] = r < 2 ? exp((double)k) / s3a : 1.0 / 3;
     y = run_axis_op("Softmax", 13, &x, 0, 0);
-    CHECK(expect(&y, 3, d, w13d, "Softmax-13 default axis"));
+    EXPECT(expect(&y, 3, d, w13d, "Softmax-13 default axis"));
     calq_tensor_free_data(&y);
 
     /* LogSoftmax, same two opsets. */
@@ -382,16 +382,16 @@ static void test_softmax_opsets(void)
         l13[i] = log(w13[i]);
     }
     y = run_axis_op("LogSoftmax", 11, &x, 1, 1);
-    CHECK(expect(&y, 3, d, l11, "LogSoftmax-11 axis 1"));
+    EXPECT(expect(&y, 3, d, l11, "LogSoftmax-11 axis 1"));
     calq_tensor_free_data(&y);
     y = run_axis_op("LogSoftmax", 13, &x, 1, 1);
-    CHECK(expect(&y, 3, d, l13, "LogSoftmax-13 axis 1"));
+    EXPECT(expect(&y, 3, d, l13, "LogSoftmax-13 axis 1"));
     calq_tensor_free_data(&y);
 
     /* Hardmax-13 axis 1: the larger of each pair (first one on ties). */
     const double h13[] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
     y = run_axis_op("Hardmax", 13, &x, 1, 1);
-    CHECK(expect(&y, 3, d, h13, "Hardmax-13 axis 1"));
+    EXPECT(expect(&y, 3, d, h13, "Hardmax-13 axis 1"));
     calq_tensor_free_data(&y);
     calq_tensor_free_data(&x);
 }
@@ -404,11 +404,11 @@ static void test_softmax_large_values(void)
     double ls = log(exp(1.0) + exp(2.0) + exp(3.0));
     const double wl[] = {1 - ls, 2 - ls, 3 - ls, -log(3.0), -log(3.0), -log(3.0)};
     calq_tensor y = run_axis_op("LogSoftmax", 13, &x, 0, 0);
-    CHECK(expect(&y, 2, d, wl, "LogSoftmax large values"));
+    EXPECT(expect(&y, 2, d, wl, "LogSoftmax large values"));
     calq_tensor_free_data(&y);
     const double ws[] = {exp(1 - ls), exp(2 - ls), exp(3 - ls), 1.0 / 3, 1.0 / 3, 1.0 / 3};
     y = run_axis_op("Softmax", 13, &x, 0, 0);
-    CHECK(expect(&y, 2, d, ws, "Softmax large values"));
+    EXPECT(expect(&y, 2, d, ws, "Softmax large values"));
     calq_tensor_free_data(&y);
     calq_tensor_free_data(&x);
 }
@@ -436,10 +436,10 @@ static void test_argmax(void)
         op_attr_int(&oc, "keepdims", cases[i].keep);
         op_attr_int(&oc, "select_last_index", cases[i].last);
         calq_tensor out[1];
-        CHECK_OK(op_case_run(&oc, &x, 1, out, 1, 0, &e_));
+        EXPECT_OK(op_case_run(&oc, &x, 1, out, 1, 0, &e_));
         char what[64];
         snprintf(what, sizeof what, "%s case %zu", cases[i].op, i);
-        CHECK(out[0].dtype == CALQ_DTYPE_INT64 && expect(&out[0], cases[i].nd, cases[i].dims, cases[i].want, what));
+        EXPECT(out[0].dtype == CALQ_DTYPE_INT64 && expect(&out[0], cases[i].nd, cases[i].dims, cases[i].want, what));
         free_all(out, 1);
         op_case_free(&oc);
     }
@@ -459,7 +459,7 @@ static void test_softmax_threads(void)
         omp_set_num_threads(prev);
         if (!same_bits(&a, &b)) {
             fprintf(stderr, "Softmax axis %d differs between thread counts\n", axis);
-            test_failures++;
+            failures++;
         }
         /* Each softmax row sums to 1. */
         int64_t inner = axis == 2 ? 1 : axis == 1 ? 12 : 12000, len = d[axis];
@@ -471,7 +471,7 @@ static void test_softmax_threads(void)
             for (int64_t j = 0; j < len; j++) s += p[off + j * inner];
             if (fabs(s - 1) > worst) worst = fabs(s - 1);
         }
-        CHECK(worst < 1e-5);
+        EXPECT(worst < 1e-5);
         calq_tensor_free_data(&a);
         calq_tensor_free_data(&b);
     }
@@ -488,9 +488,9 @@ int main(void)
     test_softmax_large_values();
     test_argmax();
     test_softmax_threads();
-    if (test_failures)
-        fprintf(stderr, "%d failure(s)\n", test_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         printf("test_kernels_reduce: all passed\n");
-    return test_failures != 0;
+    return failures != 0;
 }

@@ -19,9 +19,9 @@
     {                                                                                                                  \
         __VA_ARGS__                                                                                                    \
     }
-#define STR2(x)                 #x
-#define STR(x)                  STR2(x)
-#define EXPECT(got, dims, vals) CHECK(expect_f(&(got), dims, vals, 1e-6, "line " STR(__LINE__)))
+#define STR2(x)                        #x
+#define STR(x)                         STR2(x)
+#define EXPECT_TENSOR(got, dims, vals) EXPECT(expect_f(&(got), dims, vals, 1e-6, "line " STR(__LINE__)))
 
 static int expect_f(const calq_tensor *got, int ndim, const int64_t *dims, const double *want, double tol,
                     const char *what)
@@ -81,7 +81,7 @@ static calq_tensor run(op_case *oc, calq_tensor *in, int n)
     calq_error err = {0};
     if (op_case_run(oc, in, n, &out, 1, 0, &err) != CALQ_OK) {
         fprintf(stderr, "run failed: %s\n", err.message);
-        test_failures++;
+        failures++;
     }
     for (int i = 0; i < n; i++) calq_tensor_free_data(&in[i]);
     return out;
@@ -94,7 +94,7 @@ static void expect_fail(op_case *oc, calq_tensor *in, int n, calq_status want, c
     calq_status s = op_case_run(oc, in, n, &out, 1, 0, &err);
     if (s != want || !err.message[0]) {
         fprintf(stderr, "%s: status %d, expected %d (%s)\n", what, (int)s, (int)want, err.message);
-        test_failures++;
+        failures++;
     }
     calq_tensor_free_data(&out);
     for (int i = 0; i < n; i++) calq_tensor_free_data(&in[i]);
@@ -116,7 +116,7 @@ static void test_nearest(void)
     op_case oc = resize13("nearest", NULL);
     calq_tensor in[4] = {ramp(DIMS(1, 1, 2, 2), 1), none, FLOATS(1, 1, 2, 2), none};
     calq_tensor y = run(&oc, in, 4);
-    EXPECT(y, DIMS(1, 1, 4, 4), VALS(1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4));
+    EXPECT_TENSOR(y, DIMS(1, 1, 4, 4), VALS(1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -125,7 +125,7 @@ static void test_nearest(void)
     oc = resize13("nearest", NULL);
     calq_tensor in2[4] = {ramp(DIMS(1, 1, 2, 4), 1), none, none, INTS(1, 1, 1, 3)};
     y = run(&oc, in2, 4);
-    EXPECT(y, DIMS(1, 1, 1, 3), VALS(1, 2, 4));
+    EXPECT_TENSOR(y, DIMS(1, 1, 1, 3), VALS(1, 2, 4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -138,7 +138,7 @@ static void test_nearest(void)
         op_attr_str(&oc, "nearest_mode", modes[m]);
         calq_tensor i3[4] = {ramp(DIMS(4), 1), none, none, INTS(8)};
         y = run(&oc, i3, 4);
-        CHECK(expect_f(&y, DIMS(8), want[m], 1e-6, modes[m]));
+        EXPECT(expect_f(&y, DIMS(8), want[m], 1e-6, modes[m]));
         calq_tensor_free_data(&y);
         op_case_free(&oc);
     }
@@ -151,8 +151,8 @@ static void test_nearest(void)
     oc = resize13("nearest", "asymmetric");
     calq_tensor i4[4] = {xu, none, FLOATS(1, 2), none};
     y = run(&oc, i4, 4);
-    CHECK(y.dtype == CALQ_DTYPE_UINT8);
-    EXPECT(y, DIMS(2, 4), VALS(7, 7, 250, 250, 0, 0, 9, 9));
+    EXPECT(y.dtype == CALQ_DTYPE_UINT8);
+    EXPECT_TENSOR(y, DIMS(2, 4), VALS(7, 7, 250, 250, 0, 0, 9, 9));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 }
@@ -164,7 +164,7 @@ static void test_linear(void)
     op_case oc = resize13("linear", NULL);
     calq_tensor in[4] = {ramp(DIMS(1, 1, 2, 4), 1), none, FLOATS(1, 1, 0.6f, 0.6f), none};
     calq_tensor y = run(&oc, in, 4);
-    EXPECT(y, DIMS(1, 1, 1, 2), VALS(8 / 3.0, 13 / 3.0));
+    EXPECT_TENSOR(y, DIMS(1, 1, 1, 2), VALS(8 / 3.0, 13 / 3.0));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -173,7 +173,7 @@ static void test_linear(void)
     oc = resize13("linear", "align_corners");
     calq_tensor in2[4] = {ramp(DIMS(1, 1, 2, 4), 1), none, FLOATS(1, 1, 0.6f, 0.6f), none};
     y = run(&oc, in2, 4);
-    EXPECT(y, DIMS(1, 1, 1, 2), VALS(1, 1 + 3 / 1.4));
+    EXPECT_TENSOR(y, DIMS(1, 1, 1, 2), VALS(1, 1 + 3 / 1.4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -181,7 +181,7 @@ static void test_linear(void)
     oc = resize13("linear", "align_corners");
     calq_tensor in3[4] = {ramp(DIMS(1, 1, 2, 4), 1), none, none, INTS(1, 1, 2, 3)};
     y = run(&oc, in3, 4);
-    EXPECT(y, DIMS(1, 1, 2, 3), VALS(1, 2.5, 4, 5, 6.5, 8));
+    EXPECT_TENSOR(y, DIMS(1, 1, 2, 3), VALS(1, 2.5, 4, 5, 6.5, 8));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -189,7 +189,7 @@ static void test_linear(void)
     oc = resize13("linear", "pytorch_half_pixel");
     calq_tensor in4[4] = {ramp(DIMS(1, 4), 1), none, none, INTS(1, 1)};
     y = run(&oc, in4, 4);
-    EXPECT(y, DIMS(1, 1), VALS(1));
+    EXPECT_TENSOR(y, DIMS(1, 1), VALS(1));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -199,7 +199,7 @@ static void test_linear(void)
     op_attr_float(&oc, "extrapolation_value", -1.0f);
     calq_tensor in5[4] = {FLOATS(0, 10, 20, 30), FLOATS(0.5f, 1.5f), none, INTS(3)};
     y = run(&oc, in5, 4);
-    EXPECT(y, DIMS(3), VALS(15, 30, -1));
+    EXPECT_TENSOR(y, DIMS(3), VALS(15, 30, -1));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -210,7 +210,7 @@ static void test_linear(void)
     calq_tensor in6[4] = {ramp(DIMS(1, 1, 2, 4), 1), e0, e1, INTS(1, 1, 2, 3)};
     y = run(&oc, in6, 4);
     /* half_pixel to width 3: sources (x+0.5)*4/3-0.5 = 1/6, 1.5, 17/6. */
-    EXPECT(y, DIMS(1, 1, 2, 3), VALS(1 + 1 / 6.0, 2.5, 1 + 17 / 6.0, 5 + 1 / 6.0, 6.5, 5 + 17 / 6.0));
+    EXPECT_TENSOR(y, DIMS(1, 1, 2, 3), VALS(1 + 1 / 6.0, 2.5, 1 + 17 / 6.0, 5 + 1 / 6.0, 6.5, 5 + 17 / 6.0));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 }
@@ -224,14 +224,14 @@ static void test_linear_nd(void)
     calq_tensor x = t_rand_f32(7, 4, in_dims, -1.0f, 1.0f);
     calq_tensor xc;
     calq_error err = {0};
-    CHECK(calq__tensor_clone(&xc, &x, &err) == CALQ_OK);
+    EXPECT(calq__tensor_clone(&xc, &x, &err) == CALQ_OK);
     calq_tensor in[4] = {x, none, fvec(4, scales), none};
     omp_set_num_threads(3);
     calq_tensor y = run(&oc, in, 4);
     omp_set_num_threads(omp_get_num_procs());
     int64_t od[4];
     for (int a = 0; a < 4; a++) od[a] = (int64_t)floor((double)in_dims[a] * (double)scales[a]);
-    CHECK(calq__shape_equal(y.dims, y.ndim, od, 4));
+    EXPECT(calq__shape_equal(y.dims, y.ndim, od, 4));
     const float *xv = xc.data, *yv = y.data;
     double worst = 0.0;
     for (int64_t i = 0; y.data && i < calq_tensor_numel(&y); i++) {
@@ -263,7 +263,7 @@ static void test_linear_nd(void)
         double e = fabs(yv[i] - want);
         if (e > worst) worst = e;
     }
-    CHECK(worst < 1e-5);
+    EXPECT(worst < 1e-5);
     calq_tensor_free_data(&y);
     calq_tensor_free_data(&xc);
     op_case_free(&oc);
@@ -276,7 +276,7 @@ static void test_cubic(void)
     op_case oc = resize13("cubic", NULL);
     calq_tensor in[4] = {FLOATS(1, 2, 4, 8), none, FLOATS(0.5f), none};
     calq_tensor y = run(&oc, in, 4);
-    EXPECT(y, DIMS(2), VALS(1.3125, 6.1875));
+    EXPECT_TENSOR(y, DIMS(2), VALS(1.3125, 6.1875));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -286,7 +286,7 @@ static void test_cubic(void)
     op_attr_int(&oc, "exclude_outside", 1);
     calq_tensor in2[4] = {FLOATS(1, 2, 4, 8), none, FLOATS(0.5f), none};
     y = run(&oc, in2, 4);
-    EXPECT(y, DIMS(2), VALS(1.40625 / 1.09375, (-0.1875 + 2.375 + 4.75) / 1.09375));
+    EXPECT_TENSOR(y, DIMS(2), VALS(1.40625 / 1.09375, (-0.1875 + 2.375 + 4.75) / 1.09375));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -295,7 +295,7 @@ static void test_cubic(void)
     op_attr_float(&oc, "cubic_coeff_a", -0.5f);
     calq_tensor in3[4] = {ramp(DIMS(8), 0), none, none, INTS(15)};
     y = run(&oc, in3, 4);
-    CHECK(y.data && fabs(((float *)y.data)[7] - 3.5f) < 1e-6 && fabs(((float *)y.data)[5] - 2.5f) < 1e-6);
+    EXPECT(y.data && fabs(((float *)y.data)[7] - 3.5f) < 1e-6 && fabs(((float *)y.data)[5] - 2.5f) < 1e-6);
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 }
@@ -307,7 +307,7 @@ static void test_upsample(void)
     op_attr_str(&oc, "mode", "nearest");
     calq_tensor in[2] = {ramp(DIMS(1, 1, 2, 2), 1), FLOATS(1, 1, 2, 3)};
     calq_tensor y = run(&oc, in, 2);
-    EXPECT(y, DIMS(1, 1, 4, 6), VALS(1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4));
+    EXPECT_TENSOR(y, DIMS(1, 1, 4, 6), VALS(1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -317,7 +317,7 @@ static void test_upsample(void)
     op_attr_floats(&oc, "scales", (const float[]){1, 1, 2, 2}, 4);
     calq_tensor in2[1] = {ramp(DIMS(1, 1, 2, 2), 1)};
     y = run(&oc, in2, 1);
-    EXPECT(y, DIMS(1, 1, 4, 4), VALS(1, 1.5, 2, 2, 2, 2.5, 3, 3, 3, 3.5, 4, 4, 3, 3.5, 4, 4));
+    EXPECT_TENSOR(y, DIMS(1, 1, 4, 4), VALS(1, 1.5, 2, 2, 2, 2.5, 3, 3, 3, 3.5, 4, 4, 3, 3.5, 4, 4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 
@@ -325,14 +325,14 @@ static void test_upsample(void)
     oc = op_case_new("Resize", 10, 2, 1);
     calq_tensor in3[2] = {ramp(DIMS(6), 1), FLOATS(0.5f)};
     y = run(&oc, in3, 2);
-    EXPECT(y, DIMS(3), VALS(1, 3, 5));
+    EXPECT_TENSOR(y, DIMS(3), VALS(1, 3, 5));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
     oc = op_case_new("Resize", 10, 2, 1);
     calq_tensor in4[2] = {ramp(DIMS(4), 1), FLOATS(0.75f)};
     y = run(&oc, in4, 2);
     /* sources 0, 1.33, 2.67 -> ceil 0 2 3 */
-    EXPECT(y, DIMS(3), VALS(1, 3, 4));
+    EXPECT_TENSOR(y, DIMS(3), VALS(1, 3, 4));
     calq_tensor_free_data(&y);
     op_case_free(&oc);
 }
@@ -422,7 +422,7 @@ static void test_threads(void)
             out[t] = run(&oc, in, 4);
             op_case_free(&oc);
         }
-        CHECK(out[0].data && out[1].data && memcmp(out[0].data, out[1].data, calq__tensor_nbytes(&out[0])) == 0);
+        EXPECT(out[0].data && out[1].data && memcmp(out[0].data, out[1].data, calq__tensor_nbytes(&out[0])) == 0);
         calq_tensor_free_data(&out[0]);
         calq_tensor_free_data(&out[1]);
     }
@@ -439,6 +439,6 @@ int main(void)
     test_upsample();
     test_invalid();
     test_threads();
-    if (test_failures) fprintf(stderr, "%d failure(s)\n", test_failures);
-    return test_failures != 0;
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    return failures != 0;
 }

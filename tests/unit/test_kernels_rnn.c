@@ -100,6 +100,6 @@ int main(void)
 {
     threads_and_lengths();
     bad_shapes();
-    printf("test_kernels_rnn: %d failure(s)\n", failures + test_failures);
-    return failures + test_failures != 0;
+    printf("test_kernels_rnn: %d failure(s)\n", failures + failures);
+    return failures + failures != 0;
 }

@@ -800,7 +800,7 @@ int main(void)
         test_numpy_reads();
         test_numpy_loads_ours();
     } else {
-        printf("test_npy: %s has no numpy; skipping the NumPy interoperability checks\n", python);
+        SKIP_BECAUSE("the python has no numpy: the NumPy interoperability checks did not run");
     }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -809,5 +809,5 @@ int main(void)
         fprintf(stderr, "test_npy: %d failure(s); files kept in %s\n", failures, tmpdir);
     else
         printf("test_npy: all passed\n");
-    return failures != 0;
+    return TEST_RESULT();
 }

@@ -23,7 +23,7 @@ int main(int argc, char **argv)
         snprintf(needle, sizeof needle, "`%s`", d->op_type);
         if (!strstr(doc, needle)) {
             fprintf(stderr, "%s does not list %s\n", path, d->op_type);
-            test_failures++;
+            failures++;
         }
         listed++;
     }
@@ -37,12 +37,12 @@ int main(int argc, char **argv)
             snprintf(name, sizeof name, "%.*s", (int)(e - q - 1), q + 1);
             if (!calq__op_find("", name)) {
                 fprintf(stderr, "%s lists %s, which calq does not implement\n", path, name);
-                test_failures++;
+                failures++;
             }
             q = e;
         }
     }
-    printf("test_operator_docs: %d operators, %d failure(s)\n", listed, test_failures);
+    printf("test_operator_docs: %d operators, %d failure(s)\n", listed, failures);
     free(doc);
-    return test_failures != 0;
+    return failures != 0;
 }

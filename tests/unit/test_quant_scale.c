@@ -22,15 +22,15 @@ static int same_bits(float a, float b)
 
 static void test_round(void)
 {
-    CHECK(calq_round(2.5f, CALQ_ROUND_HALF_AWAY) == 3.0f);
-    CHECK(calq_round(2.5f, CALQ_ROUND_HALF_EVEN) == 2.0f);
-    CHECK(calq_round(-2.5f, CALQ_ROUND_HALF_AWAY) == -3.0f);
-    CHECK(calq_round(-2.5f, CALQ_ROUND_HALF_EVEN) == -2.0f);
-    CHECK(calq_round(3.5f, CALQ_ROUND_HALF_EVEN) == 4.0f);
-    CHECK(calq_round(0.49999997f, CALQ_ROUND_HALF_AWAY) == 0.0f);
-    CHECK(calq_round(8388607.5f, CALQ_ROUND_HALF_AWAY) == 8388608.0f);
-    CHECK(calq_round(8388607.5f, CALQ_ROUND_HALF_EVEN) == 8388608.0f);
-    CHECK(calq_round(8388606.5f, CALQ_ROUND_HALF_EVEN) == 8388606.0f);
+    EXPECT(calq_round(2.5f, CALQ_ROUND_HALF_AWAY) == 3.0f);
+    EXPECT(calq_round(2.5f, CALQ_ROUND_HALF_EVEN) == 2.0f);
+    EXPECT(calq_round(-2.5f, CALQ_ROUND_HALF_AWAY) == -3.0f);
+    EXPECT(calq_round(-2.5f, CALQ_ROUND_HALF_EVEN) == -2.0f);
+    EXPECT(calq_round(3.5f, CALQ_ROUND_HALF_EVEN) == 4.0f);
+    EXPECT(calq_round(0.49999997f, CALQ_ROUND_HALF_AWAY) == 0.0f);
+    EXPECT(calq_round(8388607.5f, CALQ_ROUND_HALF_AWAY) == 8388608.0f);
+    EXPECT(calq_round(8388607.5f, CALQ_ROUND_HALF_EVEN) == 8388608.0f);
+    EXPECT(calq_round(8388606.5f, CALQ_ROUND_HALF_EVEN) == 8388606.0f);
     /* the vectorizable forms equal roundf / rint bit for bit, signed zeros included */
     int bad_away = 0, bad_even = 0;
     for (int i = 0; i < 2000000; i++) {
@@ -46,34 +46,34 @@ static void test_round(void)
         if (!same_bits(calq__round_away(f), roundf(f))) bad_away++;
         if (!same_bits(calq__round_even(f), rintf(f))) bad_even++;
     }
-    CHECK(bad_away == 0);
-    CHECK(bad_even == 0);
+    EXPECT(bad_away == 0);
+    EXPECT(bad_even == 0);
 }
 
 static void test_process_scale(void)
 {
     calq_error err = {0};
     float s = 0.0f;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
     s = -3.0f;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
     s = 1e-8f;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_OK && s == 1.0f);
     s = FLT_EPSILON;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_OK && s == FLT_EPSILON);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_OK && s == FLT_EPSILON);
     s = 8388608.0f; /* 1/s == FLT_EPSILON exactly: legal */
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_OK);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_OK);
     s = 8388610.0f;
-    CHECK(calq_process_scale(&s, "conv_1", &err) == CALQ_ERR_NOT_SUPPORT);
-    CHECK(strstr(err.message, "Not support scale greater than 1 / FLT_EPSILON. currentScale: 8388610.000000") != NULL);
-    CHECK(strcmp(err.layer, "conv_1") == 0);
+    EXPECT(calq_process_scale(&s, "conv_1", &err) == CALQ_ERR_NOT_SUPPORT);
+    EXPECT(strstr(err.message, "Not support scale greater than 1 / FLT_EPSILON. currentScale: 8388610.000000") != NULL);
+    EXPECT(strcmp(err.layer, "conv_1") == 0);
     s = INFINITY;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_ERR_NOT_SUPPORT);
-    CHECK(strstr(err.message, "Not support scale is +inf.") != NULL);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_ERR_NOT_SUPPORT);
+    EXPECT(strstr(err.message, "Not support scale is +inf.") != NULL);
     s = NAN;
-    CHECK(calq_process_scale(&s, "L", &err) == CALQ_ERR_NOT_SUPPORT);
-    CHECK(strstr(err.message, "Not support scale is nan.") != NULL);
-    CHECK(CALQ_ERR_NOT_SUPPORT == -65519);
+    EXPECT(calq_process_scale(&s, "L", &err) == CALQ_ERR_NOT_SUPPORT);
+    EXPECT(strstr(err.message, "Not support scale is nan.") != NULL);
+    EXPECT(CALQ_ERR_NOT_SUPPORT == -65519);
 }
 
 static void test_fake_quant(void)
@@ -83,14 +83,14 @@ static void test_fake_quant(void)
     int8_t q[7];
     /* scale 1, offset 0: half away rounds .5 outward, half even to the even neighbour */
     calq_quantize(x, 7, 1.0f, 0, 8, CALQ_ROUND_HALF_AWAY, q);
-    CHECK(q[1] == 1 && q[2] == 2 && q[3] == -2 && q[4] == 127 && q[5] == -128);
+    EXPECT(q[1] == 1 && q[2] == 2 && q[3] == -2 && q[4] == 127 && q[5] == -128);
     calq_quantize(x, 7, 1.0f, 0, 8, CALQ_ROUND_HALF_EVEN, q);
-    CHECK(q[1] == 0 && q[2] == 2 && q[3] == -2);
+    EXPECT(q[1] == 0 && q[2] == 2 && q[3] == -2);
     /* clamping to [-128, 127] with an offset, then back */
     calq_fake_quant(x, 7, 0.5f, -128, 8, CALQ_ROUND_HALF_AWAY, y);
-    CHECK(y[0] == 0.0f && y[1] == 0.5f && y[4] == 127.5f && y[5] == 0.0f && y[6] == 0.5f);
+    EXPECT(y[0] == 0.0f && y[1] == 0.5f && y[4] == 127.5f && y[5] == 0.0f && y[6] == 0.5f);
     calq_quantize(x, 7, 0.5f, -128, 8, CALQ_ROUND_HALF_AWAY, q);
-    CHECK(q[0] == -128 && q[4] == 127 && q[5] == -128);
+    EXPECT(q[0] == -128 && q[4] == 127 && q[5] == -128);
 }
 
 int main(void)
@@ -98,6 +98,6 @@ int main(void)
     test_round();
     test_process_scale();
     test_fake_quant();
-    if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
 }

@@ -208,10 +208,7 @@ int main(void)
     char model_path[1024], faces[1024];
     snprintf(model_path, sizeof model_path, "%s/models/ultraface/version-slim-320.onnx", shared ? shared : "../shared");
     snprintf(faces, sizeof faces, "%s/data/faces", shared ? shared : "../shared");
-    if (access(model_path, R_OK) != 0 || access(faces, R_OK) != 0) {
-        fprintf(stderr, "skipped: %s or %s not found\n", model_path, faces);
-        return failures ? 1 : 77;
-    }
+    if (!NEED_FILE(model_path) || !NEED_FILE(faces)) return TEST_RESULT();
     calq_error err = {0};
     calq_model *m = NULL;
     if (calq_model_load_onnx(model_path, &m, &err) != CALQ_OK) {
@@ -401,5 +398,5 @@ int main(void)
     char cmd[1300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return failures ? 1 : 0;
+    return TEST_RESULT();
 }

@@ -46,9 +46,9 @@ for t in info["tests"]:
         if os.path.isfile(c):
             text = open(c, encoding="utf-8").read()
             checked += 1
-            if re.search(r'getenv\("CALQ_SHARED"\)', text) and not (
+            if re.search(r'getenv\("CALQ_SHARED"\)|\bfx_shared(_path)?\(', text) and not (
                     re.search(r"NEED_FILE|SKIP_BECAUSE", text) and "TEST_RESULT()" in text):
-                fails.append(f"{name}: {os.path.relpath(c, src)} reads CALQ_SHARED but never skips "
+                fails.append(f"{name}: {os.path.relpath(c, src)} reads CALQ_SHARED (getenv or fx_shared) but never skips "
                              "(NEED_FILE, TEST_RESULT)")
             if "/usr/share" in text and "77" not in text:
                 fails.append(f"{name}: {os.path.relpath(c, src)} reads /usr/share but never returns 77")

@@ -21,6 +21,7 @@
 #include "quant/adaround.h"
 
 #include "expect.h"
+#include "fixtures.h"
 
 static uint64_t lcg(uint64_t *s)
 {
@@ -204,28 +205,20 @@ static uint64_t fnv(const unsigned char *p, size_t n)
 int main(void)
 {
     test_kernel();
-    const char *shared = getenv("CALQ_SHARED");
     char model_path[1024], faces[1024];
-    snprintf(model_path, sizeof model_path, "%s/models/ultraface/version-slim-320.onnx", shared ? shared : "../shared");
-    snprintf(faces, sizeof faces, "%s/data/faces", shared ? shared : "../shared");
+    fx_shared_path(model_path, sizeof model_path, FX_ULTRAFACE);
+    fx_shared_path(faces, sizeof faces, FX_FACES);
     if (!NEED_FILE(model_path) || !NEED_FILE(faces)) return TEST_RESULT();
     calq_error err = {0};
     calq_model *m = NULL;
-    if (calq_model_load_onnx(model_path, &m, &err) != CALQ_OK) {
+    if (fx_ultraface_load(model_path, &m, &err) != CALQ_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    calq_value_info in;
-    calq_model_input_info(m, 0, &in);
-    int64_t dims[4] = {1, 3, 240, 320};
-    EXPECT(calq_model_set_input_shape(m, in.name, dims, 4, &err) == CALQ_OK);
     test_config(m);
 
     calq_image_opts io;
-    calq_image_opts_init(&io);
-    io.width = 320;
-    io.height = 240;
-    for (int c = 0; c < 3; c++) io.mean[c] = 127.0f, io.std[c] = 128.0f;
+    fx_ultraface_image_opts(&io);
     calq_config_opts co;
     calq_config_opts_init(&co);
     co.batch_num = 2;

@@ -16,6 +16,7 @@
 #include "frontend/model.h"
 
 #include "expect.h"
+#include "fixtures.h"
 
 static char *slurp(const char *path)
 {
@@ -158,32 +159,6 @@ static void test_config(calq_model *m, const char *dir)
 
 /* ---- calibration on MTCNN det3 ------------------------------------------------------------- */
 
-typedef struct gathered {
-    const char *name;
-    float *x;
-    size_t n;
-} gathered;
-
-typedef struct gather_ctx {
-    gathered *t;
-    int n;
-} gather_ctx;
-
-static int gather(void *user, const char *name, const calq_tensor *t)
-{
-    gather_ctx *c = user;
-    for (int i = 0; i < c->n; i++) {
-        if (strcmp(c->t[i].name, name) != 0) continue;
-        size_t add = (size_t)calq_tensor_numel(t);
-        float *p = realloc(c->t[i].x, (c->t[i].n + add) * sizeof(float));
-        if (!p) return 1;
-        memcpy(p + c->t[i].n, t->data, add * sizeof(float));
-        c->t[i].x = p;
-        c->t[i].n += add;
-    }
-    return 0;
-}
-
 static calq_record *calibrate(calq_model *m, calq_data *data, const char *algo, int threads, const char *path)
 {
     calq_error err = {0};
@@ -237,7 +212,7 @@ static void test_det3(const char *shared, const char *dir)
     /* every layer's input over the three photos, through a plain session (the session folds BN as
      * calibration does, and a folded Conv's input is unchanged) */
     int n = calq_model_num_nodes(m);
-    gather_ctx gc = {calloc((size_t)n + 1, sizeof(gathered)), 0};
+    fx_gather gc = {calloc((size_t)n + 1, sizeof(fx_gathered)), 0};
     const char **names = calloc((size_t)n + 1, sizeof *names);
     for (int i = 0; i < n; i++) {
         calq_node_info ni;
@@ -250,7 +225,7 @@ static void test_det3(const char *shared, const char *dir)
     }
     calq_session *s = NULL;
     EXPECT_STATUS(calq_session_create(m, NULL, &s, &err), CALQ_OK, &err, NULL);
-    EXPECT_STATUS(calq_session_set_observer(s, gather, &gc, names, gc.n, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq_session_set_observer(s, fx_gather_observer, &gc, names, gc.n, &err), CALQ_OK, &err, NULL);
     for (int b = 0; b < 3; b++) {
         calq_tensor x;
         EXPECT(calq_image_load(photos[b], &io, &x, &err) == CALQ_OK);
@@ -269,9 +244,7 @@ static void test_det3(const char *shared, const char *dir)
         for (int i = 0; rec[a] && i < rec[a]->n_layers; i++) {
             const calq_record_layer *l = &rec[a]->layers[i];
             const char *t = calq_model_node_input(m, calq__model_find_node(m, l->name), 0);
-            const gathered *g = NULL;
-            for (int k = 0; k < gc.n && !g; k++)
-                if (strcmp(gc.t[k].name, t) == 0) g = &gc.t[k];
+            const fx_gathered *g = fx_gather_find(&gc, t);
             calq_range_opts o;
             calq_range_opts_init(&o, (calq_range_method)a);
             calq_range_result r;
@@ -322,8 +295,7 @@ static void test_det3(const char *shared, const char *dir)
     calq__record_free(r2);
     calq__record_free(ri);
     for (int a = 0; a < 4; a++) calq__record_free(rec[a]);
-    for (int k = 0; k < gc.n; k++) free(gc.t[k].x);
-    free(gc.t);
+    fx_gather_free(&gc);
     free(names);
     calq_data_free(data);
     calq_model_free(m);
@@ -331,7 +303,6 @@ static void test_det3(const char *shared, const char *dir)
 
 int main(void)
 {
-    const char *shared = getenv("CALQ_SHARED");
     char dir[] = "/tmp/calq_algos_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     calq_error err = {0};
@@ -342,7 +313,7 @@ int main(void)
     }
     test_config(m, dir);
     calq_model_free(m);
-    test_det3(shared ? shared : "../shared", dir);
+    test_det3(fx_shared(), dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

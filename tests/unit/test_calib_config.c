@@ -13,6 +13,7 @@
 #include "calq.h"
 
 #include "expect.h"
+#include "fixtures.h"
 
 static char tmpdir[256];
 
@@ -43,19 +44,6 @@ static char *slurp(const char *path, size_t *n)
     char *buf = NULL;
     calq_error err = {0};
     if (calq__read_file(path, &buf, n, &err) != CALQ_OK) return NULL;
-    return buf;
-}
-
-static const char *shared_dir(void)
-{
-    static char buf[1024];
-    const char *env = getenv("CALQ_SHARED");
-    if (env && env[0]) return env;
-    /* tests/unit/<this file> -> the repository root -> ../shared */
-    snprintf(buf, sizeof buf, "%s", __FILE__);
-    char *slash = strrchr(buf, '/');
-    if (slash) *slash = 0;
-    strncat(buf, "/../../../shared", sizeof buf - strlen(buf) - 1);
     return buf;
 }
 
@@ -152,7 +140,7 @@ static void test_defaults_tiny(calq_model *m)
 static void test_defaults_ultraface(void)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/ultraface/version-slim-320_simplified.onnx", shared_dir());
+    snprintf(path, sizeof path, "%s/models/ultraface/version-slim-320_simplified.onnx", fx_shared());
     if (!NEED_FILE(path)) return;
     calq_error err = {0};
     calq_model *m = NULL;

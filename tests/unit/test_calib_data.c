@@ -13,18 +13,7 @@
 #include "calq.h"
 
 #include "expect.h"
-
-static const char *shared_dir(void)
-{
-    static char buf[1024];
-    const char *env = getenv("CALQ_SHARED");
-    if (env && env[0]) return env;
-    snprintf(buf, sizeof buf, "%s", __FILE__);
-    char *slash = strrchr(buf, '/');
-    if (slash) *slash = 0;
-    strncat(buf, "/../../../shared", sizeof buf - strlen(buf) - 1);
-    return buf;
-}
+#include "fixtures.h"
 
 static void write_bytes(const char *path, const void *b, size_t n)
 {
@@ -318,7 +307,7 @@ static void test_npy(void)
 static void test_images(void)
 {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/data/faces", shared_dir());
+    snprintf(dir, sizeof dir, "%s/data/faces", fx_shared());
     if (!NEED_FILE(dir)) return;
     static const int64_t dims[] = {2, 3, 24, 32};
     calq_value_info in = info("input", 4, dims);

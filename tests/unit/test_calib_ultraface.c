@@ -14,59 +14,25 @@
 #include "graph/passes.h"
 
 #include "expect.h"
-
-/* The concatenated activations of one tensor (owned here, freed in main). */
-typedef struct gathered {
-    const char *name;
-    float *x;
-    size_t n;
-} gathered;
-
-typedef struct gather_ctx {
-    gathered *t;
-    int n;
-} gather_ctx;
-
-static int gather(void *user, const char *name, const calq_tensor *t)
-{
-    gather_ctx *c = user;
-    for (int i = 0; i < c->n; i++) {
-        if (strcmp(c->t[i].name, name) != 0) continue;
-        size_t add = (size_t)calq_tensor_numel(t);
-        float *p = realloc(c->t[i].x, (c->t[i].n + add) * sizeof(float));
-        if (!p) return 1;
-        memcpy(p + c->t[i].n, t->data, add * sizeof(float));
-        c->t[i].x = p;
-        c->t[i].n += add;
-    }
-    return 0;
-}
+#include "fixtures.h"
 
 int main(void)
 {
-    const char *shared = getenv("CALQ_SHARED");
     char model_path[1024], faces[1024], img_path[2][1200];
-    snprintf(model_path, sizeof model_path, "%s/models/ultraface/version-slim-320.onnx", shared ? shared : "../shared");
-    snprintf(faces, sizeof faces, "%s/data/faces", shared ? shared : "../shared");
+    fx_shared_path(model_path, sizeof model_path, FX_ULTRAFACE);
+    fx_shared_path(faces, sizeof faces, FX_FACES);
     /* the first two photos in name order: what the image source reads as batches 0 and 1 */
     snprintf(img_path[0], sizeof img_path[0], "%s/mtcnn_test1.jpg", faces);
     snprintf(img_path[1], sizeof img_path[1], "%s/mtcnn_test2.jpg", faces);
     calq_error err = {0};
     calq_model *m = NULL;
     if (!NEED_FILE(model_path) || !NEED_FILE(img_path[0]) || !NEED_FILE(img_path[1])) return TEST_RESULT();
-    if (calq_model_load_onnx(model_path, &m, &err) != CALQ_OK) {
+    if (fx_ultraface_load(model_path, &m, &err) != CALQ_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    calq_value_info in;
-    calq_model_input_info(m, 0, &in);
-    int64_t dims[4] = {1, 3, 240, 320};
-    EXPECT(calq_model_set_input_shape(m, in.name, dims, 4, &err) == CALQ_OK);
     calq_image_opts io;
-    calq_image_opts_init(&io);
-    io.width = 320;
-    io.height = 240;
-    for (int c = 0; c < 3; c++) io.mean[c] = 127.0f, io.std[c] = 128.0f;
+    fx_ultraface_image_opts(&io);
 
     /* calibration through the library, batch_num 2 */
     calq_config_opts co;
@@ -94,7 +60,7 @@ int main(void)
     EXPECT(rec->n_layers == cfg->n_layers);
 
     /* the independent side: every layer's input over both photos, through a plain session */
-    gather_ctx gc = {calloc((size_t)rec->n_layers, sizeof(gathered)), 0};
+    fx_gather gc = {calloc((size_t)rec->n_layers, sizeof(fx_gathered)), 0};
     const char **names = calloc((size_t)rec->n_layers, sizeof *names);
     int *tensor_of = calloc((size_t)rec->n_layers, sizeof(int));
     for (int i = 0; i < rec->n_layers; i++) {
@@ -111,7 +77,7 @@ int main(void)
     }
     calq_session *s = NULL;
     EXPECT(calq_session_create(m, NULL, &s, &err) == CALQ_OK);
-    EXPECT(calq_session_set_observer(s, gather, &gc, names, gc.n, &err) == CALQ_OK);
+    EXPECT(calq_session_set_observer(s, fx_gather_observer, &gc, names, gc.n, &err) == CALQ_OK);
     for (int b = 0; b < 2; b++) {
         calq_tensor x;
         EXPECT(calq_image_load(img_path[b], &io, &x, &err) == CALQ_OK);
@@ -147,7 +113,7 @@ int main(void)
     int n_equal = 0;
     for (int i = 0; i < rec->n_layers; i++) {
         const calq_record_layer *l = &rec->layers[i];
-        const gathered *a = &gc.t[tensor_of[i]];
+        const fx_gathered *a = &gc.t[tensor_of[i]];
         calq_ifmr_opts o;
         calq_ifmr_opts_init(&o);
         calq_ifmr_result r;
@@ -187,8 +153,7 @@ int main(void)
     printf("UltraFace slim-320: %d of %d layers equal the whole-buffer IFMR and ARQ on folded weights bit for bit\n",
            n_equal, rec->n_layers);
 
-    for (int k = 0; k < gc.n; k++) free(gc.t[k].x);
-    free(gc.t);
+    fx_gather_free(&gc);
     free(names);
     free(tensor_of);
     calq__graph_free(g);

@@ -96,6 +96,11 @@ set_tests_properties(peer.save_onnx PROPERTIES LABELS peer TIMEOUT 2400)
 add_test(NAME peer.save_attention
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_attention.sh $<TARGET_FILE:calq_cli>)
 set_tests_properties(peer.save_attention PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
+# DMQ balancing (issue 12, item 2): torch models with activation outliers, calibrated with and
+# without dmq_balancer_param, the files checked against the balancing math and onnxruntime-node.
+add_test(NAME peer.dmq
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/dmq.sh $<TARGET_FILE:calq_cli>)
+set_tests_properties(peer.dmq PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
 # AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
 add_test(NAME peer.save_ascend_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

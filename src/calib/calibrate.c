@@ -1,7 +1,10 @@
 /* calq_calibrate: the calibration run of amct-reference.md §1.1 (steps 3-4) in one call.
  *
  *   preflight (the data hold batch_num batches; no inference before that)
- *   -> fold as the session folds (§8.3) -> ARQ on every enabled layer's weight (§6.1)
+ *   -> fold as the session folds (§8.3)
+ *   -> with DMQ layers (§7.2 dmq_balancer_param): pass 0 over the batches, max |x| per input channel
+ *      of each balanced layer; the balance factors; the graph rewritten to X·(1/s), W·s
+ *   -> ARQ on every enabled layer's weight (§6.1), balanced where DMQ is on
  *   -> pass 1 over batches 0..batch_num-1: IFMR statistics / HFMG histograms (§3, §5)
  *   -> pass 2 over the same batches: IFMR losses (docs/numerics.md, "Streaming")
  *   -> every layer checked -> one report of all failures, or the record (§7.1), atomically.
@@ -90,10 +93,8 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
     return CALQ_OK;
 }
 
-/* Input buffers, one per model input, reused for every batch (owner: caller, free_inputs). */
-/* Input tensors of the shapes the data feed (calq__data_input_shapes: the model's, or another
- * batch of them). */
-static calq_status alloc_inputs(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in, calq_error *err)
+calq_status calq__calib_inputs_alloc(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in,
+                                     calq_error *err)
 {
     calq_value_info *vs = calloc((size_t)n_in + 1, sizeof *vs);
     if (!vs) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -121,8 +122,16 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
                             .no_fusion = !c->do_fusion,
                             .skip_fusion_layers = (const char *const *)c->skip_fusion_layers,
                             .n_skip_fusion_layers = c->n_skip_fusion_layers};
+    /* with DMQ layers the graph that runs is cal->g: folded already, and with the balancing Mul
+     * nodes and weights the calibrators must see (calibrate_dmq.c) */
+    bool dmq = calq__calib_has_dmq(cal);
+    if (dmq) {
+        so.no_fusion = 1;
+        so.skip_fusion_layers = NULL;
+        so.n_skip_fusion_layers = 0;
+    }
     calq_session *s = NULL;
-    CALQ_TRY(calq__session_create_graph(cal->m->g, &so, &s, err));
+    CALQ_TRY(calq__session_create_graph(dmq ? cal->g : cal->m->g, &so, &s, err));
     const char **names = calloc((size_t)cal->n_groups + 1, sizeof *names);
     int n_in = calq_model_num_inputs(cal->m);
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
@@ -130,14 +139,14 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
     for (int k = 0; st == CALQ_OK && k < cal->n_groups; k++) names[k] = cal->groups[k].tensor;
     if (st == CALQ_OK && cal->n_groups)
         st = calq_session_set_observer(s, calq__calib_observe, cal, names, cal->n_groups, err);
-    if (st == CALQ_OK) st = alloc_inputs(cal->m, cal->data, ins, n_in, err);
+    if (st == CALQ_OK) st = calq__calib_inputs_alloc(cal->m, cal->data, ins, n_in, err);
     bool two = false, any_auto = false;
     for (int k = 0; k < cal->n_groups; k++) {
         calq_act_algo a = cal->groups[k].algo;
         two |= a != CALQ_ACT_HFMG && a != CALQ_ACT_MINMAX && a != CALQ_ACT_PERCENTILE;
         any_auto |= a == CALQ_ACT_AUTO;
     }
-    cal->runs_expected = cal->batch_num * ((two ? 2 : 1) + (any_auto ? 1 : 0));
+    cal->runs_expected = cal->batch_num * ((two ? 2 : 1) + (any_auto ? 1 : 0) + (dmq ? 1 : 0));
     for (cal->pass = 1; st == CALQ_OK && cal->n_groups; cal->pass++) {
         st = run_pass(cal, s, ins, n_in, err);
         if (st == CALQ_OK && !end_pass(cal)) break;
@@ -167,6 +176,14 @@ static calq_status build_record(const calq__calib *cal, calq_record **out, calq_
         rl->has_scale_d = rl->has_offset_d = true;
         rl->scale_d = gr->scale_d;
         rl->offset_d = gr->offset_d;
+        if (l->n_balance) { /* tensor_balance_factor (§7.1) */
+            if (!(rl->balance = malloc(sizeof(float) * (size_t)l->n_balance))) {
+                calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+                goto fail;
+            }
+            memcpy(rl->balance, l->balance, sizeof(float) * (size_t)l->n_balance);
+            rl->n_balance = (int)l->n_balance;
+        }
         if (!l->n_w) continue; /* no weight factors (§7.1) */
         rl->scale_w = malloc((size_t)l->n_w * sizeof(float));
         rl->offset_w = malloc((size_t)l->n_w * sizeof(int64_t));
@@ -307,6 +324,8 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
         st = calq__config_require_layers(cfg, "calibrate", err);
         if (st == CALQ_OK) st = calq__fail(err, CALQ_ERR_INTERNAL, NULL, "calibration set up no layer");
     }
+    /* DMQ first: the weights (ARQ) and the activation passes see the balanced tensors */
+    if (st == CALQ_OK) st = calq__calib_dmq(&cal, err);
     if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
     if (st == CALQ_OK) st = calq__ada_setup(&cal, err);
     if (st == CALQ_OK) st = run_batches(&cal, err);

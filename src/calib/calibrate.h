@@ -81,6 +81,12 @@ typedef struct calq__calib_layer {
     calq_error w_err;
     bool skipped;                /* left out of the record (skip_illegal) */
     struct calq__ada_layer *ada; /* ada_quantize: its sample reservoir, then its learned weights (owned) */
+    /* DMQ balancing (cfg->dmq > 0, input 0 only; calibrate_dmq.c): the balance factors
+     * (tensor_balance_factor, one per input channel; owned) and the per-channel max |x| of the
+     * balancing pass (owned) */
+    int64_t n_balance;
+    float *balance;
+    float *xmax;
 } calq__calib_layer;
 
 typedef struct calq__calib {
@@ -122,6 +128,21 @@ calq_status calq__group_setup(calq__calib_group *gr, const calq_layer_config *lc
 void calq__group_feed(calq__calib_group *gr, const float *x, size_t n, int pass, int batch_num, const char *layer);
 bool calq__group_end_pass(calq__calib_group *gr, int pass);
 void calq__group_free(calq__calib_group *gr);
+
+/* calibrate.c: input buffers ins[n_in], one per input of m, of the shapes data d feeds
+ * (calq__data_input_shapes: the model's, or another batch of them), reused for every batch
+ * (data owned by the caller: free each ins[i].data). */
+calq_status calq__calib_inputs_alloc(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in,
+                                     calq_error *err);
+
+/* calibrate_dmq.c: DMQ balancing (docs/numerics.md, "DMQ balancing"), before the weights and
+ * the activation passes: when a layer has cfg->dmq, one pass over the batches collects max |x|
+ * per input channel of each balanced layer's input, then the factors s are computed and cal->g
+ * (made an owned copy) is rewritten so the layer reads X·(1/s) and W·s (graph/balance.h); the
+ * layer's group then observes the balanced tensor. A no-op without DMQ layers. */
+calq_status calq__calib_dmq(calq__calib *cal, calq_error *err);
+/* True when some layer of the run is balanced (its graph cal->g then is what runs). */
+bool calq__calib_has_dmq(const calq__calib *cal);
 
 /* calibrate_auto.c: the evaluation pass of act_algo "auto" (one more pass over the batches):
  * every auto group's layers run once per distinct candidate with the activation fake-quantized

@@ -219,16 +219,7 @@ calq_status calq__calib_auto(calq__calib *cal, calq_error *err)
         st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory");
     for (int i = 0; st == CALQ_OK && i < x.n_obs; i++) names[i] = x.obs[i].name;
     if (st == CALQ_OK && x.n_obs) st = calq_session_set_observer(s, observe, &x, names, x.n_obs, err);
-    for (int i = 0; st == CALQ_OK && i < n_in; i++) {
-        calq_value_info v;
-        st = calq_model_input_info(cal->m, i, &v);
-        ins[i].dtype = v.dtype == CALQ_DTYPE_UNDEFINED ? CALQ_DTYPE_FLOAT32 : v.dtype;
-        ins[i].ndim = v.ndim;
-        memcpy(ins[i].dims, v.dims, sizeof v.dims);
-        int64_t ne = calq_tensor_numel(&ins[i]);
-        if (st == CALQ_OK && !(ins[i].data = malloc((size_t)(ne > 0 ? ne : 1) * calq_dtype_size(ins[i].dtype))))
-            st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory for input %d", i);
-    }
+    if (st == CALQ_OK) st = calq__calib_inputs_alloc(cal->m, cal->data, ins, n_in, err);
     cal->pass++; /* the evaluation pass, after the calibrators' */
     for (int b = 0; st == CALQ_OK && b < cal->batch_num; b++) {
         cal->batch = b;

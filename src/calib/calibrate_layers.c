@@ -33,18 +33,22 @@ static calq_status new_group(calq__calib *cal, const char *tensor, int layer, ca
 static calq_status join_group(calq__calib *cal, int li, const char *tensor, calq_error *err)
 {
     bool asym = cal->layers[li].cfg->act.asymmetric;
+    /* a balanced input (DMQ) is X·(1/s) with the layer's own s: its group is its own, kept out of
+     * the tensor map until calibrate_dmq.c points it at the balancing Mul's output */
+    bool own = cal->layers[li].input == 0 && cal->layers[li].cfg->dmq > 0.0;
     /* hashed by tensor: a scan of every group per layer made a 10k-layer setup quadratic */
     int gi = -1, last = -1;
-    for (int k = calq__strmap_get(&cal->group_of, tensor); k >= 0 && gi < 0; k = cal->groups[k].next_same) {
+    for (int k = own ? -1 : calq__strmap_get(&cal->group_of, tensor); k >= 0 && gi < 0; k = cal->groups[k].next_same) {
         if (cal->layers[cal->groups[k].first_layer].cfg->act.asymmetric == asym) gi = k;
         last = k;
     }
     if (gi < 0) {
         gi = cal->n_groups;
         CALQ_TRY(new_group(cal, tensor, li, err));
-        if (last >= 0)
+        /* an own group is mapped by calibrate_dmq.c, under the balanced tensor */
+        if (!own && last >= 0)
             cal->groups[last].next_same = gi;
-        else if (!calq__strmap_put(&cal->group_of, tensor, gi))
+        else if (!own && !calq__strmap_put(&cal->group_of, tensor, gi))
             return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
     }
     cal->layers[li].group = gi;
@@ -181,6 +185,8 @@ void calq__calib_free(calq__calib *cal)
         free(cal->layers[i].offset_w);
         free(cal->layers[i].key);
         calq__ada_free(cal->layers[i].ada);
+        free(cal->layers[i].balance);
+        free(cal->layers[i].xmax);
     }
     free(cal->groups);
     free(cal->layers);

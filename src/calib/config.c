@@ -262,6 +262,18 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
                           "%s: %sasymmetric is true but layer '%s' is a %s with two variable inputs, which AMCT "
                           "quantizes as INT8 symmetric only (amct-reference.md §8.1); set it to false",
                           where, act, l->name, l->op_type);
+    const char *dmq = json ? "dmq_balancer_param" : "dmq_balancer.migration_strength";
+    /* Written as !(in range) so NaN fails too. */
+    if (l->dmq != 0.0 && !(l->dmq >= CALQ_DMQ_MIN && l->dmq <= CALQ_DMQ_MAX))
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %s is %.9g; it must be a number in [%g, %g] (amct-reference.md §7.2)", where, dmq,
+                          l->dmq, CALQ_DMQ_MIN, CALQ_DMQ_MAX);
+    if (l->dmq != 0.0 && !l->kind->balance)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                          "%s: %s is set but layer '%s' is a%s %s: DMQ balancing moves range between an activation "
+                          "and a constant weight, so it applies to Conv, ConvTranspose, Gemm and MatMul with a "
+                          "constant weight only; remove it from this layer",
+                          where, dmq, l->name, l->kind->weights == CALQ_QKIND_WEIGHTS_CONST ? "" : "n", l->op_type);
     const char *wts = json ? "weight_quant_params." : "arq_quantize.";
     if (!l->has_weights && l->wts.channel_wise)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->name,

@@ -111,7 +111,16 @@ typedef struct calq_layer_config {
     calq_act_config act;
     bool has_weights; /* the kind has constant weights (false for AveragePool) */
     calq_wts_config wts;
+    /* DMQ balancing ("dmq_balancer_param", §7.2; .cfg dmq_balancer { migration_strength }, §7.3):
+     * dmq > 0 is the migration strength alpha in [CALQ_DMQ_MIN, CALQ_DMQ_MAX]; 0 = off (the
+     * default). Only kinds with qkind.balance take it (docs/numerics.md, "DMQ balancing"). */
+    double dmq;
 } calq_layer_config;
+
+/* The range of dmq_balancer_param / migration_strength AMCT accepts (§7.2). */
+#define CALQ_DMQ_MIN     0.2
+#define CALQ_DMQ_MAX     0.8
+#define CALQ_DMQ_DEFAULT 0.5 /* migration_strength's default (§7.3) */
 
 struct calq_config {
     int version;            /* 1 */

@@ -43,6 +43,8 @@ typedef struct cfg_level {
     int wts_algo; /* -1: no weight block; else calq_wts_algo (the wts oneof, the one written last) */
     bool has_iter, has_reg, has_beta0, has_beta1, has_warm;
     calq_ada_config ada;
+    bool has_dmq;
+    double dmq; /* dmq_balancer.migration_strength */
 } cfg_level;
 
 typedef struct cfg_override {
@@ -269,6 +271,28 @@ static calq_status read_wts_msg(const cfg_ctx *x, const calq_tp_node *msg, cfg_l
     return CALQ_OK;
 }
 
+/* dmq_balancer { migration_strength: [0.5] } (§7.3); the range is AMCT's JSON one (§7.2). */
+static calq_status read_dmq(const cfg_ctx *x, const calq_tp_node *msg, cfg_level *l)
+{
+    CALQ_TRY(need_message(x, msg));
+    l->has_dmq = true;
+    l->dmq = CALQ_DMQ_DEFAULT;
+    const calq_tp_node *seen[1];
+    int n_seen = 0;
+    for (int i = 0; i < msg->n_children; i++) {
+        const calq_tp_node *n = msg->children[i];
+        if (strcmp(n->name, "migration_strength") != 0)
+            return unknown_field(x, n, "dmq_balancer", "migration_strength");
+        CALQ_TRY(once(x, seen, &n_seen, 1, n));
+        CALQ_TRY(calq_tp_double(n, x->file, &l->dmq, x->err));
+        if (!(l->dmq >= CALQ_DMQ_MIN && l->dmq <= CALQ_DMQ_MAX))
+            return at(x, n, CALQ_ERR_BAD_PARAMETERS,
+                      "migration_strength is %.9g; it must be a number in [%g, %g] (amct-reference.md §7.2, §7.3)",
+                      l->dmq, CALQ_DMQ_MIN, CALQ_DMQ_MAX);
+    }
+    return CALQ_OK;
+}
+
 /* A CalibrationConfig message (§7.3). */
 static calq_status read_level(const cfg_ctx *x, const calq_tp_node *msg, cfg_level *l)
 {
@@ -299,10 +323,11 @@ static calq_status read_level(const cfg_ctx *x, const calq_tp_node *msg, cfg_lev
             l->wts_algo = ada ? CALQ_WTS_ADA : CALQ_WTS_ARQ;
             CALQ_TRY(read_wts_msg(x, n, l, ada));
         } else if (strcmp(n->name, "dmq_balancer") == 0) {
-            return unsupported(x, n, "DMQ activation/weight balancing");
+            CALQ_TRY(once(x, seen, &n_seen, 8, n));
+            CALQ_TRY(read_dmq(x, n, l));
         } else {
             return unknown_field(x, n, "a calibration config",
-                                 "arq_quantize, ada_quantize, ifmr_quantize, hfmg_quantize");
+                                 "arq_quantize, ada_quantize, ifmr_quantize, hfmg_quantize, dmq_balancer");
         }
     }
     return CALQ_OK;
@@ -331,6 +356,7 @@ static void apply_level(calq_layer_config *l, const cfg_level *v)
     if (v->has_beta0) l->wts.ada.beta_range[0] = v->ada.beta_range[0];
     if (v->has_beta1) l->wts.ada.beta_range[1] = v->ada.beta_range[1];
     if (v->has_warm) l->wts.ada.warm_start = v->ada.warm_start;
+    if (v->has_dmq) l->dmq = v->dmq;
 }
 
 /* ---- layer types -------------------------------------------------------------------------- */
@@ -540,6 +566,8 @@ static calq_status build(cfg_ctx *x, calq_config *c)
          * weights exist (the kinds that allow them, §8.1); asked of a Gemm by name or type, it is
          * an error (§8.4). */
         if (!l->kind->channel_wise) l->wts.channel_wise = false;
+        /* and its dmq_balancer where balancing applies (a constant weight, qkind.balance) */
+        if (!l->kind->balance) l->dmq = 0.0;
         for (int k = 0; k < x->n_types; k++)
             if (strcmp(x->types[k].key, ni.op_type) == 0) apply_level(l, &x->types[k].level);
         /* likewise common_config's and a MatMul type's asymmetric: MatMul with two variable inputs

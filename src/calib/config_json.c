@@ -433,9 +433,18 @@ static calq_status read_layer(json_ctx *x, const cJSON *obj)
             if (!cJSON_IsObject(v)) return type_error(x, where, k, "an object", v);
             CALQ_TRY(read_wts(x, l, v, where));
         } else if (strcmp(k, "dmq_balancer_param") == 0) {
-            return unsupported_key(x, where, k, "DMQ activation/weight balancing");
+            /* a number in [0.2, 0.8] (§7.2), checked in calq__layer_config_validate */
+            if (!cJSON_IsNumber(v))
+                return type_error(x, where, k, "a number in [0.2, 0.8] (the DMQ migration strength)", v);
+            CALQ_TRY(get_number(x, where, k, v, &l->dmq));
+            if (l->dmq == 0.0) /* 0 is calq's "off": say the range rather than accept it silently */
+                return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, l->name,
+                                  "%s: %s'%s' is 0; it must be in [%g, %g] (amct-reference.md §7.2), or be left out "
+                                  "to disable DMQ balancing",
+                                  x->file, where, k, CALQ_DMQ_MIN, CALQ_DMQ_MAX);
         } else {
-            return unknown_key(x, where, k, "quant_enable, activation_quant_params, weight_quant_params");
+            return unknown_key(x, where, k,
+                               "quant_enable, dmq_balancer_param, activation_quant_params, weight_quant_params");
         }
     }
     CALQ_TRY(finish_act(x, l, where, &keys));
@@ -561,6 +570,11 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
     fputs("{\n", fp);
     put_key(fp, 2, "quant_enable");
     fprintf(fp, "%s,\n", l->quant_enable ? "true" : "false");
+    if (l->dmq != 0.0) { /* where §7.2's example has it */
+        put_key(fp, 2, "dmq_balancer_param");
+        put_double(fp, l->dmq);
+        fputs(",\n", fp);
+    }
     put_key(fp, 2, "activation_quant_params");
     fputs("{\n", fp);
     const calq_act_config *a = &l->act;

@@ -27,6 +27,11 @@ typedef struct calq_record_layer {
     int64_t *offset_w;
     int n_shift_bit; /* §6.4: written only with joint_quant / SearchN */
     uint64_t *shift_bit;
+    /* DMQ balancing (§7.1 tensor_balance_factor, ONNX flavour; calq writes it for Caffe models
+     * too, as an extension its reader takes): one factor s_j > 0 per input channel; the layer
+     * reads X·(1/s) and W·s (graph/balance.h). 0 when absent or all 1 (no balancing). */
+    int n_balance;
+    float *balance;
     int line, col; /* where the entry starts in the file (0 for records built in memory) */
     /* ada_quantize: the learned int8 weights from calq's side file (calib/adaround.h), owned;
      * NULL: nearest rounding */
@@ -78,9 +83,9 @@ calq_status calq__record_stage(const calq_record *r, struct calq_staged_files *s
 /* Parses a record from `len` bytes; `filename` labels messages (NULL: "record"). Accepts both
  * flavours of §7.1: the fields it documents that calq does not use (skip_fusion, channels,
  * height, width, act_type, wts_type, ...) are type-checked and read over; act_type / wts_type /
- * dst_type other than INT8 and a tensor_balance_factor other than 1 are refused (calq would
- * ignore what they mean); any other field is an error naming it. Syntax errors and mistyped fields say file:line:col; a
- * key given twice is an error. */
+ * dst_type other than INT8 are refused (calq would ignore what they mean); tensor_balance_factor
+ * values must be finite and > 0 (all 1 reads as no balancing); any other field is an error naming it. Syntax errors and
+ * mistyped fields say file:line:col; a key given twice is an error. */
 calq_status calq__record_parse(const char *text, size_t len, const char *filename, calq_record **out, calq_error *err);
 /* At most CALQ_RECORD_MAX_BYTES, from a regular file. */
 calq_status calq__record_read_file(const char *path, calq_record **out, calq_error *err);

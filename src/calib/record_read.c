@@ -32,11 +32,11 @@ typedef enum value_use {
     USE_SCALE_W,
     USE_OFFSET_W,
     USE_SHIFT_BIT,
-    IGNORE_UINT,  /* Caffe's channels / height / width */
-    IGNORE_BOOL,  /* skip_fusion, is_tensor_quantize */
-    IGNORE_ANY,   /* op_data_type, PyTorch's kv_cache_value / prune_record: read over */
-    CHECK_INT8,   /* act_type / wts_type / dst_type: calq quantizes to INT8 only */
-    CHECK_BALANCE /* tensor_balance_factor (DMQ balancing): calq's models would not apply it */
+    IGNORE_UINT, /* Caffe's channels / height / width */
+    IGNORE_BOOL, /* skip_fusion, is_tensor_quantize */
+    IGNORE_ANY,  /* op_data_type, PyTorch's kv_cache_value / prune_record: read over */
+    CHECK_INT8,  /* act_type / wts_type / dst_type: calq quantizes to INT8 only */
+    USE_BALANCE  /* tensor_balance_factor (DMQ balancing, graph/balance.h) */
 } value_use;
 
 static const struct value_field {
@@ -53,7 +53,7 @@ static const struct value_field {
     {"width", IGNORE_UINT},
     {"skip_fusion", IGNORE_BOOL},
     {"is_tensor_quantize", IGNORE_BOOL},
-    {"tensor_balance_factor", CHECK_BALANCE},
+    {"tensor_balance_factor", USE_BALANCE},
     {"op_data_type", IGNORE_ANY},
     {"act_type", CHECK_INT8},
     {"wts_type", CHECK_INT8},
@@ -70,7 +70,7 @@ typedef struct reader {
     const char *mf;
     calq_strmap nodes; /* m's node names -> index */
     /* capacities of the arrays of the entry being read (one at a time) */
-    int cap_scale_w, cap_offset_w, cap_shift_bit;
+    int cap_scale_w, cap_offset_w, cap_shift_bit, cap_balance;
     int64_t max_scale_w; /* the entry's layer's output channels when known, else 0 */
 } reader;
 
@@ -174,14 +174,15 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
         }
         case IGNORE_ANY: break;
         case CHECK_INT8: CALQ_TRY(check_int8_type(f, file, l, err)); break;
-        case CHECK_BALANCE: {
+        case USE_BALANCE: {
             float x;
             CALQ_TRY(calq_tp_float(f, file, &x, err));
-            if (x != 1.0f)
-                return calq__fail(err, CALQ_ERR_UNSUPPORTED, l->name,
-                                  "%s:%d:%d: layer %s has tensor_balance_factor %.9g: AMCT's DMQ balancing (§7.1) is "
-                                  "not supported by calq, whose models would not apply it; calibrate without it",
+            if (!(x > 0.0f) || !isfinite(x))
+                return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                                  "%s:%d:%d: layer %s has tensor_balance_factor %.9g; a DMQ balance factor must be "
+                                  "finite and > 0 (§7.1)",
                                   file, f->line, f->col, calq__cut(l->name).s, (double)x);
+            ok = push((void **)&l->balance, &l->n_balance, &rd->cap_balance, sizeof x, &x);
             break;
         }
         }
@@ -303,8 +304,18 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
     if (value && value->kind != CALQ_TP_MESSAGE)
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, name, "%s:%d:%d: 'value' of layer \"%s\" must be a message", file,
                           value->line, value->col, calq__cut(name).s);
-    rd->cap_scale_w = rd->cap_offset_w = rd->cap_shift_bit = 0;
-    return value ? read_value(rd, value, l, err) : CALQ_OK;
+    rd->cap_scale_w = rd->cap_offset_w = rd->cap_shift_bit = rd->cap_balance = 0;
+    CALQ_TRY(value ? read_value(rd, value, l, err) : CALQ_OK);
+    /* all 1 (what AMCT writes for a layer it did not balance) is no balancing: the model is the
+     * one without it, as before calq read the field */
+    bool neutral = true;
+    for (int c = 0; c < l->n_balance && neutral; c++) neutral = l->balance[c] == 1.0f;
+    if (neutral) {
+        free(l->balance);
+        l->balance = NULL;
+        l->n_balance = 0;
+    }
+    return CALQ_OK;
 }
 
 /* m's node names -> node index; false on out-of-memory. */

@@ -23,6 +23,7 @@ static void layer_release(calq_record_layer *l)
     free(l->offset_w);
     free(l->shift_bit);
     free(l->ada_w);
+    free(l->balance);
 }
 
 void calq__record_free(calq_record *r)
@@ -109,6 +110,9 @@ static bool add_entry(calq_tp_node *root, const calq_record_layer *l)
         if (!calq_tp_add_int(v, "offset_w", l->offset_w[c])) return false;
     for (int c = 0; c < l->n_shift_bit; c++)
         if (!calq_tp_add_uint(v, "shift_bit", l->shift_bit[c])) return false;
+    /* §7.1's ONNX field (13), after the factors as in AMCT's message order */
+    for (int c = 0; c < l->n_balance; c++)
+        if (!calq_tp_add_float(v, "tensor_balance_factor", l->balance[c])) return false;
     return true;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "graph/balance.h"
 
 void *calq__xa_alloc(calq__xa *a, size_t size)
 {
@@ -247,6 +248,28 @@ calq_status calq__save_check(const calq_model *m, const calq_record *r, const ca
 {
     CALQ_TRY(calq__config_require_layers(cfg, "save", err));
     CALQ_TRY(calq__record_check(r, m, m->path, record_label, err));
+    /* DMQ factors (tensor_balance_factor, §7.1): a layer that takes balancing, one per input
+     * channel (folding changes output channels only, so the model's own graph tells) */
+    for (int i = 0; i < r->n_layers; i++) {
+        const calq_record_layer *rl = &r->layers[i];
+        if (!rl->n_balance) continue;
+        int ni = -1;
+        for (int k = 0; k < m->g->n_nodes && ni < 0; k++)
+            if (!strcmp(m->g->nodes[k].name, rl->name)) ni = k;
+        calq__balance_geom geo;
+        calq_error why = {0};
+        if (ni < 0 || calq__balance_geom_of(m->g, ni, calq__qkind_of_node(m->g, ni), &geo, &why) != CALQ_OK)
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, rl->name,
+                              "%s: key \"%s\" has tensor_balance_factor, but it is not a layer DMQ balancing applies "
+                              "to (%s)",
+                              record_label ? record_label : "record", rl->name,
+                              ni < 0 ? "the model has no such layer" : why.message);
+        if (geo.n_ch != rl->n_balance)
+            return calq__fail(err, CALQ_ERR_RECORD_FILE, rl->name,
+                              "%s: layer \"%s\" has %d tensor_balance_factor values; its weight has %lld input "
+                              "channels, and DMQ balancing takes one per channel",
+                              record_label ? record_label : "record", rl->name, rl->n_balance, (long long)geo.n_ch);
+    }
     /* every enabled layer must have its factors: list all of them at once (user-journeys §2) */
     size_t cap = 64, len = 0;
     int n_missing = 0;

@@ -40,6 +40,7 @@ typedef struct calq__xctx {
     bool *skip;               /* per node of g: a Relu absorbed into a QLinearConv's output range */
     int n_qop;                /* layers written as QLinearConv / QLinearMatMul */
     calq_readers readers;     /* who reads each value of g */
+    bool *dmq_mul;            /* per node of g: a DMQ balancing Mul (graph/balance.h), written before its layer */
 } calq__xctx;
 
 /* Writes model m quantized with the record's factors in format fmt as staged output `path`

@@ -23,6 +23,7 @@
 #include "calib/adaround.h"
 #include "export/export_onnx.h"
 #include "exec/plan.h"
+#include "graph/balance.h"
 #include "graph/passes.h"
 #include "graph/quantizable.h"
 
@@ -462,6 +463,37 @@ static calq_status infer_shapes(calq__xctx *c, calq_error *err)
     return CALQ_OK;
 }
 
+/* DMQ balancing (record tensor_balance_factor, §7.1; graph/balance.h): every enabled layer with
+ * factors is rewritten in the folded copy as calibration rewrote it, so each writer quantizes W·s
+ * and reads the Mul's X·(1/s). The Mul is an IR node with no source node: export_walk writes it
+ * right before its layer, its 1/s constant as an initializer. */
+static calq_status apply_balance(calq__xctx *c, calq_error *err)
+{
+    const calq_config *cfg = c->cfg;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const calq_layer_config *lc = &cfg->layers[i];
+        const calq_record_layer *rl = calq__record_find(c->rec, lc->name);
+        if (!lc->quant_enable || !rl || !rl->n_balance) continue;
+        int ni = -1;
+        for (int k = 0; k < c->g->n_nodes && ni < 0; k++)
+            if (!strcmp(c->g->nodes[k].name, lc->name)) ni = k;
+        if (ni < 0) continue; /* the checks after this one name it */
+        calq_status st = calq__pass_balance(c->g, ni, rl->balance, rl->n_balance, NULL, err);
+        if (st != CALQ_OK) return calq__prefix(err, "save");
+    }
+    return CALQ_OK;
+}
+
+static calq_status emit_balance_mul(calq__xctx *c, int mi, calq_error *err)
+{
+    const calq_node *m = &c->g->nodes[mi];
+    const char *in[2] = {c->g->values[m->inputs[0]].name, calq__xvalue(c, m->inputs[1], err)};
+    const char *out = c->g->values[m->outputs[0]].name;
+    if (!in[1]) return err->status;
+    Onnx__NodeProto *nd = calq__xg_new_node(&c->x, "Mul", m->name, in, 2, &out, 1);
+    return nd && calq__xg_node(&c->x, nd) ? CALQ_OK : oom(err);
+}
+
 static calq_status export_walk(calq__xctx *c, calq_error *err)
 {
     const Onnx__GraphProto *gp = c->mp->graph;
@@ -486,6 +518,9 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
         if (ni >= 0 && c->quantized[ni]) {
             const calq_record_layer *rl = calq__record_find(c->rec, c->g->nodes[ni].name);
             bool done = false;
+            int x0 = c->g->nodes[ni].inputs[0], p = x0 >= 0 ? c->g->values[x0].producer : -1;
+            if (p >= 0 && c->dmq_mul[p]) st = emit_balance_mul(c, p, err);
+            if (st != CALQ_OK) break;
             if (c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
                 st = calq__ascend_layer(c, ni, gp->node[k], rl, err);
                 done = true;
@@ -517,6 +552,7 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     if (st == CALQ_OK && cfg->do_fusion)
         st = calq__pass_fold_conv_affine(c.g, (const char *const *)cfg->skip_fusion_layers, cfg->n_skip_fusion_layers,
                                          &n_fold, err);
+    if (st == CALQ_OK) st = apply_balance(&c, err);
     if (st == CALQ_OK) st = infer_shapes(&c, err);
     if (st == CALQ_OK) {
         /* every node adds at most 16 nodes (two fake-quant chains of §9.2 and the layer's own) and
@@ -528,10 +564,14 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
         c.kinds = calq__xa_alloc(&c.x.a, sizeof(*c.kinds) * (size_t)(c.g->n_nodes + 1));
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.skip = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
+        c.dmq_mul = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
         c.cap_acts = 3 * c.g->n_nodes + c.g->n_values + 1; /* per (tensor, factors, owner): a bound */
         c.acts = calq__xa_alloc(&c.x.a, sizeof(calq__xact) * (size_t)c.cap_acts);
-        if (!c.kinds || !c.quantized || !c.skip || !c.acts || !calq__readers_build(c.g, &c.readers)) st = oom(err);
+        if (!c.kinds || !c.quantized || !c.skip || !c.acts || !c.dmq_mul || !calq__readers_build(c.g, &c.readers))
+            st = oom(err);
     }
+    for (int i = 0; st == CALQ_OK && i < c.g->n_nodes; i++) /* the balancing Mul nodes apply_balance made */
+        c.dmq_mul[i] = c.g->nodes[i].src_index < 0 && !strcmp(c.g->nodes[i].op_type, "Mul");
     calq_strmap cfg_index = {0};
     if (st == CALQ_OK && !calq__config_index(cfg, &cfg_index)) st = oom(err);
     for (int i = 0; st == CALQ_OK && i < c.g->n_nodes; i++) {

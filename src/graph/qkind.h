@@ -110,6 +110,16 @@ typedef struct calq_qkind {
     bool folds_bn;
     bool shift_bit;
 
+    /* DMQ balancing (§7.2 dmq_balancer_param; calq's reading in docs/numerics.md, "DMQ
+     * balancing"): balance: the kind takes it (a constant weight whose input channels meet the
+     * activation's). weight_in_axis: the weight axis of the input channels (negative: from the
+     * end; transpose_attr swaps it as it swaps weight_channel_axis; a grouped CONV layout holds
+     * Cin/group of them per group). act_channel_axis: the axis of input 0 they are on (1 for NCHW
+     * layers, -1 for matrix products). */
+    bool balance;
+    int weight_in_axis;
+    int act_channel_axis;
+
     /* Conditions on a node of this op type (§8.1 constraints). weight_ranks / input_ranks: bit r
      * set = rank r is allowed for the weight / for input 0 (0: any; an input of unknown rank
      * passes). attrs: attribute conditions, ended by CALQ_QKIND_ATTR_END. */

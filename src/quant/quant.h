@@ -205,4 +205,20 @@ int calq__tails_size(calq__tail *top, calq__tail *bottom, float max_p, float min
  * tell it was fed other data than its first. */
 void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2);
 
+/* ---- DMQ balancing (§7.2 dmq_balancer_param; docs/numerics.md, "DMQ balancing") ---------------- */
+
+/* The clamp of a balance factor: s stays in [1/CALQ_DMQ_S_MAX, CALQ_DMQ_S_MAX], so neither the
+ * balanced activation nor the balanced weight moves more than 2^16 in range (an input channel
+ * that is almost always 0 would otherwise get a factor that overflows a weight). */
+#define CALQ_DMQ_S_MAX 65536.0
+/* s_j = xmax_j^alpha / wmax_j^(1-alpha) for j < n (SmoothQuant's factor, alpha the migration
+ * strength), computed in double and rounded once to float32; s_j = 1 where either max is 0 or
+ * not finite (nothing to balance); clamped as above. */
+void calq__dmq_factors(const float *xmax, const float *wmax, int64_t n, double alpha, float *s);
+/* Folds max |x| per channel of x (float32, shape dims[ndim]) along `axis` into xmax[dims[axis]]
+ * (non-finite values ignored, xmax starts at 0): the streaming statistic of calibration's
+ * balancing pass. The _ref kernel is the plain loop; the fast one walks contiguous runs. */
+void calq__dmq_absmax_ref(const float *x, int ndim, const int64_t *dims, int axis, float *xmax);
+void calq__dmq_absmax(const float *x, int ndim, const int64_t *dims, int axis, float *xmax);
+
 #endif

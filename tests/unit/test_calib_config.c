@@ -288,6 +288,41 @@ static void test_round_trip(calq_model *m)
     free(tb);
 }
 
+/* DMQ balancing (§7.2 dmq_balancer_param, §7.3 dmq_balancer): read, written where §7.2's example
+ * has it, read back the same; the .cfg's common_config applies it where balancing exists (not to
+ * AveragePool), migration_strength defaults to 0.5. */
+static void test_dmq(calq_model *m)
+{
+    calq_error err = {0};
+    calq_config *c = NULL;
+    const char *src = write_text("dmq.json", "{\"conv\": {\"dmq_balancer_param\": 0.35}, \"fc\": {}}\n");
+    const char *a = tmp_path("dmq_a.json");
+    EXPECT_STATUS(calq_config_load(m, src, &c, &err), CALQ_OK, &err, NULL);
+    if (!c) return;
+    EXPECT(layer(c, "conv")->dmq == 0.35 && layer(c, "fc")->dmq == 0.0);
+    EXPECT_STATUS(calq_config_save(c, a, &err), CALQ_OK, &err, NULL);
+    calq_config_free(c);
+    size_t n = 0;
+    char *t = slurp(a, &n);
+    EXPECT(t && strstr(t, "\"conv\": {\n        \"quant_enable\": true,\n        \"dmq_balancer_param\": 0.35,\n"));
+    EXPECT(t && n && !strstr(strstr(t, "dmq_balancer_param") + 1, "dmq_balancer_param")); /* conv's only */
+    free(t);
+    c = NULL;
+    EXPECT_STATUS(calq_config_load(m, a, &c, &err), CALQ_OK, &err, NULL);
+    if (c) EXPECT(layer(c, "conv")->dmq == 0.35);
+    calq_config_free(c);
+    c = NULL;
+    const char *cfg = write_text("dmq.cfg", "common_config { dmq_balancer { } }\n"
+                                            "override_layer_configs { layer_name: \"fc\" calibration_config { "
+                                            "dmq_balancer { migration_strength: 0.8 } } }\n");
+    EXPECT_STATUS(calq_config_load(m, cfg, &c, &err), CALQ_OK, &err, NULL);
+    if (c) {
+        EXPECT(layer(c, "conv")->dmq == 0.5 && layer(c, "mm")->dmq == 0.5 && layer(c, "fc")->dmq == 0.8);
+        EXPECT(layer(c, "pool")->dmq == 0.0);
+    }
+    calq_config_free(c);
+}
+
 /* ---- JSON: every validation error --------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -375,7 +410,13 @@ static void test_json_errors(calq_model *m)
          "bad.json: layer 'relu' is not a quantizable layer of the model (it is a Relu"},
         {"{\"conv7\": {\"quant_enable\": true}}", CALQ_ERR_BAD_PARAMETERS, "bad.json: the model has no layer 'conv7'"},
         {"{\"conv\": {}, \"conv\": {}}", CALQ_ERR_BAD_FORMAT, "key 'conv' appears twice"},
-        {"{\"conv\": {\"dmq_balancer_param\": 0.5}}", CALQ_ERR_UNSUPPORTED, "'dmq_balancer_param'"},
+        {"{\"conv\": {\"dmq_balancer_param\": 0.9}}", CALQ_ERR_BAD_PARAMETERS,
+         "layer 'conv': dmq_balancer_param is 0.9; it must be a number in [0.2, 0.8]"},
+        {"{\"conv\": {\"dmq_balancer_param\": \"0.5\"}}", CALQ_ERR_BAD_FORMAT,
+         "layer 'conv': 'dmq_balancer_param' must be a number in [0.2, 0.8]"},
+        {"{\"conv\": {\"dmq_balancer_param\": 0}}", CALQ_ERR_BAD_PARAMETERS, "or be left out to disable DMQ"},
+        {"{\"pool\": {\"dmq_balancer_param\": 0.5}}", CALQ_ERR_BAD_PARAMETERS,
+         "layer 'pool': dmq_balancer_param is set but layer 'pool' is an AveragePool"},
         {"{\"tensor_quantize\": [{\"layer_name\": \"pool\"}]}", CALQ_ERR_UNSUPPORTED, "'tensor_quantize'"},
         {"{\"skip_fusion_layers\": [\"nope\"]}", CALQ_ERR_BAD_PARAMETERS,
          "skip_fusion_layers: the model has no layer 'nope'"},
@@ -566,6 +607,11 @@ static void test_cfg(calq_model *m)
          "bad.cfg:1:32: num_iteration is 0; it must be in [1, 10000000]"},
         {"common_config { ada_quantize { } arq_quantize { } ada_quantize { } }\n", CALQ_ERR_BAD_FORMAT,
          "'ada_quantize' is given twice"},
+        {"common_config { dmq_balancer { migration_strength: 0.19 } }\n", CALQ_ERR_BAD_PARAMETERS,
+         "bad.cfg:1:32: migration_strength is 0.19; it must be a number in [0.2, 0.8]"},
+        {"common_config { dmq_balancer { strength: 0.5 } }\n", CALQ_ERR_BAD_FORMAT, "migration_strength"},
+        {"override_layer_configs { layer_name: \"pool\" calibration_config { dmq_balancer { } } }\n",
+         CALQ_ERR_BAD_PARAMETERS, "dmq_balancer.migration_strength is set but layer 'pool' is an AveragePool"},
         {"fakequant_precision_mode: FORCE_FP16_QUANT\n", CALQ_ERR_UNSUPPORTED, "'fakequant_precision_mode'"},
         {"common_config: 3\n", CALQ_ERR_BAD_FORMAT, "'common_config' is a message"},
         {"common_config { ifmr_quantize { } ifmr_quantize { } }\n", CALQ_ERR_BAD_FORMAT,
@@ -637,6 +683,7 @@ int main(void)
     }
     test_defaults_tiny(m);
     test_round_trip(m);
+    test_dmq(m);
     test_json_errors(m);
     test_skip_layers(m);
     test_cfg(m);

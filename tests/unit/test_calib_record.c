@@ -209,8 +209,11 @@ static void test_value_fields(void)
     conv_fail(conv, CALQ_ERR_UNSUPPORTED, "act_type of layer conv is \"INT4\"; calq quantizes to INT8 only");
     snprintf(conv, sizeof conv, "%s\n    wts_type: INT16", GOOD_CONV);
     conv_fail(conv, CALQ_ERR_UNSUPPORTED, "wts_type of layer conv is \"INT16\"");
-    snprintf(conv, sizeof conv, "%s\n    tensor_balance_factor: 2", GOOD_CONV);
-    conv_fail(conv, CALQ_ERR_UNSUPPORTED, "tensor_balance_factor 2");
+    /* DMQ factors: finite and > 0 (graph/balance.h) */
+    snprintf(conv, sizeof conv, "%s\n    tensor_balance_factor: -2", GOOD_CONV);
+    conv_fail(conv, CALQ_ERR_RECORD_FACTOR, "r.txt:10:5: layer conv has tensor_balance_factor -2");
+    snprintf(conv, sizeof conv, "%s\n    tensor_balance_factor: nan", GOOD_CONV);
+    conv_fail(conv, CALQ_ERR_RECORD_FACTOR, "finite and > 0");
     /* documented fields are still typed as protobuf types them */
     snprintf(conv, sizeof conv, "%s\n    channels: -1", GOOD_CONV);
     conv_fail(conv, CALQ_ERR_BAD_FORMAT, "r.txt:10:5: field 'channels'");

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/tensor.h"
 #include "frontend/model.h"
+#include "frontend/onnx_attr_check.h"
 #include "frontend/onnx_tensor.h"
 
 /* Operator semantics follow opsets 7 to 21 (every operator reads its node's opset where the
@@ -392,6 +393,7 @@ static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp
         bool has_graph = false;
         for (size_t k = 0; k < np->n_attribute; k++) {
             CALQ_TRY(copy_attr(ic, g, ni, np->attribute[k], depth));
+            CALQ_TRY(calq__onnx_check_attr_type(&g->nodes[ni], &g->nodes[ni].attrs[g->nodes[ni].n_attrs - 1], err));
             has_graph |= g->nodes[ni].attrs[g->nodes[ni].n_attrs - 1].g != NULL;
         }
         if (has_graph) CALQ_TRY(capture_outer(g, ni, err));

@@ -185,6 +185,14 @@ calq_status calq__conv_geom(calq_op_ctx *c, bool transpose, calq_conv_geom *g)
     if (nos == nsp + 2) os += 2;
     for (int i = 0; i < nsp; i++) {
         if (g->out_pad[i] < 0) return calq__op_fail(c, CALQ_ERR_SHAPE, "output_padding must be >= 0");
+        /* Padding of a stride or more would add positions no input pixel reaches (PyTorch, whose
+         * exporter writes this attribute, refuses output_padding >= max(stride, dilation)). */
+        const int64_t pad_limit = g->stride[i] > g->dil[i] ? g->stride[i] : g->dil[i];
+        if (g->out_pad[i] >= pad_limit)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "output_padding %lld in spatial dimension %d must be smaller than the stride (%lld) "
+                                 "or the dilation (%lld)",
+                                 (long long)g->out_pad[i], i, (long long)g->stride[i], (long long)g->dil[i]);
         const int64_t dk = (g->k[i] - 1) * g->dil[i] + 1;
         /* Without padding the transposed convolution covers stride*(in-1) + dk positions, and
          * output_padding appends positions at the end (ONNX ConvTranspose). */

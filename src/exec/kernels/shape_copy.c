@@ -309,6 +309,15 @@ static calq_status split_sizes(calq_op_ctx *c, int *axis, int64_t *sizes)
                                  (long long)calq_tensor_numel(c->in[1]), no);
         CALQ_TRY(calq__shp_read_ints(c, 1, "split (input 1)", sizes, no, &n));
     }
+    /* Opset 18: num_outputs says how many parts when there is no `split` input; it must agree
+     * with the outputs the node has (ONNX: exactly one of the two is given). */
+    const calq_attr *na = c->opset >= 18 ? calq__attr(c->node, "num_outputs") : NULL;
+    if (na) {
+        if (n >= 0) return calq__op_fail(c, CALQ_ERR_SHAPE, "has both a 'split' input and 'num_outputs'; give one");
+        if (na->type != CALQ_ATTR_INT || na->i != no)
+            return calq__op_fail(c, CALQ_ERR_SHAPE, "'num_outputs' is %lld but the node has %d outputs",
+                                 na->type == CALQ_ATTR_INT ? (long long)na->i : -1LL, no);
+    }
     if (n < 0) {
         if (dim % no == 0) {
             for (int i = 0; i < no; i++) sizes[i] = dim / no;

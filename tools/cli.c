@@ -70,13 +70,26 @@ static int parse_shape_item(const char *item, size_t len, size_t *name_len, int6
 
 static const char SHAPE_SYNTAX[] = "NAME:d0,d1,... with positive dims (several: a:1,3,224,224;b:1,10)";
 
+/* More NAME:dims items than any model has inputs: refused, which also bounds the check for
+ * names given twice. */
+#define SHAPE_ITEMS_MAX 1024
+
 const char *cli_parse_input_shapes(const char *v, void *dest)
 {
+    static const char TWICE[] = "NAME:d0,d1,... with each input named once";
+    const char *names[SHAPE_ITEMS_MAX];
+    size_t lens[SHAPE_ITEMS_MAX];
+    int n = 0;
     for (const char *item = v;;) {
         const char *semi = strchr(item, ';');
         size_t len = semi ? (size_t)(semi - item) : strlen(item), name_len;
         int64_t dims[CALQ_MAX_DIMS];
         if (parse_shape_item(item, len, &name_len, dims) < 0) return SHAPE_SYNTAX;
+        if (n == SHAPE_ITEMS_MAX) return "at most 1024 NAME:d0,d1,... items";
+        for (int k = 0; k < n; k++)
+            if (lens[k] == name_len && !memcmp(names[k], item, name_len)) return TWICE;
+        names[n] = item;
+        lens[n++] = name_len;
         if (!semi) break;
         item = semi + 1;
     }

@@ -180,6 +180,10 @@ static int usage_error(const cli_command *cmd, const char *fmt, const char *what
 
 int cli_parse(const cli_command *cmd, int argc, char **argv, void *args)
 {
+    /* a flag that takes one value and is given twice is a mistake to point out, not to settle
+     * silently by keeping the last (issue 14: two --input_shape for one input) */
+    unsigned char seen[CLI_MAX_FLAGS] = {0};
+    if (cmd->n_flags > CLI_MAX_FLAGS) return usage_error(cmd, "%s", "calq's flag table is too long (a bug)");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -193,6 +197,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *args)
                 return usage_error(cmd, "unexpected argument '%s'", a);
             *(const char **)field(args, cmd->positional) = a;
             continue;
+        }
+        if (f->type != CLI_LIST && f->type != CLI_SWITCH) {
+            size_t k = (size_t)(f - cmd->flags);
+            if (seen[k]) return usage_error(cmd, "%s is given twice; give it once", f->name);
+            seen[k] = 1;
         }
         if (f->type == CLI_SWITCH) {
             if (v) return usage_error(cmd, "%s takes no value", f->name);

@@ -52,6 +52,7 @@ typedef struct cli_flag {
 } cli_flag;
 
 #define CLI_NO_POSITIONAL ((size_t)-1)
+#define CLI_MAX_FLAGS     128 /* rows of one command's table, headings included */
 
 typedef struct cli_command {
     const char *name;     /* "calibration" */

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Hostile inputs found in issue 14's round that calq did not bound: each must end within 20 s
-# with exit 1, a "calq: error:" line matching the expected text, and nothing written.
+# Hostile inputs found in issue 14's rounds that calq did not bound or let pass: each must end within 20 s
+# with exit 1 (2 for usage errors), a "calq: error:" line matching the expected text, and nothing written.
 # Fixtures are the fuzz corpus's regression seeds (tests/fuzz/corpus/*/regression-*).
 # usage: hostile_inputs.sh CALQ SOURCE_DIR
 set -u
@@ -8,7 +8,9 @@ CALQ=$1
 SRC=$2
 T=$(mktemp -d /tmp/calq_hostile.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-/usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))" ||
+/usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
+numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
+numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32))" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
 # expect NAME EXIT REGEX -- CALQ ARGS...
@@ -17,7 +19,7 @@ expect() {
     shift 4
     timeout 20 "$CALQ" "$@" >"$T/out" 2>"$T/err"
     rc=$?
-    if [ "$rc" -ne "$want" ] || ! grep -Eq "$re" "$T/err"; then
+    if [ "$rc" -ne "$want" ] || ! grep -Eq -e "$re" "$T/err"; then
         echo "FAIL: $name: exit $rc (want $want), stderr:"
         tail -3 "$T/err"
         bad=1
@@ -29,4 +31,21 @@ expect() {
 expect loop_trip_count 1 "trip count is 1125899906842624, above calq's limit" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-trip-count-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 [ -e "$T/o/y0.npy" ] && { echo "FAIL: loop_trip_count wrote an output"; bad=1; }
+# attributes of the wrong type were read as absent: a Conv with strides=[2.0, 2.0] ran at stride 1
+expect attr_wrong_type 1 "attribute 'strides' is FLOATS, but ONNX defines it as INTS" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o"
+# ConvTranspose output_padding of 3 with stride 2: positions no input reaches
+expect convtranspose_output_padding 1 "output_padding 3 in spatial dimension 0 must be smaller than the stride \\(2\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-convtranspose-output-padding.onnx" --input "x=$T/x14.npy" --output-dir "$T/o"
+# Split-18 with num_outputs 0 but one output ran as a copy
+expect split_num_outputs 1 "'num_outputs' is 0 but the node has 1 outputs" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-split-num-outputs-0.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# one flag or one input's shape given twice: the last one used to win silently
+expect flag_twice 2 "--input-shape is given twice" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \
+    --input-shape x:1,1,8,8 --input_shape x:1,1,8,8
+expect shape_name_twice 2 "each input named once" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \
+    --input-shape "x:1,1,8,8;x:1,1,4,4"
+[ -n "$(ls -A "$T/o" 2>/dev/null)" ] && { echo "FAIL: a refused run wrote into its output folder"; ls "$T/o"; bad=1; }
 exit $bad

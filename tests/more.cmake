@@ -101,6 +101,11 @@ set_tests_properties(peer.save_attention PROPERTIES LABELS peer TIMEOUT 1200 SKI
 add_test(NAME peer.dmq
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/dmq.sh $<TARGET_FILE:calq_cli>)
 set_tests_properties(peer.dmq PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+# tensor_quantize (issue 12, item 3): inputs of MaxPool / Add / GlobalAveragePool of a torchvision
+# ResNet-18 and MTCNN det1's MAX Pooling quantized on their own; every format saved and run.
+add_test(NAME peer.save_tensor_quantize
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_tensor_quantize.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.save_tensor_quantize PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
 # AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
 add_test(NAME peer.save_ascend_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

@@ -205,17 +205,31 @@ fail:
 }
 
 /* Stages the config actually used: skipped layers get quant_enable false. The copy shares the
- * caller's strings; only its layer array is its own. */
+ * caller's strings; only its layer and tensor arrays are its own. */
 static calq_status write_config(const calq__calib *cal, calq_staged_files *out, const char *path, calq_error *err)
 {
     calq_config copy = *cal->cfg;
     copy.layers = malloc((size_t)(copy.n_layers + 1) * sizeof *copy.layers);
-    if (!copy.layers) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    copy.tensors = malloc((size_t)(copy.n_tensors + 1) * sizeof *copy.tensors);
+    if (!copy.layers || !copy.tensors) {
+        free(copy.layers);
+        free(copy.tensors);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    }
     memcpy(copy.layers, cal->cfg->layers, (size_t)copy.n_layers * sizeof *copy.layers);
-    for (int i = 0; i < cal->n_layers; i++)
-        if (cal->layers[i].skipped) copy.layers[cal->layers[i].cfg - cal->cfg->layers].quant_enable = false;
+    memcpy(copy.tensors, cal->cfg->tensors, (size_t)copy.n_tensors * sizeof *copy.tensors);
+    /* a skipped tensor_quantize entry is left out of the file (quant_enable false) */
+    for (int i = 0; i < cal->n_layers; i++) {
+        const calq_layer_config *lc = cal->layers[i].cfg;
+        if (!cal->layers[i].skipped) continue;
+        if (lc->tensor)
+            copy.tensors[lc - cal->cfg->tensors].quant_enable = false;
+        else
+            copy.layers[lc - cal->cfg->layers].quant_enable = false;
+    }
     calq_status st = calq__config_stage(&copy, out, path, err);
     free(copy.layers);
+    free(copy.tensors);
     return st;
 }
 

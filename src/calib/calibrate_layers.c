@@ -62,7 +62,7 @@ calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
 {
     const calq_config *c = cal->cfg;
     /* at most two calibrated inputs per layer entry (graph/qkind.h act_inputs) */
-    size_t cap = 2 * (size_t)c->n_layers + 1;
+    size_t cap = 2 * (size_t)c->n_layers + (size_t)c->n_tensors + 1;
     cal->layers = calloc(cap, sizeof *cal->layers);
     cal->groups = calloc(cap, sizeof *cal->groups);
     calq_strmap node_of = {0}; /* node names of the run's graph (the config's names are looked up) */
@@ -105,6 +105,27 @@ static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, ca
             CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[in]].name, err));
         }
     }
+    /* tensor_quantize entries (§7.2): the input named, under "<layer>:<input>" */
+    for (int i = 0; i < c->n_tensors; i++) {
+        const calq_layer_config *tc = &c->tensors[i];
+        if (!tc->quant_enable) continue;
+        int ni = calq__strmap_get(node_of, tc->name);
+        const calq_node *n = ni >= 0 ? &cal->g->nodes[ni] : NULL;
+        if (!n || tc->input >= n->n_inputs || n->inputs[tc->input] < 0)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, tc->name,
+                              "calibration: tensor_quantize names input %d of layer \"%s\", which the model (after "
+                              "fusion, amct-reference.md §8.3) does not have",
+                              tc->input, tc->name);
+        int li = cal->n_layers++;
+        calq__calib_layer *l = &cal->layers[li];
+        l->cfg = tc;
+        l->input = tc->input;
+        l->node = ni;
+        l->primary = li;
+        if (!(l->key = calq__record_key(tc->name, tc->input)))
+            return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, tc->name, "calibration: out of memory");
+        CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[tc->input]].name, err));
+    }
     return CALQ_OK;
 }
 
@@ -113,7 +134,7 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
 {
     const calq_layer_config *lc = l->cfg;
     const calq_qkind *k = lc->kind;
-    if (l->input != 0) return CALQ_OK;           /* the weights go with the layer's first entry */
+    if (l->input != 0 || lc->tensor) return CALQ_OK; /* the weights go with the layer's first entry */
     if (k->weights == CALQ_QKIND_WEIGHTS_UNIT) { /* AveragePool: AMCT writes scale_w 1.0, offset_w 0 itself (§7.1) */
         l->n_w = 1;
         l->scale_w = malloc(sizeof(float));

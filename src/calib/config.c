@@ -35,6 +35,11 @@ void calq_config_free(calq_config *c)
         free(c->layers[i].op_type);
     }
     free(c->layers);
+    for (int i = 0; i < c->n_tensors; i++) {
+        free(c->tensors[i].name);
+        free(c->tensors[i].op_type);
+    }
+    free(c->tensors);
     free(c);
 }
 
@@ -47,6 +52,8 @@ calq_config *calq__config_clone(const calq_config *c)
     d->n_skip_fusion_layers = 0;
     d->layers = NULL;
     d->n_layers = 0;
+    d->tensors = NULL;
+    d->n_tensors = 0;
     if (c->n_skip_fusion_layers > 0) {
         d->skip_fusion_layers = calloc((size_t)c->n_skip_fusion_layers, sizeof *d->skip_fusion_layers);
         if (!d->skip_fusion_layers) goto oom;
@@ -65,6 +72,20 @@ calq_config *calq__config_clone(const calq_config *c)
             l->op_type = strdup(l->op_type);
             if (!l->name || !l->op_type) {
                 d->n_layers++; /* so calq_config_free releases the half-copied entry */
+                goto oom;
+            }
+        }
+    }
+    if (c->n_tensors > 0) {
+        d->tensors = calloc((size_t)c->n_tensors, sizeof *d->tensors);
+        if (!d->tensors) goto oom;
+        for (; d->n_tensors < c->n_tensors; d->n_tensors++) {
+            calq_layer_config *l = &d->tensors[d->n_tensors];
+            *l = c->tensors[d->n_tensors];
+            l->name = strdup(l->name);
+            l->op_type = strdup(l->op_type);
+            if (!l->name || !l->op_type) {
+                d->n_tensors++;
                 goto oom;
             }
         }
@@ -135,15 +156,51 @@ calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, cons
     return l;
 }
 
+calq_layer_config *calq__config_add_tensor(calq_config *c, const char *name, int input, const calq_qkind *k, int node,
+                                           calq_error *err)
+{
+    calq_layer_config *grown = realloc(c->tensors, ((size_t)c->n_tensors + 1) * sizeof *grown);
+    if (!grown) {
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    c->tensors = grown;
+    calq_layer_config *l = &c->tensors[c->n_tensors];
+    memset(l, 0, sizeof *l);
+    l->name = strdup(name);
+    l->op_type = strdup(k->onnx);
+    if (!l->name || !l->op_type) {
+        free(l->name);
+        free(l->op_type);
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    l->node = node;
+    calq__layer_config_defaults(l, k, c->activation_offset);
+    l->tensor = true;
+    l->input = input;
+    c->n_tensors++;
+    return l;
+}
+
+calq_layer_config *calq__config_find_tensor(const calq_config *c, const char *name, int input)
+{
+    for (int i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].input == input && strcmp(c->tensors[i].name, name) == 0) return &c->tensors[i];
+    return NULL;
+}
+
 static int by_node(const void *a, const void *b)
 {
     const calq_layer_config *x = a, *y = b;
-    return (x->node > y->node) - (x->node < y->node);
+    if (x->node != y->node) return (x->node > y->node) - (x->node < y->node);
+    return (x->input > y->input) - (x->input < y->input);
 }
 
 void calq__config_sort_layers(calq_config *c)
 {
     if (c->n_layers > 1) qsort(c->layers, (size_t)c->n_layers, sizeof *c->layers, by_node);
+    if (c->n_tensors > 1) qsort(c->tensors, (size_t)c->n_tensors, sizeof *c->tensors, by_node);
 }
 
 bool calq__config_index(const calq_config *c, calq_strmap *map)
@@ -192,6 +249,37 @@ calq_status calq__config_check_layer(const calq_model *m, const char *name, cons
                           calq__qkind_names(CALQ_QKIND_NAMES_ONNX, kinds, sizeof kinds));
     }
     *node = i;
+    return CALQ_OK;
+}
+
+calq_status calq__config_check_tensor(const calq_model *m, const char *name, int input, const char *where, int *node,
+                                      const calq_qkind **kind, calq_error *err)
+{
+    int i = calq__model_find_node(m, name);
+    if (i < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: tensor_quantize: the model has no layer '%s' (layer names are listed by 'calq inspect')",
+                          where, name);
+    const calq_node *n = &m->g->nodes[i];
+    const calq_qkind *k = calq__qkind_of_input(m->g, i, input);
+    char kinds[256];
+    if (input < 0 || input >= n->n_inputs)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: tensor_quantize: input_index %d of layer '%s': a %s with %d input%s", where, input, name,
+                          n->op_type, n->n_inputs, n->n_inputs == 1 ? "" : "s");
+    if (k && !k->tensor_only)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: tensor_quantize: input %d of layer '%s' is quantized with its layer (a %s with two "
+                          "variable inputs, amct-reference.md §8.1): configure the layer's own entry instead",
+                          where, input, name, n->op_type);
+    if (!k)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, name,
+                          "%s: tensor_quantize: input %d of layer '%s' (a %s) cannot be quantized on its own: "
+                          "tensor_quantize takes a variable float input of %s (amct-reference.md §7.2)",
+                          where, input, name, n->op_type,
+                          calq__qkind_names(CALQ_QKIND_NAMES_TENSOR, kinds, sizeof kinds));
+    *node = i;
+    *kind = k;
     return CALQ_OK;
 }
 

@@ -115,6 +115,10 @@ typedef struct calq_layer_config {
      * dmq > 0 is the migration strength alpha in [CALQ_DMQ_MIN, CALQ_DMQ_MAX]; 0 = off (the
      * default). Only kinds with qkind.balance take it (docs/numerics.md, "DMQ balancing"). */
     double dmq;
+    /* A tensor_quantize entry (§7.2; calq_config.tensors): input `input` of layer `name` is
+     * quantized on its own (record key "<name>:<input>", §7.1), kind is its tensor-only row. */
+    bool tensor;
+    int input;
 } calq_layer_config;
 
 /* The range of dmq_balancer_param / migration_strength AMCT accepts (§7.2). */
@@ -133,6 +137,8 @@ struct calq_config {
     char **skip_fusion_layers;
     int n_layers; /* entries, in the model's node order */
     calq_layer_config *layers;
+    int n_tensors; /* "tensor_quantize" entries (§7.2), in the model's node order, then input order */
+    calq_layer_config *tensors;
 };
 
 /* Allocates an empty config with AMCT's global defaults (version 1, batch_num 1,
@@ -152,6 +158,18 @@ void calq__layer_config_defaults(calq_layer_config *l, const calq_qkind *k, bool
  * Returns the entry, or NULL on out-of-memory (err filled). */
 calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const calq_qkind *k, int node,
                                           calq_error *err);
+
+/* Appends a tensor_quantize entry for input `input` of layer `name` (node `node` of m), whose
+ * input is quantized under tensor-only row k, with the layer defaults above (asymmetric =
+ * activation_offset). NULL on out-of-memory (err filled). */
+calq_layer_config *calq__config_add_tensor(calq_config *c, const char *name, int input, const calq_qkind *k, int node,
+                                           calq_error *err);
+/* Checks that input `input` of layer `name` of m may be a tensor_quantize entry and returns its
+ * node and tensor-only row; otherwise fails with CALQ_ERR_BAD_PARAMETERS naming what is wrong. */
+calq_status calq__config_check_tensor(const calq_model *m, const char *name, int input, const char *where, int *node,
+                                      const calq_qkind **kind, calq_error *err);
+/* The tensor_quantize entry of input `input` of layer `name`, or NULL. */
+calq_layer_config *calq__config_find_tensor(const calq_config *c, const char *name, int input);
 
 /* Sorts the entries into the model's node order (the writer's order). */
 void calq__config_sort_layers(calq_config *c);

@@ -367,7 +367,7 @@ static const char *normalise_type(const char *t)
 {
     const calq_qkind *k = calq__qkind_by_onnx(t);
     if (!k) k = calq__qkind_by_caffe(t);
-    return k ? k->onnx : NULL;
+    return k && !k->tensor_only ? k->onnx : NULL; /* tensor-only kinds are not layers of the .cfg (§7.3) */
 }
 
 static calq_status read_type(const cfg_ctx *x, const calq_tp_node *n, const char **out)

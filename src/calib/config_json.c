@@ -23,6 +23,7 @@ typedef struct json_ctx {
     const char *layer;               /* the layer entry being read (for calq_error.layer), or NULL */
     const cJSON *skip;               /* the "skip_layers" array, applied once every layer entry is read */
     const calq__act_algo_info *algo; /* the global "act_algo" (calq's extension), or NULL */
+    const cJSON *tensors;            /* the "tensor_quantize" array, read once every global is (activation_offset) */
 } json_ctx;
 
 static const char *json_type(const cJSON *v)
@@ -159,13 +160,6 @@ static calq_status unknown_key(const json_ctx *x, const char *where, const char 
                       where, calq__cut(key).s, known);
 }
 
-static calq_status unsupported_key(const json_ctx *x, const char *where, const char *key, const char *what)
-{
-    return calq__fail(x->err, CALQ_ERR_UNSUPPORTED, x->layer,
-                      "%s: %s'%s' (%s) is an AMCT option calq does not implement; remove it", x->file, where,
-                      calq__cut(key).s, what);
-}
-
 static calq_status read_global(json_ctx *x, const cJSON *v)
 {
     calq_config *c = x->c;
@@ -225,13 +219,12 @@ static calq_status read_global(json_ctx *x, const cJSON *v)
             return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: 'act_algo' is \"%s\"; it must be %s", x->file,
                               v->valuestring, calq__act_algo_names());
     } else if (strcmp(k, "tensor_quantize") == 0) {
-        if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array", v);
-        if (cJSON_GetArraySize(v) > 0)
-            return unsupported_key(x, "", k, "quantizing a tensor without its layer, ONNX MaxPool/Add inputs");
+        if (!cJSON_IsArray(v)) return type_error(x, "", k, "an array of {layer_name, input_index, ...} objects", v);
+        x->tensors = v;
     } else {
         return unknown_key(x, "", k,
                            "version, batch_num, activation_offset, joint_quant, do_fusion, skip_fusion_layers, "
-                           "skip_layers, act_algo, and one object per layer");
+                           "tensor_quantize, skip_layers, act_algo, and one object per layer");
     }
     return CALQ_OK;
 }
@@ -409,6 +402,46 @@ static calq_status read_wts(json_ctx *x, calq_layer_config *l, const cJSON *obj,
     return CALQ_OK;
 }
 
+/* One tensor_quantize entry (§7.2): {"layer_name", "input_index", "activation_quant_params"}. */
+static calq_status read_tensor(json_ctx *x, const cJSON *obj, int i)
+{
+    char where[64];
+    snprintf(where, sizeof where, "tensor_quantize[%d]: ", i);
+    if (!cJSON_IsObject(obj))
+        return type_error(x, where, "entry", "an object {\"layer_name\": ..., \"input_index\": ...}", obj);
+    CALQ_TRY(check_unique_keys(x, obj, where));
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "layer_name");
+    const cJSON *index = cJSON_GetObjectItemCaseSensitive(obj, "input_index");
+    if (!cJSON_IsString(name)) return type_error(x, where, "layer_name", "a layer name (a string)", name);
+    int input = 0, node;
+    if (index) CALQ_TRY(get_int(x, where, "input_index", index, &input));
+    x->layer = name->valuestring;
+    const calq_qkind *k;
+    CALQ_TRY(calq__config_check_tensor(x->m, name->valuestring, input, x->file, &node, &k, x->err));
+    if (calq__config_find_tensor(x->c, name->valuestring, input))
+        return calq__fail(x->err, CALQ_ERR_BAD_PARAMETERS, name->valuestring,
+                          "%s: %sinput %d of layer '%s' is listed twice in tensor_quantize", x->file, where, input,
+                          name->valuestring);
+    calq_layer_config *l = calq__config_add_tensor(x->c, name->valuestring, input, k, node, x->err);
+    if (!l) return x->err ? x->err->status : CALQ_ERR_OUT_OF_MEMORY;
+    if (x->algo) l->act.algo = x->algo->algo; /* the global act_algo, unless the entry names one */
+    act_keys keys = {0};
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        const char *key = v->string;
+        if (strcmp(key, "layer_name") == 0 || strcmp(key, "input_index") == 0) continue;
+        if (strcmp(key, "activation_quant_params") == 0) {
+            if (!cJSON_IsObject(v)) return type_error(x, where, key, "an object", v);
+            CALQ_TRY(read_act(x, l, v, where, &keys));
+        } else {
+            return unknown_key(x, where, key, "layer_name, input_index, activation_quant_params");
+        }
+    }
+    CALQ_TRY(finish_act(x, l, where, &keys));
+    char vwhere[CALQ_ERROR_NAME_MAX + 512];
+    snprintf(vwhere, sizeof vwhere, "%s: %slayer '%s' input %d", x->file, where, name->valuestring, input);
+    return calq__layer_config_validate(l, vwhere, true, x->err);
+}
+
 static calq_status read_layer(json_ctx *x, const cJSON *obj)
 {
     const char *name = obj->string;
@@ -478,14 +511,19 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
         cJSON_Delete(root);
         return st;
     }
-    json_ctx x = {m, file, calq__config_new(), err, NULL, NULL, NULL};
+    json_ctx x = {m, file, calq__config_new(), err, NULL, NULL, NULL, NULL};
     calq_status st = x.c ? CALQ_OK : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading %s", file);
     if (st == CALQ_OK) st = check_unique_keys(&x, root, "");
     /* Globals first: a layer without "asymmetric" takes the global activation_offset (§3.1). */
+    /* tensor_quantize is a global whatever its value (an object there is a mistake, not a layer) */
     for (const cJSON *v = root->child; v && st == CALQ_OK; v = v->next)
-        if (!cJSON_IsObject(v)) st = read_global(&x, v);
+        if (!cJSON_IsObject(v) || !strcmp(v->string, "tensor_quantize")) st = read_global(&x, v);
+    int ti = 0;
+    for (const cJSON *v = x.tensors ? x.tensors->child : NULL; v && st == CALQ_OK; v = v->next)
+        st = read_tensor(&x, v, ti++);
+    x.layer = NULL;
     for (const cJSON *v = root->child; v && st == CALQ_OK; v = v->next)
-        if (cJSON_IsObject(v)) st = read_layer(&x, v);
+        if (cJSON_IsObject(v) && strcmp(v->string, "tensor_quantize") != 0) st = read_layer(&x, v);
     for (const cJSON *it = x.skip ? x.skip->child : NULL; it && st == CALQ_OK; it = it->next) {
         int node;
         st = calq__config_check_layer(m, it->valuestring, file, &node, err);
@@ -564,6 +602,43 @@ static void put_pair(FILE *fp, int indent, const char *key, const double v[2])
     fputs("],\n", fp);
 }
 
+/* activation_quant_params at depth `d` (its keys at d + 1), without the closing brace. */
+static void write_act(FILE *fp, const calq_act_config *a, int d)
+{
+    put_key(fp, d, "activation_quant_params");
+    fputs("{\n", fp);
+    const int d3 = d + 1;
+    put_key(fp, d3, "num_bits");
+    fprintf(fp, "%d,\n", a->num_bits);
+    const calq__act_algo_info *info = calq__act_algo(a->algo);
+    if (info->keys & CALQ_ACT_KEY_PERCENTILES) {
+        put_key(fp, d3, "max_percentile");
+        put_double(fp, a->max_percentile);
+        fputs(",\n", fp);
+        put_key(fp, d3, "min_percentile");
+        put_double(fp, a->min_percentile);
+        fputs(",\n", fp);
+    }
+    if (a->algo == CALQ_ACT_IFMR) {
+        put_pair(fp, d3, "search_range", a->search_range);
+        put_key(fp, d3, "search_step");
+        put_double(fp, a->search_step);
+        fputs(",\n", fp);
+        put_key(fp, d3, "act_algo");
+        fputs("\"ifmr\",\n", fp);
+    } else { /* HFMG's order (act_algo, num_of_bins); calq's algorithms are named only where used */
+        put_key(fp, d3, "act_algo");
+        put_string(fp, info->name);
+        fputs(",\n", fp);
+        if (info->keys & CALQ_ACT_KEY_BINS) {
+            put_key(fp, d3, "num_of_bins");
+            fprintf(fp, "%d,\n", a->num_of_bins);
+        }
+    }
+    put_key(fp, d3, "asymmetric");
+    fprintf(fp, "%s\n", a->asymmetric ? "true" : "false");
+}
+
 static void write_layer(FILE *fp, const calq_layer_config *l)
 {
     put_key(fp, 1, l->name);
@@ -575,38 +650,7 @@ static void write_layer(FILE *fp, const calq_layer_config *l)
         put_double(fp, l->dmq);
         fputs(",\n", fp);
     }
-    put_key(fp, 2, "activation_quant_params");
-    fputs("{\n", fp);
-    const calq_act_config *a = &l->act;
-    put_key(fp, 3, "num_bits");
-    fprintf(fp, "%d,\n", a->num_bits);
-    const calq__act_algo_info *info = calq__act_algo(a->algo);
-    if (info->keys & CALQ_ACT_KEY_PERCENTILES) {
-        put_key(fp, 3, "max_percentile");
-        put_double(fp, a->max_percentile);
-        fputs(",\n", fp);
-        put_key(fp, 3, "min_percentile");
-        put_double(fp, a->min_percentile);
-        fputs(",\n", fp);
-    }
-    if (a->algo == CALQ_ACT_IFMR) {
-        put_pair(fp, 3, "search_range", a->search_range);
-        put_key(fp, 3, "search_step");
-        put_double(fp, a->search_step);
-        fputs(",\n", fp);
-        put_key(fp, 3, "act_algo");
-        fputs("\"ifmr\",\n", fp);
-    } else { /* HFMG's order (act_algo, num_of_bins); calq's algorithms are named only where used */
-        put_key(fp, 3, "act_algo");
-        put_string(fp, info->name);
-        fputs(",\n", fp);
-        if (info->keys & CALQ_ACT_KEY_BINS) {
-            put_key(fp, 3, "num_of_bins");
-            fprintf(fp, "%d,\n", a->num_of_bins);
-        }
-    }
-    put_key(fp, 3, "asymmetric");
-    fprintf(fp, "%s\n", a->asymmetric ? "true" : "false");
+    write_act(fp, &l->act, 2);
     fprintf(fp, "%*s}%s\n", 8, "", l->has_weights ? "," : "");
     if (l->has_weights) {
         put_key(fp, 2, "weight_quant_params");
@@ -659,6 +703,26 @@ calq_status calq__config_write_json(const calq_config *c, FILE *fp, calq_error *
         put_string(fp, c->skip_fusion_layers[i]);
     }
     fputc(']', fp);
+    int nt = 0;
+    for (int i = 0; i < c->n_tensors; i++) nt += c->tensors[i].quant_enable;
+    if (nt) { /* tensor_quantize (§7.2), only when there is one: AMCT's files without it stay the same */
+        fputs(",\n", fp);
+        put_key(fp, 1, "tensor_quantize");
+        fputs("[", fp);
+        for (int i = 0, k = 0; i < c->n_tensors; i++) {
+            const calq_layer_config *t = &c->tensors[i];
+            if (!t->quant_enable) continue;
+            fprintf(fp, "%s\n%*s{\n", k++ ? "," : "", 8, "");
+            put_key(fp, 3, "layer_name");
+            put_string(fp, t->name);
+            fputs(",\n", fp);
+            put_key(fp, 3, "input_index");
+            fprintf(fp, "%d,\n", t->input);
+            write_act(fp, &t->act, 3);
+            fprintf(fp, "%*s}\n%*s}", 12, "", 8, "");
+        }
+        fputs("\n    ]", fp);
+    }
     for (int i = 0; i < c->n_layers; i++) {
         fputs(",\n", fp);
         write_layer(fp, &c->layers[i]);

@@ -181,11 +181,21 @@ calq_status calq__calib_report(const calq__calib *cal, calq_error *err)
             hidden);
     b.n = sizeof text;
     put(&b, "  To quantize the rest and keep these layers in float, add them to the config:\n      \"skip_layers\": [");
-    int k = 0;
-    for (int i = 0; i < cal->n_layers; i++)
-        if (first_of_layer(cal, i) && calq__calib_layer_failed(cal, i))
+    int k = 0, nt = 0;
+    for (int i = 0; i < cal->n_layers; i++) {
+        if (!first_of_layer(cal, i) || !calq__calib_layer_failed(cal, i)) continue;
+        if (cal->layers[i].cfg->tensor)
+            nt++;
+        else
             put(&b, "%s\"%s\"", k++ ? ", " : "", cal->layers[i].cfg->name);
-    put(&b, "]    (or run again with --skip-illegal)");
+    }
+    put(&b, "]");
+    if (nt) {
+        put(&b, "\n  and remove these inputs from tensor_quantize:");
+        for (int i = 0; i < cal->n_layers; i++)
+            if (cal->layers[i].cfg->tensor && calq__calib_layer_failed(cal, i)) put(&b, " %s", cal->layers[i].key);
+    }
+    put(&b, "    (or run again with --skip-illegal)");
     (void)n_items;
     const char *layer = NULL;
     for (int i = 0; i < cal->n_layers && !layer; i++)

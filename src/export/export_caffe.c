@@ -140,6 +140,51 @@ static int64_t out_channels(const calq_graph *g, const calq_qkind *k, const calq
     return calq__qkind_out_channels(k, n, w->ndim, w->dims);
 }
 
+/* The Quant of value v (bottom blob `bottom`) with factors rl, first read by entry i: an existing
+ * one with the same factors (AMCT's quant fusion, §8.3), or a new one. -1 on out-of-memory. */
+static int quant_of(calq__xc_plan *p, int v, const char *bottom, const calq_record_layer *rl, bool with_offset,
+                    const char *object, int i)
+{
+    for (int q = 0; q < p->n_quants; q++)
+        if (p->quants[q].value == v && p->quants[q].scale_d == rl->scale_d && p->quants[q].offset_d == rl->offset_d) {
+            if (i < p->quants[q].before) p->quants[q].before = i; /* before its first reader */
+            return q;
+        }
+    calq__xc_quant *q = &p->quants[p->n_quants];
+    q->value = v;
+    q->bottom = bottom;
+    q->scale_d = rl->scale_d;
+    q->offset_d = rl->offset_d;
+    q->with_offset = with_offset;
+    q->object_layer = object;
+    q->before = i;
+    if (!(q->name = fresh_name(p, object, "_quant_layer"))) return -1;
+    return p->n_quants++;
+}
+
+static calq_status add_anti(calq__xc_plan *p, int i, int k, const char *name, const calq_record_layer *rl,
+                            bool with_offset, calq_error *err)
+{
+    const calq_node *n = &p->g->nodes[p->node_of[i]];
+    const char *bottom = nth_string(p->proto[i], "bottom", k);
+    if (!bottom || k >= n->n_inputs)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
+                          "save: layer \"%s\": bottom %d is not an input of its node (an Eltwise of more than two "
+                          "bottoms, or with coefficients, quantizes its first two bottoms only)",
+                          name, k);
+    char sfx[32];
+    snprintf(sfx, sizeof sfx, k ? "_input%d" : "", k);
+    char *obj = calq__xa_printf(&p->a, "%s%s", name, sfx);
+    int q = obj ? quant_of(p, n->inputs[k], bottom, rl, with_offset, obj, i) : -1;
+    calq__xc_anti *a = &p->antis[p->n_antis];
+    if (q < 0 || !(a->name = fresh_name(p, obj, "_antiquant_layer"))) return oom(err);
+    a->index = i;
+    a->bottom = k;
+    a->quant = q;
+    p->n_antis++;
+    return CALQ_OK;
+}
+
 static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const calq_record_layer *rl,
                              const calq_layer_config *lc, calq_error *err)
 {
@@ -171,23 +216,8 @@ static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const ca
     l->name = name;
     l->rl = rl;
     /* one Quant per (tensor, scale_d, offset_d): AMCT's quant fusion (§8.3) */
-    int v = n->inputs[0];
-    l->quant = -1;
-    for (int q = 0; q < p->n_quants && l->quant < 0; q++)
-        if (p->quants[q].value == v && p->quants[q].scale_d == rl->scale_d && p->quants[q].offset_d == rl->offset_d)
-            l->quant = q;
-    if (l->quant < 0) {
-        calq__xc_quant *q = &p->quants[p->n_quants];
-        q->value = v;
-        q->bottom = nth_string(p->proto[i], "bottom", 0);
-        q->scale_d = rl->scale_d;
-        q->offset_d = rl->offset_d;
-        q->with_offset = lc->act.asymmetric;
-        q->object_layer = name;
-        q->before = i;
-        if (!(q->name = fresh_name(p, name, "_quant_layer"))) return oom(err);
-        l->quant = p->n_quants++;
-    }
+    l->quant = quant_of(p, n->inputs[0], nth_string(p->proto[i], "bottom", 0), rl, lc->act.asymmetric, name, i);
+    if (l->quant < 0) return oom(err);
     /* deq_scale[c] = scale_d * scale_w[c] (§6.2; AvgPool: scale_w = 1), shift_bit (§6.4) */
     static const float one = 1.0f;
     l->n_deq = weights && rl->n_scale_w > 1 ? C : 1;
@@ -219,7 +249,8 @@ static calq_status build_plan(calq__xc_plan *p, calq_error *err)
     p->changed = calq__xa_alloc(&p->a, sizeof(bool) * sz);
     p->quantized = calq__xa_alloc(&p->a, sizeof(int) * sz);
     p->layers = calq__xa_alloc(&p->a, sizeof *p->layers * sz);
-    p->quants = calq__xa_alloc(&p->a, sizeof *p->quants * sz);
+    p->quants = calq__xa_alloc(&p->a, sizeof *p->quants * (sz + (size_t)cfg->n_tensors + 1));
+    p->antis = calq__xa_alloc(&p->a, sizeof *p->antis * (sz + (size_t)cfg->n_tensors + 1));
     const char **names = calq__xa_alloc(&p->a, sizeof(char *) * sz);
     bool *in_ir = calq__xa_alloc(&p->a, sizeof(bool) * sz);
     if (p->a.oom) return oom(err);
@@ -257,6 +288,29 @@ static calq_status build_plan(calq__xc_plan *p, calq_error *err)
     }
     calq__strmap_free(&cfg_index);
     CALQ_TRY(st);
+    /* tensor_quantize entries (§7.2) and AMCT's pair before a MAX Pooling sharing a quantized
+     * bottom (§9.3), after the layers, so their Quants are shared with the layers' */
+    for (int i = 0; i < n; i++) {
+        if (p->node_of[i] < 0) continue;
+        const calq_node *nd = &p->g->nodes[p->node_of[i]];
+        bool any = false;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            const calq_layer_config *tc = calq__config_find_tensor(cfg, names[i], k);
+            char *key = tc && tc->quant_enable ? calq__xa_printf(&p->a, "%s:%d", names[i], k) : NULL;
+            const calq_record_layer *rl = key ? calq__record_find(p->rec, key) : NULL;
+            if (!rl) continue;
+            CALQ_TRY(add_anti(p, i, k, names[i], rl, tc->act.asymmetric, err));
+            any = true;
+        }
+        if (any || strcmp(nd->op_type, "MaxPool") != 0 || nd->n_inputs < 1) continue;
+        for (int l = 0; l < p->n_layers; l++) {
+            const calq__xc_quant *q = &p->quants[p->layers[l].quant];
+            if (q->value != nd->inputs[0]) continue;
+            calq_record_layer shared = {.scale_d = q->scale_d, .offset_d = q->offset_d};
+            CALQ_TRY(add_anti(p, i, 0, names[i], &shared, q->with_offset, err));
+            break;
+        }
+    }
     if (n_fold)
         calq__log(CALQ_LOG_DEBUG, "calq: save: %d BatchNorm/Scale layer%s folded into their Convolution (§8.3)", n_fold,
                   n_fold == 1 ? "" : "s");
@@ -295,6 +349,9 @@ calq_status calq__export_caffe(const calq_model *m, const calq_record *rec, cons
     if (st == CALQ_OK)
         calq__log(CALQ_LOG_DEBUG, "calq: %s model: %d quantized layer%s, %d Quant layer%s: %s, %s", kind, p.n_layers,
                   p.n_layers == 1 ? "" : "s", p.n_quants, p.n_quants == 1 ? "" : "s", model_path, weights_path);
+    if (st == CALQ_OK && p.n_antis)
+        calq__log(CALQ_LOG_DEBUG, "calq: %s model: %d Quant -> AntiQuant pair%s before float layers (§9.3)", kind,
+                  p.n_antis, p.n_antis == 1 ? "" : "s");
     calq_tp_free(net);
     calq__strmap_free(&p.names);
     calq__xa_free(&p.a);

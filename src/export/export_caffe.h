@@ -8,7 +8,9 @@
  * layer before it (one per (input tensor, scale_d, offset_d): layers reading one tensor share
  * it) and a DeQuant layer after it, in place on its top. Conv+BatchNorm(+Scale) are folded as
  * calibration folds them (§8.3) and the folded layers removed; everything else in both files is
- * kept as it was. Private to src/export; the files are staged, never committed here.
+ * kept as it was. A bottom quantized on its own (tensor_quantize, §7.2; Pooling MAX, Eltwise SUM,
+ * §8.1), or a MAX Pooling's bottom that quantized layers also read, gets the Quant and an
+ * AntiQuant layer before its reader (§9.3). Private to src/export; the files are staged, never committed here.
  *
  * Files: export_caffe.c (the plan: folding, which layers, the Quant groups; the entry point),
  * export_caffe_net.c (the prototxt), export_caffe_blobs.c (the caffemodel). */
@@ -62,6 +64,16 @@ typedef struct calq__xc_layer {
     unsigned *shift; /* shift_bit per entry, 0 without (§6.4) (arena) */
 } calq__xc_layer;
 
+/* A bottom quantized and restored before a float layer (§9.3): Quant (shared) -> AntiQuant ->
+ * the layer's bottom `bottom`. From a tensor_quantize entry of the layer (§7.2), or AMCT's pair
+ * before a MAX Pooling whose bottom quantized layers also read. */
+typedef struct calq__xc_anti {
+    int index;  /* the reading layer's prototxt position */
+    int bottom; /* which of its bottoms */
+    int quant;  /* index into plan.quants */
+    char *name; /* the AntiQuant layer's name, also its top (arena) */
+} calq__xc_anti;
+
 typedef struct calq__xc_plan {
     const calq_model *m;
     const calq_record *rec;
@@ -82,6 +94,8 @@ typedef struct calq__xc_plan {
     int n_quants;
     calq_strmap names; /* name_used's set, built on first use: the prototxt's names and blobs, then
                           each name this export gives */
+    calq__xc_anti *antis;
+    int n_antis;
 } calq__xc_plan;
 
 /* String field `field` of a prototxt message (the last one given), or NULL. */

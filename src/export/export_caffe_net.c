@@ -122,6 +122,27 @@ static calq_tp_node *dequant_layer(const calq__xc_layer *l, const char *top)
     return detach(scratch, ok ? L : NULL);
 }
 
+/* AntiQuant (§9.3): quant_param as the Quant's (scale 1/scale_d, offset_d as one byte), which
+ * AMCT's Caffe AntiQuant layer carries no message of its own for (§13.4, §13.7): calq's reading is
+ * AscendAntiQuant{scale_d, -offset_d} in the deploy model, the identity in the fake-quant one
+ * (whose Quant already restores the values, §9.2). */
+static calq_tp_node *antiquant_layer(const calq__xc_anti *a, const calq__xc_quant *q)
+{
+    calq_tp_node *scratch = calq_tp_new_root();
+    calq_tp_node *L = scratch ? calq_tp_add_message(scratch, "layer") : NULL;
+    if (!L) return detach(scratch, NULL);
+    char offset = (char)(int8_t)q->offset_d;
+    calq_tp_node *qp = NULL;
+    bool ok = calq_tp_add_string(L, "name", a->name, strlen(a->name)) &&
+              calq_tp_add_string(L, "type", "AntiQuant", 9) &&
+              calq_tp_add_string(L, "bottom", q->name, strlen(q->name)) &&
+              calq_tp_add_string(L, "top", a->name, strlen(a->name)) && (qp = calq_tp_add_message(L, "quant_param")) &&
+              calq_tp_add_bool(qp, "with_offset", q->with_offset) &&
+              calq_tp_add_float(qp, "scale", 1.0f / q->scale_d) && calq_tp_add_string(qp, "offset", &offset, 1) &&
+              calq_tp_add_string(qp, "object_layer", q->object_layer, strlen(q->object_layer));
+    return detach(scratch, ok ? L : NULL);
+}
+
 static bool insert_at(calq_tp_node *root, int index, calq_tp_node *n)
 {
     if (!n) return false;
@@ -159,10 +180,18 @@ calq_status calq__xc_prototxt(const calq__xc_plan *p, calq_tp_node **out, calq_e
             const calq_node *n = &p->g->nodes[p->node_of[i]];
             if (ok && n->n_inputs > 2 && n->inputs[2] >= 0) ok = enable_bias(L[i]);
         }
+        /* the Quants first read here, then the AntiQuants of this layer's bottoms (§9.3) */
+        for (int k = 0; ok && k < p->n_quants; k++)
+            if (p->quants[k].before == i) ok = insert_at(root, child_index(root, L[i]), quant_layer(&p->quants[k]));
+        for (int k = 0; ok && k < p->n_antis; k++) {
+            const calq__xc_anti *a = &p->antis[k];
+            if (a->index != i) continue;
+            ok = insert_at(root, child_index(root, L[i]), antiquant_layer(a, &p->quants[a->quant])) &&
+                 set_string(L[i], "bottom", a->bottom, a->name);
+        }
         if (!ok || p->quantized[i] < 0) continue;
         const calq__xc_layer *l = &p->layers[p->quantized[i]];
         const calq__xc_quant *q = &p->quants[l->quant];
-        if (q->before == i) ok = insert_at(root, child_index(root, L[i]), quant_layer(q));
         if (ok) ok = set_string(L[i], "bottom", 0, q->name);
         if (ok && !top) top = calq_tp_nth(L[i], "top", 0)->text;
         if (ok) ok = insert_at(root, child_index(root, L[i]) + 1, dequant_layer(l, top));

@@ -277,12 +277,15 @@ calq_status calq__save_check(const calq_model *m, const calq_record *r, const ca
     if (!list) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
     list[0] = '\0';
     const char *first = NULL;
-    for (int i = 0; i < cfg->n_layers * 2; i++) {
-        /* each enabled layer's key, and "<layer>:1" of a MatMul with two variable inputs (§8.1) */
-        const calq_layer_config *lc = &cfg->layers[i / 2];
-        if (!lc->quant_enable || (i % 2 && !((lc->kind->act_inputs >> 1) & 1u))) continue;
-        char *own = i % 2 ? calq__record_key(lc->name, 1) : NULL;
-        const char *key = i % 2 ? own : lc->name;
+    for (int i = 0; i < cfg->n_layers * 2 + cfg->n_tensors; i++) {
+        /* each enabled layer's key, "<layer>:1" of a MatMul with two variable inputs (§8.1), and
+         * "<layer>:<input>" of each tensor_quantize entry (§7.1) */
+        const bool tensor = i >= cfg->n_layers * 2;
+        const calq_layer_config *lc = tensor ? &cfg->tensors[i - cfg->n_layers * 2] : &cfg->layers[i / 2];
+        const bool second = !tensor && i % 2;
+        if (!lc->quant_enable || (second && !((lc->kind->act_inputs >> 1) & 1u))) continue;
+        char *own = second || tensor ? calq__record_key(lc->name, tensor ? lc->input : 1) : NULL;
+        const char *key = second || tensor ? own : lc->name;
         if (!key) {
             free(list);
             return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");

@@ -94,6 +94,11 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
  * one), so the pool sees the values the quantized layers see; NULL otherwise (err->status
  * set on failure). */
 const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err);
+/* Input k of node ni quantized with tensor_quantize factors rl and restored, in an Ascend format
+ * (§9.3, §7.2): its new name; NULL on failure (err set). */
+const char *calq__ascend_tensor_input(calq__xctx *c, int ni, int k, const calq_record_layer *rl, calq_error *err);
+/* The record entry of a tensor_quantize input (input k of node ni, enabled in the config), or NULL. */
+const calq_record_layer *calq__x_tensor_record(const calq__xctx *c, int ni, int k);
 
 /* A node kept from the model, converted when the opset is raised to 13 (export_upgrade.c):
  * *out is src itself or an arena copy. Fails naming an operator that cannot be raised. */

@@ -309,6 +309,20 @@ calq_status calq__ascend_layer(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     return CALQ_OK;
 }
 
+/* Tensor v quantized as the chain named after `chain` (shared with layers reading it with the
+ * same factors) and restored by <base>.antiquant: AscendQuant -> AscendAntiQuant (deploy) or the
+ * fake-quant chain -> Mul(scale_d) (fake-quant), §9.3. The restored tensor's name; NULL on OOM. */
+static const char *quant_antiquant(calq__xctx *c, const char *chain, const char *base, int v,
+                                   const calq_record_layer *rl, calq_error *err)
+{
+    const char *xq = act_quant(c, chain, c->g->values[v].name, rl->scale_d, rl->offset_d);
+    if (!xq) {
+        oom(err);
+        return NULL;
+    }
+    return antiquant(c, base, xq, rl, err);
+}
+
 const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err)
 {
     const calq_node *n = &c->g->nodes[ni];
@@ -322,10 +336,17 @@ const char *calq__ascend_pool_input(calq__xctx *c, int ni, calq_error *err)
             rl = calq__record_find(c->rec, layer);
         }
     if (!rl) return NULL; /* no quantized reader: the pool reads the float tensor */
-    const char *xq = act_quant(c, layer, c->g->values[v].name, rl->scale_d, rl->offset_d);
-    if (!xq) {
+    return quant_antiquant(c, layer, n->name, v, rl, err);
+}
+
+const char *calq__ascend_tensor_input(calq__xctx *c, int ni, int k, const calq_record_layer *rl, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    char *base = k == 0 ? (char *)n->name : calq__xa_printf(&c->x.a, "%s_input%d", n->name, k);
+    if (!base) {
         oom(err);
         return NULL;
     }
-    return antiquant(c, n->name, xq, rl, err);
+    /* the chain is shared with any quantized layer reading the tensor with the same factors */
+    return quant_antiquant(c, base, base, n->inputs[k], rl, err);
 }

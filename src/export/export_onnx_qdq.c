@@ -141,6 +141,17 @@ const calq_record_layer *calq__x_input_record(const calq__xctx *c, int ni, int k
     return rl;
 }
 
+const calq_record_layer *calq__x_tensor_record(const calq__xctx *c, int ni, int k)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_layer_config *t = calq__config_find_tensor(c->cfg, n->name, k);
+    if (!t || !t->quant_enable || k >= n->n_inputs || n->inputs[k] < 0) return NULL;
+    char *key = calq__record_key(n->name, k); /* "<layer>:<input>", input 0 too (§7.1) */
+    const calq_record_layer *rl = key ? calq__record_find(c->rec, key) : NULL;
+    free(key);
+    return rl;
+}
+
 const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
 {
     const calq_value *val = &c->g->values[v];
@@ -424,14 +435,26 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) nd->output[k] = c->g->values[n->outputs[k]].name;
         }
-        /* AMCT's MaxPool beside quantized readers of its input (§9.3) */
-        const char *pin = NULL;
-        if ((c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY) &&
-            !(pin = calq__ascend_pool_input(c, ni, err)) && err->status)
-            return err->status;
-        if (pin) {
+        /* tensor_quantize inputs (§7.2): quantized and restored before the float op (Ascend:
+         * Quant -> AntiQuant, §9.3; QDQ / QOperator: a Q -> DQ pair of the node's own); else
+         * AMCT's MaxPool beside quantized readers of its input (§9.3) */
+        const bool ascend = c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY;
+        for (int k = 0; k < n->n_inputs && k < (int)nd->n_input; k++) {
+            const calq_record_layer *rt = calq__x_tensor_record(c, ni, k);
+            const char *pin = NULL;
+            if (rt && ascend) {
+                if (!(pin = calq__ascend_tensor_input(c, ni, k, rt, err))) return err->status;
+            } else if (rt) {
+                calq__xact *a = calq__xact_get(c, c->g->values[n->inputs[k]].name, rt->scale_d, rt->offset_d,
+                                               c->fmt == CALQ_SAVE_QDQ ? n->name : NULL, true);
+                if (!a) return oom(err);
+                pin = a->dq;
+            } else if (k == 0 && ascend && !(pin = calq__ascend_pool_input(c, ni, err)) && err->status) {
+                return err->status;
+            }
+            if (!pin) continue;
             if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
-            nd->input[0] = (char *)pin;
+            nd->input[k] = (char *)pin;
         }
     }
     return calq__xg_node(&c->x, (Onnx__NodeProto *)nd) ? CALQ_OK : oom(err);

@@ -156,7 +156,8 @@ static int cmp_name(const void *a, const void *b)
 
 static bool is_unchanged(const char *op)
 {
-    if (calq__qkind_by_onnx(op)) return true;
+    const calq_qkind *k = calq__qkind_by_onnx(op); /* a layer kind; tensor-only ones are ordinary ops here */
+    if (k && !k->tensor_only) return true;
     return bsearch(&op, unchanged, sizeof unchanged / sizeof unchanged[0], sizeof unchanged[0], cmp_name) != NULL;
 }
 

@@ -132,6 +132,7 @@ calq_status calq__caffe_map_normalize(calq_caffe_ctx *c, calq_caffe_layer *L);
 /* AMCT's Quant / DeQuant layers (caffe_layers_quant.c). */
 calq_status calq__caffe_map_quant(calq_caffe_ctx *c, calq_caffe_layer *L);
 calq_status calq__caffe_map_dequant(calq_caffe_ctx *c, calq_caffe_layer *L);
+calq_status calq__caffe_map_antiquant(calq_caffe_ctx *c, calq_caffe_layer *L);
 
 /* The mapper for a LayerParameter type name, or NULL. */
 calq_caffe_map_fn calq__caffe_mapper(const char *type);

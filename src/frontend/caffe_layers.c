@@ -566,6 +566,7 @@ calq_caffe_map_fn calq__caffe_mapper(const char *type)
         {"Normalize", calq__caffe_map_normalize},
         {"Quant", calq__caffe_map_quant},
         {"DeQuant", calq__caffe_map_dequant},
+        {"AntiQuant", calq__caffe_map_antiquant},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (strcmp(table[i].type, type) == 0) return table[i].fn;

@@ -7,6 +7,11 @@
  *   fake-quant:    Quant   -> AscendQuant -> AscendAntiQuant(scale_d, -offset_d), a float
  *                             quantize-dequantize (AMCT's fake Quant layer, §9.2)
  *                  DeQuant -> Identity (AMCT's fake DeQuant without shift_bit, §9.2)
+ *   AntiQuant (§9.3, a Quant's top restored before a float layer): AscendAntiQuant(scale_d,
+ *                  -offset_d) after a deploy Quant, the identity after a fake one (whose output
+ *                  is already restored; AMCT's Caffe AntiQuant layer copies its bottom). Its
+ *                  quant_param is the Quant's (scale 1/scale_d, offset_d), calq's reading of a
+ *                  layer AMCT gives no parameter message (§13.4).
  *
  * A deploy model is told from a fake-quant one by its blobs: the deploy DeQuant holds one uint64
  * blob, and the Quant's object layer int8 weights. */
@@ -141,6 +146,42 @@ calq_status calq__caffe_map_dequant(calq_caffe_ctx *c, calq_caffe_layer *L)
     int x = L->bottom[0];
     int y = calq__caffe_top(c, L, 0);
     if (y < 0 || calq__caffe_node(c, L, "Identity", NULL, true, &x, 1, &y, 1) < 0) return c->status;
+    calq__caffe_copy_shape(c, y, x);
+    return CALQ_OK;
+}
+
+calq_status calq__caffe_map_antiquant(calq_caffe_ctx *c, calq_caffe_layer *L)
+{
+    CALQ_TRY(calq__caffe_need_io(c, L, 1, 1, 1, 1));
+    int x = L->bottom[0], y = calq__caffe_top(c, L, 0);
+    if (y < 0) return c->status;
+    /* after a deploy Quant the bottom is the int8 output of an AscendQuant */
+    bool after_deploy_quant = false;
+    for (int i = 0; i < c->g->n_nodes && !after_deploy_quant; i++)
+        for (int k = 0; k < c->g->nodes[i].n_outputs; k++)
+            if (c->g->nodes[i].outputs[k] == x && strcmp(c->g->nodes[i].op_type, "AscendQuant") == 0)
+                after_deploy_quant = true;
+    if (!after_deploy_quant) {
+        if (calq__caffe_node(c, L, "Identity", NULL, true, &x, 1, &y, 1) < 0) return c->status;
+        calq__caffe_copy_shape(c, y, x);
+        return CALQ_OK;
+    }
+    const calq_tp_node *p = calq__caffe_param(L, "quant_param");
+    float scale;
+    int offset;
+    CALQ_TRY(calq__caffe_get_float(c, p, "scale", NAN, &scale));
+    if (!(scale > 0.0f) || isinf(scale))
+        return calq__caffe_fail(c, L, CALQ_ERR_BAD_FORMAT,
+                                "quant_param.scale (1/scale_d) must be a positive finite number, got %g",
+                                (double)scale);
+    CALQ_TRY(quant_offset(c, L, p, &offset));
+    int node = calq__caffe_node(c, L, "AscendAntiQuant", NULL, true, &x, 1, &y, 1);
+    if (node < 0) return c->status;
+    /* y = (q + offset) * scale with offset = -offset_d: (q - offset_d) * scale_d (§9.1, §9.3) */
+    CALQ_TRY(calq__caffe_attr_float(c, node, "scale", 1.0f / scale));
+    CALQ_TRY(calq__caffe_attr_float(c, node, "offset", (float)-offset));
+    CALQ_TRY(calq__caffe_attr_int(c, node, "sqrt_mode", 0));
+    CALQ_TRY(calq__caffe_attr_int(c, node, "dtype", 0));
     calq__caffe_copy_shape(c, y, x);
     return CALQ_OK;
 }

@@ -7,6 +7,13 @@
 
 #define RANK(r) (1u << (r))
 
+#define TENSOR_ROW(ID, ONNX, CAFFE, INPUTS)                                                                            \
+    {                                                                                                                  \
+        .id = (ID), .onnx = (ONNX), .caffe = (CAFFE), .act_inputs = (INPUTS), .weights = CALQ_QKIND_WEIGHTS_NONE,      \
+        .weight_input = -1, .weight2_input = -1, .bias_input = -1, .tensor_only = true, .layout = CALQ_WEIGHTS_MATRIX, \
+        .output_channel_axis = 1,                                                                                      \
+    }
+
 static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
     /* Conv: 4-D / 5-D constant weight (§8.1); per channel, dim 0 of [Cout, Cin/group, k...]
      * (§8.2); Conv + BN folds (§8.3 FUSE_ONNX_TYPES). */
@@ -186,6 +193,22 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
         .weight_ranks = RANK(3),
         .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
     },
+    /* Tensor-only kinds: an input tensor quantized and restored before a float op (§7.2
+     * tensor_quantize, record key "<layer>:<input>" with scale_d / offset_d, §7.1; AscendQuant ->
+     * AscendAntiQuant in the deploy model, §9.3). AMCT names MaxPool and Add (§8.1; Caffe's
+     * Pooling MAX and Eltwise SUM); the others are the ops onnxruntime runs on int8 tensors
+     * (QLinearMul / QLinearConcat / QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu
+     * / QLinearSoftmax, int8 MaxPool and Resize), which calq's int8 ONNX exports quantize. Their
+     * other inputs may be constants (Add(x, bias)); only the input named is quantized. */
+    TENSOR_ROW(CALQ_QKIND_MAX_POOL, "MaxPool", "Pooling", 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_ADD, "Add", "Eltwise", (1u << 0) | (1u << 1)),
+    TENSOR_ROW(CALQ_QKIND_MUL, "Mul", NULL, (1u << 0) | (1u << 1)),
+    TENSOR_ROW(CALQ_QKIND_CONCAT, "Concat", NULL, CALQ_QKIND_EVERY_INPUT),
+    TENSOR_ROW(CALQ_QKIND_GLOBAL_AVERAGE_POOL, "GlobalAveragePool", NULL, 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_RESIZE, "Resize", NULL, 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_SIGMOID, "Sigmoid", NULL, 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_LEAKY_RELU, "LeakyRelu", NULL, 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_SOFTMAX, "Softmax", NULL, 1u << 0),
 };
 
 int calq__qkind_count(void)
@@ -220,8 +243,9 @@ const calq_qkind *calq__qkind_by_caffe(const char *name)
 static const char *name_of(const calq_qkind *k, calq_qkind_names_of which)
 {
     switch (which) {
-    case CALQ_QKIND_NAMES_ONNX: return k->onnx;
-    case CALQ_QKIND_NAMES_CAFFE: return k->caffe;
+    case CALQ_QKIND_NAMES_ONNX: return k->tensor_only ? NULL : k->onnx;
+    case CALQ_QKIND_NAMES_CAFFE: return k->tensor_only ? NULL : k->caffe;
+    case CALQ_QKIND_NAMES_TENSOR: return k->tensor_only ? k->onnx : NULL;
     case CALQ_QKIND_NAMES_CHANNEL_WISE: return k->channel_wise ? k->onnx : NULL;
     }
     return NULL;

@@ -32,6 +32,16 @@ typedef enum calq_qkind_id {
     CALQ_QKIND_LSTM,
     CALQ_QKIND_GRU,
     CALQ_QKIND_RNN,
+    /* tensor-only kinds (§7.2 tensor_quantize; Caffe's Pooling MAX and Eltwise SUM, §8.1) */
+    CALQ_QKIND_MAX_POOL,
+    CALQ_QKIND_ADD,
+    CALQ_QKIND_MUL,
+    CALQ_QKIND_CONCAT,
+    CALQ_QKIND_GLOBAL_AVERAGE_POOL,
+    CALQ_QKIND_RESIZE,
+    CALQ_QKIND_SIGMOID,
+    CALQ_QKIND_LEAKY_RELU,
+    CALQ_QKIND_SOFTMAX,
     CALQ_QKIND_COUNT
 } calq_qkind_id;
 
@@ -139,8 +149,9 @@ const calq_qkind *calq__qkind_by_caffe(const char *name);
 
 /* Which names calq__qkind_names lists. */
 typedef enum calq_qkind_names_of {
-    CALQ_QKIND_NAMES_ONNX,        /* every ONNX name */
-    CALQ_QKIND_NAMES_CAFFE,       /* every Caffe name */
+    CALQ_QKIND_NAMES_ONNX,        /* every ONNX name of a layer kind (not tensor-only) */
+    CALQ_QKIND_NAMES_CAFFE,       /* every Caffe name of a layer kind */
+    CALQ_QKIND_NAMES_TENSOR,      /* the ONNX names of the tensor-only kinds (tensor_quantize) */
     CALQ_QKIND_NAMES_CHANNEL_WISE /* the ONNX names of the kinds that allow per-channel weights */
 } calq_qkind_names_of;
 

@@ -136,6 +136,18 @@ def ort_probe(src, opt, dst, map_path):
         qs = [c for c in cons.get(out, []) if c.op_type == "QuantizeLinear"]
         if len(qs) == 1:
             layer_q.setdefault(wdq.input[0], []).append(qs[0].output[0])
+    # onnxruntime's com.microsoft QLinear ops keep the name of the node they replace; their
+    # output is the Q after it (past a Relu / Clip it found redundant): input index of y's zp
+    qlinear_zp = {"QLinearAdd": 7, "QLinearMul": 7, "QLinearConcat": 1, "QLinearGlobalAveragePool": 4,
+                  "QLinearAveragePool": 4, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4, "QLinearSoftmax": 4}
+    by_node = {}
+    for n in orig.node:
+        out = n.output[0] if n.output else None
+        while out and len(cons.get(out, [])) == 1 and cons[out][0].op_type in ("Relu", "Clip"):
+            out = cons[out][0].output[0]
+        qs = [c for c in cons.get(out, []) if c.op_type == "QuantizeLinear"]
+        if n.name and len(qs) == 1:
+            by_node[n.name] = qs[0].output[0]
     m = onnx.load(opt)
     zp_type = {i.name: i.data_type for i in m.graph.initializer}
     have = {o.name for o in m.graph.output}
@@ -144,6 +156,8 @@ def ort_probe(src, opt, dst, map_path):
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         if n.op_type == "QuantizeLinear":
             name, zp = q_by_name.get(n.name), n.input[2] if len(n.input) > 2 else None
+        elif n.op_type in qlinear_zp and n.name in by_node:
+            name, zp = by_node[n.name], n.input[qlinear_zp[n.op_type]]
         elif n.op_type in ("QLinearConv", "QLinearMatMul") or (n.op_type == "QGemm" and len(n.input) > 8):
             cand = layer_q.get(n.input[3]) or q_by_scale.get(n.input[6 if n.op_type != "QGemm" else 7], [])
             name = cand[0] if len(cand) == 1 else None
@@ -191,6 +205,8 @@ def ort_steps(map_path, ort_dir, calq_dir, max_step):
             print("ortsteps: calq did not write %s" % info["name"])
             return 1
         b = np.load(fb).astype(np.int32)
+        if a.ndim == 4 and a.shape != b.shape and a.transpose(0, 3, 1, 2).shape == b.shape:
+            a = a.transpose(0, 3, 1, 2)  # a tensor of onnxruntime's NHWC chain (its layout transformer)
         if a.shape != b.shape and a.size == b.size:
             # a layer's output Q that onnxruntime's QDQ propagation moved up across a Transpose /
             # Reshape onto the layer: the same values in the layer's layout

@@ -417,7 +417,28 @@ static void test_json_errors(calq_model *m)
         {"{\"conv\": {\"dmq_balancer_param\": 0}}", CALQ_ERR_BAD_PARAMETERS, "or be left out to disable DMQ"},
         {"{\"pool\": {\"dmq_balancer_param\": 0.5}}", CALQ_ERR_BAD_PARAMETERS,
          "layer 'pool': dmq_balancer_param is set but layer 'pool' is an AveragePool"},
-        {"{\"tensor_quantize\": [{\"layer_name\": \"pool\"}]}", CALQ_ERR_UNSUPPORTED, "'tensor_quantize'"},
+        /* tensor_quantize (§7.2): an input of a float op, quantized on its own */
+        {"{\"tensor_quantize\": [{\"layer_name\": \"pool\"}]}", CALQ_ERR_BAD_PARAMETERS,
+         "bad.json: tensor_quantize: input 0 of layer 'pool' (a AveragePool) cannot be quantized on its own: "
+         "tensor_quantize takes a variable float input of MaxPool, Add, Mul, Concat"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"relu\", \"input_index\": 0}]}", CALQ_ERR_BAD_PARAMETERS,
+         "input 0 of layer 'relu' (a Relu) cannot be quantized on its own"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"add\", \"input_index\": 2}]}", CALQ_ERR_BAD_PARAMETERS,
+         "tensor_quantize: input_index 2 of layer 'add': a Add with 2 inputs"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"ad\"}]}", CALQ_ERR_BAD_PARAMETERS,
+         "bad.json: tensor_quantize: the model has no layer 'ad'"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"add\"}, {\"layer_name\": \"add\", \"input_index\": 0}]}",
+         CALQ_ERR_BAD_PARAMETERS, "tensor_quantize[1]: input 0 of layer 'add' is listed twice"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"add\", \"quant_enable\": true}]}", CALQ_ERR_BAD_FORMAT,
+         "tensor_quantize[0]: unknown key 'quant_enable' (the keys here are layer_name, input_index, "
+         "activation_quant_params)"},
+        {"{\"tensor_quantize\": [{\"layer_name\": 3}]}", CALQ_ERR_BAD_FORMAT,
+         "tensor_quantize[0]: 'layer_name' must be a layer name (a string), found a number"},
+        {"{\"tensor_quantize\": {\"layer_name\": \"add\"}}", CALQ_ERR_BAD_FORMAT,
+         "'tensor_quantize' must be an array of {layer_name, input_index, ...} objects"},
+        {"{\"tensor_quantize\": [{\"layer_name\": \"add\", \"activation_quant_params\": {\"search_step\": 0}}]}",
+         CALQ_ERR_BAD_PARAMETERS,
+         "bad.json: tensor_quantize[0]: layer 'add' input 0: activation_quant_params.search_step is 0"},
         {"{\"skip_fusion_layers\": [\"nope\"]}", CALQ_ERR_BAD_PARAMETERS,
          "skip_fusion_layers: the model has no layer 'nope'"},
         {"{\"skip_fusion_layers\": [1]}", CALQ_ERR_BAD_FORMAT, "'skip_fusion_layers' must hold layer names"},
@@ -647,6 +668,52 @@ static void test_cfg(calq_model *m)
 
 /* "skip_layers" (calq's extension, the remedy the calibration failure report prints) turns the
  * named layers off, whatever their own entries say; a name that is not a quantizable layer fails. */
+/* tensor_quantize entries (§7.2): read with their own parameters (asymmetric from the global
+ * activation_offset wherever it is in the file), written back after skip_fusion_layers, the
+ * same bytes on a second round trip; a config without entries writes no key. */
+static void test_tensor_quantize(calq_model *m)
+{
+    static const char json[] =
+        "{\"tensor_quantize\": [{\"layer_name\": \"add\", \"input_index\": 1, \"activation_quant_params\": "
+        "{\"act_algo\": \"hfmg\", \"num_of_bins\": 1024}}, {\"layer_name\": \"add\"}],\n"
+        " \"activation_offset\": false, \"conv\": {}}";
+    calq_error err = {0};
+    calq_config *c = NULL;
+    EXPECT(calq__config_parse_json(m, json, strlen(json), "t.json", &c, &err) == CALQ_OK);
+    if (!c) return;
+    EXPECT(c->n_tensors == 2 && c->n_layers == 1);
+    const calq_layer_config *t0 = calq__config_find_tensor(c, "add", 0), *t1 = calq__config_find_tensor(c, "add", 1);
+    EXPECT(t0 && t1 && t0 == &c->tensors[0] && t0->tensor && t0->quant_enable); /* sorted by input */
+    EXPECT(t0 && !t0->act.asymmetric && t0->act.algo == CALQ_ACT_IFMR && !t0->has_weights);
+    EXPECT(t1 && t1->act.algo == CALQ_ACT_HFMG && t1->act.num_of_bins == 1024 && !strcmp(t1->op_type, "Add"));
+    EXPECT(!calq__config_find_tensor(c, "add", 2) && !calq__config_find(c, "add"));
+    const char *p1 = tmp_path("t1.json"), *p2 = tmp_path("t2.json");
+    EXPECT(calq_config_save(c, p1, &err) == CALQ_OK);
+    calq_config *back = NULL;
+    EXPECT(calq_config_load(m, p1, &back, &err) == CALQ_OK);
+    if (back) EXPECT(calq_config_save(back, p2, &err) == CALQ_OK);
+    size_t n1 = 0, n2 = 0;
+    char *a = slurp(p1, &n1), *b = slurp(p2, &n2);
+    EXPECT(a && b && n1 == n2 && !memcmp(a, b, n1));
+    EXPECT(a && strstr(a, "\"skip_fusion_layers\": [],\n    \"tensor_quantize\": [\n        {\n            "
+                          "\"layer_name\": \"add\",\n            \"input_index\": 0,"));
+    calq_config *copy = calq__config_clone(c);
+    EXPECT(copy && copy->n_tensors == 2 && copy->tensors[1].input == 1 && copy->tensors[1].name != c->tensors[1].name);
+    free(a);
+    free(b);
+    calq_config_free(copy);
+    calq_config_free(back);
+    calq_config_free(c);
+    /* no entries: no key (AMCT's files round-trip to the same bytes) */
+    c = NULL;
+    EXPECT(calq__config_parse_json(m, "{\"conv\": {}}", 12, "t.json", &c, &err) == CALQ_OK);
+    if (c) EXPECT(calq_config_save(c, p1, &err) == CALQ_OK);
+    a = slurp(p1, &n1);
+    EXPECT(a && !strstr(a, "tensor_quantize"));
+    free(a);
+    calq_config_free(c);
+}
+
 static void test_skip_layers(calq_model *m)
 {
     static const char text[] = "{\"skip_layers\": [\"conv\"], \"conv\": {\"quant_enable\": true}, "
@@ -686,6 +753,7 @@ int main(void)
     test_dmq(m);
     test_json_errors(m);
     test_skip_layers(m);
+    test_tensor_quantize(m);
     test_cfg(m);
     calq_model_free(m);
     test_defaults_ultraface();

@@ -177,6 +177,16 @@ static void test_checks(void)
                 "input 7 of layer conv");
     expect_fail("record { key: \"nope:1\" value { scale_d: 1 offset_d: 0 } }", CALQ_ERR_RECORD_FILE,
                 "find nope:1 failure in m.onnx");
+    /* an Add's inputs (tensor_quantize, §7.2): scale_d / offset_d only */
+    char t[2048];
+    snprintf(t, sizeof t, "%srecord { key: \"add:1\" value { scale_d: 0.5 offset_d: 3 } }\n", record_text(GOOD_CONV));
+    calq_error err;
+    EXPECT(check_text(t, &err) == CALQ_OK);
+    snprintf(t, sizeof t, "%srecord { key: \"add:0\" value { scale_d: 0.5 offset_d: 3 scale_w: 1 offset_w: 0 } }\n",
+             record_text(GOOD_CONV));
+    expect_fail(t, CALQ_ERR_RECORD_FILE, "find undesirable scale_w of layer add:0");
+    snprintf(t, sizeof t, "%srecord { key: \"add:0\" value { offset_d: 3 } }\n", record_text(GOOD_CONV));
+    expect_fail(t, CALQ_ERR_RECORD_FILE, "cannot find scale_d of layer add:0");
 }
 
 /* Keys name a node, or "<node>:<input>" (decimal); a node whose own name looks like that wins. */

@@ -477,6 +477,101 @@ static void test_outputs(void)
     teardown(&f);
 }
 
+/* §9.3 and tensor_quantize (§7.2) in Caffe: a MAX Pooling reading the quantized conv's bottom gets
+ * the conv's (shared) Quant and an AntiQuant; both bottoms of an Eltwise SUM listed in
+ * tensor_quantize get Quant -> AntiQuant each ("e:0", "e:1"). Loaded back: AntiQuant is
+ * AscendAntiQuant(scale_d, -offset_d) after a deploy Quant, Identity in the fake-quant model, and
+ * the two models compute the same values within one step. */
+static const char PROTO_PAIRS[] =
+    "name: 'p'\n"
+    "input: 'data' input_shape { dim: 1 dim: 2 dim: 4 dim: 4 }\n"
+    "layer { name: 'conv2' type: 'Convolution' bottom: 'data' top: 'c2'\n"
+    "        convolution_param { num_output: 2 kernel_size: 1 } }\n"
+    "layer { name: 'mp' type: 'Pooling' bottom: 'data' top: 'm' pooling_param { pool: MAX kernel_size: 1 } }\n"
+    "layer { name: 'e' type: 'Eltwise' bottom: 'c2' bottom: 'm' top: 'e' }\n";
+
+static void test_pairs(void)
+{
+    static int64_t d_w[] = {2, 2, 1, 1}, d_2[] = {2};
+    CalqCaffe__BlobProto *b[2] = {blob(d_w, 4, W2, 4), blob(d_2, 1, B2, 2)};
+    CalqCaffe__LayerParameter lp, *lpp = &lp;
+    calq_caffe__layer_parameter__init(&lp);
+    lp.name = "conv2";
+    lp.n_blobs = 2;
+    lp.blobs = b;
+    CalqCaffe__NetParameter net;
+    calq_caffe__net_parameter__init(&net);
+    net.n_layer = 1;
+    net.layer = &lpp;
+    size_t len = calq_caffe__net_parameter__get_packed_size(&net);
+    uint8_t *bin = malloc(len);
+    calq_caffe__net_parameter__pack(&net, bin);
+    free(b[0]->shape), free(b[0]), free(b[1]->shape), free(b[1]);
+    static const char rec_text[] = "record { key: 'conv2' value { scale_d: 0.05 offset_d: -3 scale_w: 0.005 scale_w: "
+                                   "0.005 offset_w: 0 offset_w: 0 "
+                                   "} }\n"
+                                   "record { key: 'e:0' value { scale_d: 0.02 offset_d: 1 } }\n"
+                                   "record { key: 'e:1' value { scale_d: 0.04 offset_d: -2 } }\n";
+    static const char cfg_text[] = "{\"conv2\": {}, \"tensor_quantize\": [{\"layer_name\": \"e\"}, "
+                                   "{\"layer_name\": \"e\", \"input_index\": 1}]}";
+    calq_model *m = NULL;
+    calq_record *rec = NULL;
+    calq_config *cfg = NULL;
+    calq_error err = {0};
+    calq_staged_files out = {0};
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/pairs", dir);
+    calq_status st =
+        calq__caffe_load_buffers(PROTO_PAIRS, strlen(PROTO_PAIRS), "p.prototxt", bin, len, "p.caffemodel", &m, &err);
+    if (!st) st = calq__record_parse(rec_text, strlen(rec_text), "record", &rec, &err);
+    if (!st) st = calq__config_parse_json(m, cfg_text, strlen(cfg_text), "c.json", &cfg, &err);
+    if (!st) st = calq__save_check(m, rec, cfg, "record", &err);
+    if (!st) st = calq__export_caffe(m, rec, cfg, false, prefix, &out, &err);
+    if (!st) st = calq__export_caffe(m, rec, cfg, true, prefix, &out, &err);
+    st = st ? (calq__staged_abort(&out), st) : calq__staged_commit(&out, &err);
+    if (st) fprintf(stderr, "pairs: %s\n", err.message);
+    EXPECT(st == CALQ_OK);
+    calq_model *fake = st ? NULL : load("pairs", "fake_quant"), *dep = st ? NULL : load("pairs", "deploy");
+    if (fake && dep) {
+        /* the pool shares conv2's Quant (§9.3); each Eltwise bottom its own pair */
+        const calq_node *a = node(dep, "mp_antiquant_layer"), *a0 = node(dep, "e_antiquant_layer");
+        const calq_node *a1 = node(dep, "e_input1_antiquant_layer");
+        EXPECT(a && !strcmp(a->op_type, "AscendAntiQuant") && a0 && a1 && !strcmp(a1->op_type, "AscendAntiQuant"));
+        EXPECT(a && fabsf(calq__attr_float(a, "scale", 0) - 0.05f) < 1e-7f && calq__attr_float(a, "offset", 0) == 3.0f);
+        EXPECT(a1 && fabsf(calq__attr_float(a1, "scale", 0) - 0.04f) < 1e-7f &&
+               calq__attr_float(a1, "offset", 0) == 2.0f);
+        EXPECT(a && dep->g->values[a->inputs[0]].producer >= 0 &&
+               !strcmp(dep->g->nodes[dep->g->values[a->inputs[0]].producer].name, "conv2_quant_layer"));
+        const calq_node *f1 = node(fake, "e_input1_antiquant_layer");
+        EXPECT(f1 && !strcmp(f1->op_type, "Identity"));
+        /* both run; the values within one step of the output's coarsest factor */
+        float x[32], yf[32], yd[32];
+        for (int i = 0; i < 32; i++) x[i] = 0.37f * (float)((i * 5) % 13 - 6);
+        calq_tensor in = {.dtype = CALQ_DTYPE_FLOAT32, .ndim = 4, .dims = {1, 2, 4, 4}, .data = x};
+        for (int k = 0; k < 2; k++) {
+            calq_session *s = NULL;
+            const calq_tensor *o = NULL;
+            if (calq_session_create(k ? dep : fake, NULL, &s, &err) || calq_session_run(s, &in, 1, &err) ||
+                calq_session_output(s, 0, &o) || calq_tensor_numel(o) != 32) {
+                fprintf(stderr, "pairs run: %s\n", err.message);
+                failures++;
+            } else {
+                memcpy(k ? yd : yf, o->data, sizeof yf);
+            }
+            calq_session_free(s);
+        }
+        float worst = 0;
+        for (int i = 0; i < 32; i++) worst = fmaxf(worst, fabsf(yf[i] - yd[i]));
+        EXPECT(worst <= 0.0401f);
+    }
+    calq_model_free(fake);
+    calq_model_free(dep);
+    calq_config_free(cfg);
+    calq__record_free(rec);
+    calq_model_free(m);
+    free(bin);
+}
+
 /* do_fusion false: BatchNorm and Scale stay, conv1 keeps its top and has no bias. */
 static void test_no_fusion(void)
 {
@@ -674,6 +769,7 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/calq_export_caffe.XXXXXX");
     if (!mkdtemp(dir)) return 1;
     test_outputs();
+    test_pairs();
     test_no_fusion();
     test_bias_overflow();
     test_grouped_deconv();

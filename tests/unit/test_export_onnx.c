@@ -224,6 +224,67 @@ static void test_ascend(calq_model *model, const char *rec)
     unlink(keep);
 }
 
+/* tensor_quantize (§7.2): both inputs of the Add, "add:0" and "add:1" in the record. QDQ: a
+ * Q -> DQ pair before each; deploy: AscendQuant -> AscendAntiQuant{scale_d, -offset_d} (§9.3);
+ * fake-quant: the chain -> Mul(scale_d). The layers are written as without the entries. */
+static void test_tensor_quantize(calq_model *model)
+{
+    char rec[128], cfg[128], prefix[96], path[160];
+    snprintf(rec, sizeof rec, "%s/record_t.txt", dir);
+    snprintf(cfg, sizeof cfg, "%s/config_t.json", dir);
+    snprintf(prefix, sizeof prefix, "%s/t", dir);
+    char text[sizeof RECORD + 200];
+    snprintf(text, sizeof text,
+             "%srecord { key: \"add:0\" value { scale_d: 0.125 offset_d: 4 } }\n"
+             "record { key: \"add:1\" value { scale_d: 0.0625 offset_d: -2 } }\n",
+             RECORD);
+    write_text(rec, text);
+    write_text(cfg, "{\"conv\": {}, \"pool\": {}, \"fc\": {}, \"mm\": {}, \"deconv\": {}, \"tensor_quantize\": "
+                    "[{\"layer_name\": \"add\", \"input_index\": 0}, {\"layer_name\": \"add\", \"input_index\": 1}]}");
+    const calq_save_format fmts[] = {CALQ_SAVE_QDQ, CALQ_SAVE_ASCEND_DEPLOY, CALQ_SAVE_ASCEND_FAKE_QUANT};
+    calq_error err = {0};
+    EXPECT(calq_save_models(model, rec, cfg, fmts, 3, prefix, &err) == CALQ_OK);
+    if (err.status) fprintf(stderr, "  %s\n", err.message);
+    snprintf(path, sizeof path, "%s_qdq.onnx", prefix);
+    Onnx__ModelProto *m = load(path);
+    const Onnx__NodeProto *add = m ? node_named(m, "add") : NULL;
+    EXPECT(m && count_op(m, "QuantizeLinear") == 7 && add && add->n_input == 2);
+    for (int k = 0; add && k < 2; k++) {
+        const Onnx__NodeProto *dq = node_out(m, add->input[k]);
+        const Onnx__NodeProto *q = dq ? node_out(m, dq->input[0]) : NULL;
+        const Onnx__TensorProto *sc = dq ? init(m, dq->input[1]) : NULL;
+        EXPECT(dq && !strcmp(dq->op_type, "DequantizeLinear") && q && !strcmp(q->op_type, "QuantizeLinear"));
+        EXPECT(sc && sc->raw_data.len == 4 && *(const float *)sc->raw_data.data == (k ? 0.0625f : 0.125f));
+        EXPECT(q && !strcmp(q->input[0], k ? "y" : "h"));
+    }
+    if (m) onnx__model_proto__free_unpacked(m, NULL);
+    snprintf(path, sizeof path, "%s_deploy_model.onnx", prefix);
+    m = load(path);
+    add = m ? node_named(m, "add") : NULL;
+    EXPECT(m && count_op(m, "AscendAntiQuant") == 2 && add);
+    for (int k = 0; add && k < 2; k++) {
+        const Onnx__NodeProto *a = node_out(m, add->input[k]);
+        const Onnx__NodeProto *q = a ? node_out(m, a->input[0]) : NULL;
+        EXPECT(a && !strcmp(a->op_type, "AscendAntiQuant") && attr_f(a, "scale") == (k ? 0.0625f : 0.125f) &&
+               attr_f(a, "offset") == (k ? 2.0f : -4.0f));
+        EXPECT(q && !strcmp(q->op_type, "AscendQuant") && attr_f(q, "scale") == (k ? 16.0f : 8.0f));
+    }
+    if (m) onnx__model_proto__free_unpacked(m, NULL);
+    snprintf(path, sizeof path, "%s_fake_quant_model.onnx", prefix);
+    m = load(path);
+    add = m ? node_named(m, "add") : NULL;
+    const Onnx__NodeProto *mul = add ? node_out(m, add->input[1]) : NULL;
+    EXPECT(mul && !strcmp(mul->op_type, "Mul") && node_out(m, mul->input[0]) &&
+           !strcmp(node_out(m, mul->input[0])->op_type, "Sub"));
+    if (m) onnx__model_proto__free_unpacked(m, NULL);
+    const char *files[] = {"record_t.txt", "config_t.json", "t_qdq.onnx", "t_deploy_model.onnx",
+                           "t_fake_quant_model.onnx"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !getenv("CALQ_TEST_KEEP"); i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+}
+
 static void expect_fail(calq_model *model, const char *text, const char *message)
 {
     char rec[96], prefix[96], path[128];
@@ -256,6 +317,7 @@ int main(void)
     test_qdq(model, rec);
     test_qoperator(model, rec);
     test_ascend(model, rec);
+    test_tensor_quantize(model);
     /* the save-time failures: a missing layer (all listed), offset_d 200, scale_d 0 */
     const char *mm = strstr(RECORD, "record { key: \"mm\"");
     const char *deconv = strstr(RECORD, "record { key: \"deconv\"");

@@ -274,6 +274,18 @@ static void test_future_rows(void)
     int cat = node(g, "Concat", "", (int[]){a, a, a}, 3), cat_c = node(g, "Concat", "", (int[]){a, bc}, 2);
     EXPECT(calq__qkind_match(&add, g, add_vv) && !calq__qkind_match(&add, g, add_vc));
     EXPECT(calq__qkind_match(&concat, g, cat) && !calq__qkind_match(&concat, g, cat_c));
+    /* the table's tensor-only rows: not layers; their inputs one by one (a constant stays float) */
+    EXPECT(!kind_of(g, add_vv) && !kind_of(g, cat));
+    EXPECT(calq__qkind_of_input(g, add_vv, 0) == calq__qkind(CALQ_QKIND_ADD) &&
+           calq__qkind_of_input(g, add_vv, 1) == calq__qkind(CALQ_QKIND_ADD));
+    EXPECT(calq__qkind_of_input(g, add_vc, 0) == calq__qkind(CALQ_QKIND_ADD) && !calq__qkind_of_input(g, add_vc, 1));
+    EXPECT(calq__qkind_of_input(g, cat, 2) == calq__qkind(CALQ_QKIND_CONCAT) && !calq__qkind_of_input(g, cat_c, 1));
+    EXPECT(calq__qkind(CALQ_QKIND_ADD)->tensor_only && !strcmp(calq__qkind(CALQ_QKIND_ADD)->caffe, "Eltwise"));
+    int relu = node(g, "Relu", "", &a, 1);
+    EXPECT(!calq__qkind_of_input(g, relu, 0));
+    char buf[256];
+    EXPECT(!strcmp(calq__qkind_names(CALQ_QKIND_NAMES_TENSOR, buf, sizeof buf),
+                   "MaxPool, Add, Mul, Concat, GlobalAveragePool, Resize, Sigmoid, LeakyRelu, Softmax"));
 
     /* LSTM per channel with W and R (§8.1 CHANNEL_WISE_ONNX_TYPES) */
     const calq_qkind lstm = {.onnx = "LSTM",

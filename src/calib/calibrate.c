@@ -217,7 +217,7 @@ static calq_status write_config(const calq__calib *cal, calq_staged_files *out, 
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     }
     memcpy(copy.layers, cal->cfg->layers, (size_t)copy.n_layers * sizeof *copy.layers);
-    memcpy(copy.tensors, cal->cfg->tensors, (size_t)copy.n_tensors * sizeof *copy.tensors);
+    if (copy.n_tensors) memcpy(copy.tensors, cal->cfg->tensors, (size_t)copy.n_tensors * sizeof *copy.tensors);
     /* a skipped tensor_quantize entry is left out of the file (quant_enable false) */
     for (int i = 0; i < cal->n_layers; i++) {
         const calq_layer_config *lc = cal->layers[i].cfg;

@@ -165,5 +165,6 @@ extern const calq_op_def calq__ops_space_depth[];
 extern const calq_op_def calq__ops_axis[];
 extern const calq_op_def calq__ops_sort[];
 extern const calq_op_def calq__ops_scatter[];
+extern const calq_op_def calq__ops_msft[]; /* domain com.microsoft: onnxruntime's 8-bit contrib ops (qlinear_ops.c) */
 
 #endif

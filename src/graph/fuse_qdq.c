@@ -39,10 +39,16 @@
  * DQ with zero point 0 and scale x_scale·w_scale[c] (onnxruntime ignores the bias DQ's scale);
  * per-tensor b for QLinearMatMul; a Relu / Clip is dropped only before a Q with a finite
  * positive constant scale, and in step 1 only when dropping it is exact (activation_redundant).
- * Not emulated: QDQ propagation through data-movement ops and the other QLinear* rewrites (Add,
- * Mul, Concat, DQ -> AveragePool -> Q into QLinearAveragePool), which stay fake-quant: calq's
- * exporter puts Q/DQ pairs only in front of quantized layers, so of these only an AveragePool
- * feeding a quantized layer occurs in its files. */
+ *     - DQ(a), DQ(b) -> Add / Mul -> Q => QLinearAdd / QLinearMul; DQ -> GlobalAveragePool /
+ *       Sigmoid / LeakyRelu -> Q => QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu;
+ *       DQ(x_i)... -> Concat -> Q => QLinearConcat (onnxruntime's com.microsoft operators,
+ *       exec/kernels/qlinear_ops.c; the same 8-bit type in and out, per-tensor factors).
+ *
+ * Not emulated: QDQ propagation through data-movement ops and the dropping of DQ -> MaxPool /
+ * Resize / Reshape ... -> Q pairs with equal factors (both compute the same integers: the op
+ * keeps the quantized values, Q(DQ(q)) = q), and DQ -> AveragePool / Softmax -> Q into their
+ * QLinear forms, which stay fake-quant here (a value on a rounding tie may then land one step
+ * apart from onnxruntime's). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -505,6 +511,53 @@ static calq_status fuse_matmul(fq *f, int t, bool *done, int *n_removed, calq_er
     return CALQ_OK;
 }
 
+/* The node becomes onnxruntime's contrib operator of domain com.microsoft. */
+static calq_status to_msft(calq_graph *g, int t, calq_error *err)
+{
+    char *d = strdup("com.microsoft");
+    if (!d) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, g->nodes[t].name, "out of memory");
+    free(g->nodes[t].domain);
+    g->nodes[t].domain = d;
+    return CALQ_OK;
+}
+
+/* onnxruntime's selectors for the ops it runs on 8-bit tensors (beyond the layers): every input
+ * (n_dq of them, all when -1) from a per-tensor DQ, one Q after (past a redundant Relu / Clip),
+ * the same 8-bit type in and out:
+ *   DQ(a), DQ(b) -> Add / Mul -> Q                 => QLinearAdd / QLinearMul (A, A_s, A_zp, B, B_s, B_zp, C_s, C_zp)
+ *   DQ(x) -> GlobalAveragePool / Sigmoid / LeakyRelu -> Q
+ *                                                   => QLinear<op> (X, X_s, X_zp, Y_s, Y_zp)
+ *   DQ(x_i)... -> Concat -> Q                        => QLinearConcat (Y_s, Y_zp, (X_i, X_i_s, X_i_zp)...) */
+static calq_status fuse_qlinear(fq *f, int t, const char *op, int n_dq, bool y_first, bool *done, int *n_removed,
+                                calq_error *err)
+{
+    calq_graph *g = f->g;
+    const calq_node *n = &g->nodes[t];
+    const int nin = n_dq < 0 ? n->n_inputs : n_dq;
+    if (n->n_outputs != 1 || n->n_inputs != nin || nin < 1 || nin > 16) return CALQ_OK;
+    int dq[16], q, clip;
+    for (int k = 0; k < nin; k++)
+        if ((dq[k] = dq_of(f, n, k)) < 0 || !per_tensor(g, &g->nodes[dq[k]])) return CALQ_OK;
+    if (!select_output(f, t, &q, &clip) || q < 0 || !per_tensor(g, &g->nodes[q])) return CALQ_OK;
+    const calq_dtype ty = q_output_type(f, &g->nodes[q]);
+    if (!calq__dtype_is_q8(ty)) return CALQ_OK;
+    for (int k = 0; k < nin; k++)
+        if (dq_input_type(f, &g->nodes[dq[k]]) != ty) return CALQ_OK;
+    int in[2 + 3 * 16], m = 0;
+    if (y_first) qparams(&g->nodes[q], in), m = 2;
+    for (int k = 0; k < nin; k++, m += 3) {
+        in[m] = g->nodes[dq[k]].inputs[0];
+        qparams(&g->nodes[dq[k]], in + m + 1);
+    }
+    if (!y_first) qparams(&g->nodes[q], in + m), m += 2;
+    const int y = g->nodes[q].outputs[0];
+    drop_output_side(f, q, clip, n_removed);
+    CALQ_TRY(rewrite(g, t, op, in, m, y, err));
+    CALQ_TRY(to_msft(g, t, err));
+    *done = true;
+    return CALQ_OK;
+}
+
 /* Drops DQ nodes nothing reads any more, then the dead nodes. */
 static void compact(fq *f)
 {
@@ -557,6 +610,18 @@ calq_status calq__pass_fuse_qdq(calq_graph *g, int *n_fused, int *n_removed, cal
             st = fuse_gemm(&f, i, &done, n_removed, err);
         else if (is_op(&g->nodes[i], "MatMul"))
             st = fuse_matmul(&f, i, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "Add"))
+            st = fuse_qlinear(&f, i, "QLinearAdd", 2, false, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "Mul"))
+            st = fuse_qlinear(&f, i, "QLinearMul", 2, false, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "GlobalAveragePool"))
+            st = fuse_qlinear(&f, i, "QLinearGlobalAveragePool", 1, false, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "Sigmoid"))
+            st = fuse_qlinear(&f, i, "QLinearSigmoid", 1, false, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "LeakyRelu"))
+            st = fuse_qlinear(&f, i, "QLinearLeakyRelu", 1, false, &done, n_removed, err);
+        else if (is_op(&g->nodes[i], "Concat"))
+            st = fuse_qlinear(&f, i, "QLinearConcat", -1, true, &done, n_removed, err);
         *n_fused += done;
     }
     if (st == CALQ_OK && (*n_fused || *n_removed)) {

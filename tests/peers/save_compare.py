@@ -70,12 +70,27 @@ def check(path):
 
 
 def probe(src, dst):
+    """Every 8-bit tensor of a QOperator file made a graph output: the outputs of QuantizeLinear,
+    of the QLinear ops and of ops that move uint8 tensors (typed like their zero point)."""
     import onnx
     m = onnx.load(src)
     have = {o.name for o in m.graph.output}
+    zp_type = {i.name: i.data_type for i in m.graph.initializer}
+    q8 = {}
+    zp_in = {"QuantizeLinear": 2, "QLinearConv": 7, "QLinearMatMul": 7, "QLinearAdd": 7, "QLinearMul": 7,
+             "QLinearConcat": 1, "QLinearGlobalAveragePool": 4, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4,
+             "QLinearAveragePool": 4, "QGemm": 8}
     for n in m.graph.node:
-        if n.op_type in ("QuantizeLinear", "QLinearConv", "QLinearMatMul") and n.output[0] not in have:
-            m.graph.output.append(onnx.helper.make_tensor_value_info(n.output[0], onnx.TensorProto.INT8, None))
+        t = None
+        if n.op_type in zp_in and len(n.input) > zp_in[n.op_type]:
+            t = zp_type.get(n.input[zp_in[n.op_type]], onnx.TensorProto.INT8)
+        elif n.input and n.input[0] in q8 and n.op_type != "DequantizeLinear":
+            t = q8[n.input[0]]  # MaxPool, Reshape, ... on an 8-bit tensor
+        if t is None:
+            continue
+        q8[n.output[0]] = t
+        if n.output[0] not in have:
+            m.graph.output.append(onnx.helper.make_tensor_value_info(n.output[0], t, None))
     onnx.save(m, dst)
 
 
@@ -84,7 +99,7 @@ def steps(a_dir, b_dir, max_step):
     for fa in sorted(glob.glob(os.path.join(a_dir, "*.npy"))):
         fb = os.path.join(b_dir, os.path.basename(fa))
         a = np.load(fa)
-        if a.dtype != np.int8:
+        if a.dtype not in (np.int8, np.uint8):
             continue
         if not os.path.exists(fb):
             print("steps: %s missing in %s" % (os.path.basename(fa), b_dir))
@@ -92,7 +107,7 @@ def steps(a_dir, b_dir, max_step):
         d = int(np.abs(a.astype(np.int32) - np.load(fb).astype(np.int32)).max())
         worst = max(worst, d)
         n += 1
-    print("int8 tensors compared: %d, max difference: %d quantization step(s)" % (n, worst))
+    print("8-bit tensors compared: %d, max difference: %d quantization step(s)" % (n, worst))
     return 0 if n > 0 and worst <= max_step else 1
 
 
@@ -148,6 +163,7 @@ def ort_probe(src, opt, dst, map_path):
         qs = [c for c in cons.get(out, []) if c.op_type == "QuantizeLinear"]
         if n.name and len(qs) == 1:
             by_node[n.name] = qs[0].output[0]
+    q_outputs = set(q_by_name.values())
     m = onnx.load(opt)
     zp_type = {i.name: i.data_type for i in m.graph.initializer}
     have = {o.name for o in m.graph.output}
@@ -156,8 +172,9 @@ def ort_probe(src, opt, dst, map_path):
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         if n.op_type == "QuantizeLinear":
             name, zp = q_by_name.get(n.name), n.input[2] if len(n.input) > 2 else None
-        elif n.op_type in qlinear_zp and n.name in by_node:
-            name, zp = by_node[n.name], n.input[qlinear_zp[n.op_type]]
+        elif n.op_type in qlinear_zp and (n.name in by_node or n.output[0] in q_outputs):
+            # unnamed nodes: onnxruntime names the output after the Q it absorbed
+            name, zp = by_node.get(n.name, n.output[0]), n.input[qlinear_zp[n.op_type]]
         elif n.op_type in ("QLinearConv", "QLinearMatMul") or (n.op_type == "QGemm" and len(n.input) > 8):
             cand = layer_q.get(n.input[3]) or q_by_scale.get(n.input[6 if n.op_type != "QGemm" else 7], [])
             name = cand[0] if len(cand) == 1 else None
@@ -177,7 +194,8 @@ def ort_probe(src, opt, dst, map_path):
     # onnxruntime's QDQ propagation moves a Q up across ops that only move values (its Q then
     # quantizes the same values in another layout, under a new name): those are not compared
     q_input = {n.output[0]: n.input[0] for n in orig.node if n.op_type == "QuantizeLinear"}
-    movers = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Gather", "Slice", "Expand", "Tile")
+    movers = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Gather", "Slice", "Expand", "Tile",
+              "MaxPool", "Resize")
     moved = [q for q in missing if q_input[q] in prod and prod[q_input[q]].op_type in movers]
     if moved:
         print("ortprobe: moved up across %s by onnxruntime's QDQ propagation, not compared: %s"
@@ -204,7 +222,8 @@ def ort_steps(map_path, ort_dir, calq_dir, max_step):
         if not os.path.exists(fb):
             print("ortsteps: calq did not write %s" % info["name"])
             return 1
-        b = np.load(fb).astype(np.int32)
+        b = np.load(fb)
+        b = b.astype(np.int32) - (128 if b.dtype == np.uint8 else 0)  # the same frame as a
         if a.ndim == 4 and a.shape != b.shape and a.transpose(0, 3, 1, 2).shape == b.shape:
             a = a.transpose(0, 3, 1, 2)  # a tensor of onnxruntime's NHWC chain (its layout transformer)
         if a.shape != b.shape and a.size == b.size:

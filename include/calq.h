@@ -516,9 +516,16 @@ typedef struct calq_calibrate_opts {
                                   the caller to commit with the models it saves from them */
     calq_progress_fn progress; /* NULL (default) or called after every batch of every pass */
     void *progress_user;       /* handed to progress */
+    int int8_tensors;          /* 1: also calibrate the inputs of the float ops onnxruntime runs on
+                                  int8 tensors (Add, Mul, Concat, MaxPool, GlobalAveragePool, Resize,
+                                  Sigmoid, LeakyRelu, Softmax) and record them as "<layer>:<input>"
+                                  (§7.1), so that the QDQ / QOperator files quantize the tensors
+                                  between layers (docs/cli.md "int8 end to end"); not in config_out,
+                                  and AMCT's fake-quant / deploy models ignore them. 0 (default):
+                                  AMCT's scheme */
 } calq_calibrate_opts;
 
-/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs, no progress callback. */
+/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs, no progress callback, int8_tensors 0. */
 CALQ_API void calq_calibrate_opts_init(calq_calibrate_opts *o);
 
 /* Calibrates m on `data` and writes the record (§7.1 text format) to record_out, atomically and

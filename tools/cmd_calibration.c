@@ -11,7 +11,7 @@
 
 typedef struct calib_args {
     const char *model, *weights, *save, *shapes, *config, *cfg_simple, *skip, *format, *eval_data, *evaluator;
-    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads;
+    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme;
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
     double target_cosine, target, time_budget;
@@ -21,6 +21,10 @@ typedef struct calib_args {
 /* --act_algo: AMCT's two calibrators and calq's (calq_config_opts.act_algo takes the name). */
 static const cli_choice act_algos[] = {{"ifmr", 0}, {"hfmg", 1}, {"minmax", 2}, {"percentile", 3},
                                        {"kl", 4},   {"mse", 5},  {"auto", 6},   {NULL, 0}};
+
+/* --qdq-scheme: AMCT's (factors on the quantized layers' inputs) or int8 end to end
+ * (calq_calibrate_opts.int8_tensors; docs/cli.md "int8 end to end"). */
+static const cli_choice qdq_schemes[] = {{"layers", 0}, {"int8", 1}, {NULL, 0}};
 
 static const cli_flag flags[] = {
     {.name = "--model",
@@ -53,6 +57,14 @@ static const cli_flag flags[] = {
      .metavar = "F",
      .help = "their formats: ascend (AMCT's), qdq, qoperator (a comma list), both, all;\n"
              "default all (ONNX), ascend (Caffe)"},
+    {.name = "--qdq-scheme",
+     .type = CLI_ENUM,
+     .offset = offsetof(calib_args, qdq_scheme),
+     .metavar = "S",
+     .choices = qdq_schemes,
+     .help = "layers (default): AMCT's scheme, factors on the inputs of quantized layers only;\n"
+             "int8: also calibrate the tensors between layers so that onnxruntime runs the\n"
+             "QDQ / QOperator files in integers end to end (faster, slightly less exact)"},
     CLI_DATA_FLAGS(calib_args, data),
     {.name = "--input_shape",
      .alias = "--input-shape",
@@ -178,7 +190,8 @@ static const cli_command command = {
                 "[--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
                 "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N] [--strict]\n"
-                "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]",
+                "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
+                "[--qdq-scheme layers|int8]",
     .flags = CLI_FLAGS(flags),
     .positional = CLI_NO_POSITIONAL,
 };
@@ -299,6 +312,8 @@ int calq_cmd_calibration(int argc, char **argv)
     calq_save_format fmts[4];
     int n_fmts = 0, urc = cli_save_formats(a.format, a.save_type, a.weights != NULL, fmts, &n_fmts);
     if (urc) return urc;
+    for (int k = 0; k < n_fmts; k++) /* only the QDQ / QOperator writers use the tensors' factors */
+        if ((fmts[k] == CALQ_SAVE_QDQ || fmts[k] == CALQ_SAVE_QOPERATOR) && a.qdq_scheme == 1) co.int8_tensors = 1;
 
     char record_path[4096], config_path[4096], shown[CLI_CUT_BUF];
     if (snprintf(record_path, sizeof record_path, "%s_record.txt", a.save) >= (int)sizeof record_path) {

@@ -39,6 +39,7 @@ static void log_stored(const calq__calib *cal)
     for (int i = 0; i < cal->n_layers; i++) {
         const calq_layer_config *lc = cal->layers[i].cfg;
         const char *key = cal->layers[i].key;
+        if (calq__calib_implicit(cal, i)) continue; /* AMCT's lines are for AMCT's entries */
         if (cal->caffe_log)
             calq__log(CALQ_LOG_INFO, "Doing layer: \"%s\" calibration, already store %d/%d data.", key, cal->batch + 1,
                       cal->batch_num);
@@ -51,7 +52,7 @@ static void log_stored(const calq__calib *cal)
 static void log_done(const calq__calib *cal)
 {
     for (int i = 0; i < cal->n_layers; i++) {
-        if (calq__calib_layer_failed(cal, i)) continue;
+        if (calq__calib_layer_failed(cal, i) || calq__calib_implicit(cal, i)) continue;
         const calq_layer_config *lc = cal->layers[i].cfg;
         const char *key = cal->layers[i].key;
         if (cal->caffe_log) {
@@ -222,6 +223,7 @@ static calq_status write_config(const calq__calib *cal, calq_staged_files *out, 
     for (int i = 0; i < cal->n_layers; i++) {
         const calq_layer_config *lc = cal->layers[i].cfg;
         if (!cal->layers[i].skipped) continue;
+        if (calq__calib_implicit(cal, i)) continue; /* not in the config */
         if (lc->tensor)
             copy.tensors[lc - cal->cfg->tensors].quant_enable = false;
         else
@@ -238,7 +240,9 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_o
 {
     int n_failed = 0, n_entries = 0; /* layers of the config (a layer may have several entries here) */
     for (int i = 0; i < cal->n_layers; i++)
-        if (cal->layers[i].primary == i) {
+        if (calq__calib_implicit(cal, i)) {
+            cal->layers[i].skipped = calq__calib_layer_failed(cal, i); /* only the int8 exports lose it */
+        } else if (cal->layers[i].primary == i) {
             n_entries++;
             n_failed += calq__calib_layer_failed(cal, i);
         }
@@ -257,6 +261,11 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_o
         calq__log(CALQ_LOG_WARNING, "calq: warning: --skip-illegal: %d layer%s left in float:\n%s", n_failed,
                   n_failed == 1 ? "" : "s", rep.message);
         for (int i = 0; i < cal->n_layers; i++) cal->layers[i].skipped = calq__calib_layer_failed(cal, i);
+    }
+    if (cal->log && cal->n_implicit) {
+        int n_t = 0;
+        for (int i = 0; i < cal->n_layers; i++) n_t += calq__calib_implicit(cal, i) && !cal->layers[i].skipped;
+        calq__log(CALQ_LOG_INFO, "calq: %d tensors between layers calibrated for the int8 QDQ / QOperator files", n_t);
     }
     calq_record *r = NULL;
     CALQ_TRY(build_record(cal, &r, err));
@@ -318,7 +327,12 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
         return err->status;
     }
     if (!cfg) cfg = own;
-    calq__calib cal = {.m = m, .cfg = cfg, .data = data, .n_threads = o.n_threads, .batch_num = cfg->batch_num};
+    calq__calib cal = {.m = m,
+                       .cfg = cfg,
+                       .data = data,
+                       .n_threads = o.n_threads,
+                       .batch_num = cfg->batch_num,
+                       .int8_tensors = o.int8_tensors != 0};
     cal.caffe_log = m->format == CALQ_FORMAT_CAFFE;
     cal.log = o.log != 0;
     cal.progress = o.progress;

@@ -96,6 +96,9 @@ typedef struct calq__calib {
     bool caffe_log; /* Caffe's log lines (§1.4) rather than ONNX/PyTorch's */
     bool log;       /* AMCT lines and summary to the log callback */
     int n_threads;
+    bool int8_tensors;           /* calq_calibrate_opts.int8_tensors */
+    calq_layer_config *implicit; /* the inputs it adds, entries like tensor_quantize's (owned) */
+    int n_implicit;
     const calq_graph *g; /* the graph that runs, folded as the session folds it */
     calq_graph *g_owned; /* the folded copy when there is one (owned) */
     int n_layers;
@@ -169,6 +172,10 @@ void calq__ada_free(calq__ada_layer *a);
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);
 double calq__now(void);
 calq_status calq__calib_progress(calq__calib *cal, calq_error *err);
+
+/* True when entry i is one of the int8 exports' own (int8_tensors): it never fails a run; when
+ * its calibrator fails it is only left out of the record. */
+bool calq__calib_implicit(const calq__calib *cal, int i);
 
 /* diagnose.c: true when the layer of entry i cannot be quantized (the calibrator of one of its
  * inputs, or its weights, failed). */

@@ -56,13 +56,43 @@ static calq_status join_group(calq__calib *cal, int li, const char *tensor, calq
     return CALQ_OK;
 }
 
+/* int8_tensors: an entry for every variable float input of the tensor-only kinds' nodes (the
+ * float ops onnxruntime runs on int8 tensors, graph/qkind.c) that tensor_quantize does not list
+ * already, with the layer defaults; the int8 QDQ / QOperator writers take their factors from the
+ * record (export_onnx_int8.c). */
+static calq_status add_implicit(calq__calib *cal, calq_error *err)
+{
+    if (!cal->int8_tensors) return CALQ_OK;
+    const calq_graph *g = cal->g;
+    int cap = 0;
+    for (int i = 0; i < g->n_nodes; i++) cap += g->nodes[i].n_inputs;
+    cal->implicit = calloc((size_t)cap + 1, sizeof *cal->implicit);
+    if (!cal->implicit) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++) {
+            const calq_qkind *kind = calq__qkind_of_input(g, i, k);
+            if (!kind || !kind->tensor_only || calq__config_find_tensor(cal->cfg, n->name, k)) continue;
+            calq_layer_config *l = &cal->implicit[cal->n_implicit++];
+            calq__layer_config_defaults(l, kind, cal->cfg->activation_offset);
+            l->name = n->name; /* borrowed from the run's graph */
+            l->op_type = (char *)kind->onnx;
+            l->node = i;
+            l->tensor = true;
+            l->input = k;
+        }
+    }
+    return CALQ_OK;
+}
+
 static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, calq_error *err);
 
 calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
 {
     const calq_config *c = cal->cfg;
     /* at most two calibrated inputs per layer entry (graph/qkind.h act_inputs) */
-    size_t cap = 2 * (size_t)c->n_layers + (size_t)c->n_tensors + 1;
+    CALQ_TRY(add_implicit(cal, err));
+    size_t cap = 2 * (size_t)c->n_layers + (size_t)c->n_tensors + (size_t)cal->n_implicit + 1;
     cal->layers = calloc(cap, sizeof *cal->layers);
     cal->groups = calloc(cap, sizeof *cal->groups);
     calq_strmap node_of = {0}; /* node names of the run's graph (the config's names are looked up) */
@@ -105,9 +135,10 @@ static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, ca
             CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[in]].name, err));
         }
     }
-    /* tensor_quantize entries (§7.2): the input named, under "<layer>:<input>" */
-    for (int i = 0; i < c->n_tensors; i++) {
-        const calq_layer_config *tc = &c->tensors[i];
+    /* tensor_quantize entries (§7.2), then the int8 exports' own: the input named, under
+     * "<layer>:<input>" */
+    for (int i = 0; i < c->n_tensors + cal->n_implicit; i++) {
+        const calq_layer_config *tc = i < c->n_tensors ? &c->tensors[i] : &cal->implicit[i - c->n_tensors];
         if (!tc->quant_enable) continue;
         int ni = calq__strmap_get(node_of, tc->name);
         const calq_node *n = ni >= 0 ? &cal->g->nodes[ni] : NULL;
@@ -212,6 +243,8 @@ void calq__calib_free(calq__calib *cal)
     free(cal->groups);
     free(cal->layers);
     calq__strmap_free(&cal->group_of);
+    free(cal->implicit); /* its names are the graph's */
+    cal->implicit = NULL;
     if (cal->g_owned) calq__graph_free(cal->g_owned);
     cal->groups = NULL;
     cal->layers = NULL;

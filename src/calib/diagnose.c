@@ -22,7 +22,13 @@ bool calq__calib_layer_failed(const calq__calib *cal, int i)
 /* Entry i is the first of its layer: the one layer lists and counts name. */
 static bool first_of_layer(const calq__calib *cal, int i)
 {
-    return cal->layers[i].primary == i;
+    return cal->layers[i].primary == i && !calq__calib_implicit(cal, i);
+}
+
+bool calq__calib_implicit(const calq__calib *cal, int i)
+{
+    const calq_layer_config *lc = cal->layers[i].cfg;
+    return cal->n_implicit && lc >= cal->implicit && lc < cal->implicit + cal->n_implicit;
 }
 
 typedef struct sbuf {
@@ -156,7 +162,7 @@ calq_status calq__calib_report(const calq__calib *cal, calq_error *err)
     for (int i = 0; i < cal->n_layers; i++) {
         const calq__calib_layer *l = &cal->layers[i];
         const calq__calib_group *gr = &cal->groups[l->group];
-        bool act = gr->failed && gr->first_layer == i;
+        bool act = gr->failed && gr->first_layer == i && !calq__calib_implicit(cal, i);
         if (!act && !l->w_failed) continue;
         n_items++;
         size_t before = b.at;
@@ -199,6 +205,6 @@ calq_status calq__calib_report(const calq__calib *cal, calq_error *err)
     (void)n_items;
     const char *layer = NULL;
     for (int i = 0; i < cal->n_layers && !layer; i++)
-        if (calq__calib_layer_failed(cal, i)) layer = cal->layers[i].cfg->name;
+        if (first_of_layer(cal, i) && calq__calib_layer_failed(cal, i)) layer = cal->layers[i].cfg->name;
     return calq__fail(err, first, layer, "%s", text);
 }

@@ -20,6 +20,17 @@ typedef struct calq__xact {
     int next_same; /* the next entry of the same tensor (index into calq__xctx.acts), or -1 */
 } calq__xact;
 
+/* The int8 plan's factors of a tensor (export_onnx_int8.c): uint8, zero point offset_d + 128. */
+typedef struct calq__xq {
+    bool on; /* quantized in the file */
+    float scale;
+    int64_t zp;        /* 0..255 */
+    int group;         /* tensors joined by value-moving ops share their factors */
+    bool produced;     /* its uint8 tensor is written by a QLinear op (QOperator), not a QuantizeLinear */
+    bool float_needed; /* QOperator: a float op or the graph output reads it: dequantized into its name */
+    char *qname, *sname, *zname, *dqname;
+} calq__xq;
+
 typedef struct calq__xctx {
     const calq_model *m;
     const Onnx__ModelProto *mp;
@@ -41,7 +52,34 @@ typedef struct calq__xctx {
     int n_qop;                /* layers written as QLinearConv / QLinearMatMul */
     calq_readers readers;     /* who reads each value of g */
     bool *dmq_mul;            /* per node of g: a DMQ balancing Mul (graph/balance.h), written before its layer */
+    calq__xq *vq;             /* per value of g: the int8 plan (int8 mode), else NULL */
+    signed char *form;        /* QOperator int8 plan, per node: 1 = its 8-bit form (export_onnx_qop_int8.c) */
+    int *writes;              /* per node in its 8-bit form: the value whose uint8 tensor it writes */
+    bool uses_msft;           /* a com.microsoft operator was written (its opset is imported) */
 } calq__xctx;
+
+/* ---- the int8 plan (export_onnx_int8.c) ---- */
+
+/* True when the record quantizes tensors between layers (inputs of float ops under keys the config
+ * does not list: calibration's int8_tensors) and the format is QDQ or QOperator. */
+bool calq__int8_wanted(const calq__xctx *c);
+/* Fills c->vq (see export_onnx_int8.c for the rules). */
+calq_status calq__int8_plan(calq__xctx *c, calq_error *err);
+/* An op that only moves or selects values (its output shares its input's factors). */
+bool calq__int8_mover(const calq_node *n);
+/* The uint8 tensor of value v (its QuantizeLinear emitted on first use unless a QLinear op writes
+ * it: vq[v].produced), and a float DequantizeLinear of it shared by v's readers. NULL on OOM. */
+const char *calq__int8_q(calq__xctx *c, int v, calq_error *err);
+const char *calq__int8_dq(calq__xctx *c, int v, calq_error *err);
+/* QOperator int8: which nodes take their 8-bit form (c->form, c->writes, Relu / Clip absorbed into
+ * c->skip), and which uint8 tensors float readers need (export_onnx_qop_int8.c); then node ni in
+ * its 8-bit form. */
+calq_status calq__qop_int8_plan(calq__xctx *c, calq_error *err);
+calq_status calq__qop_int8_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig, calq_error *err);
+/* A Resize's empty constant roi written as the omitted input (node n, its output copy nd). */
+void calq__int8_resize_roi(const calq__xctx *c, const calq_node *n, Onnx__NodeProto *nd);
+/* rl with scale_d / offset_d replaced by the plan's factors of value v (the layer's input). */
+calq_record_layer calq__int8_input_record(const calq__xctx *c, int v, const calq_record_layer *rl);
 
 /* Writes model m quantized with the record's factors in format fmt as staged output `path`
  * (export_onnx_qdq.c). The record has passed calq__save_check. */
@@ -77,6 +115,12 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
  * (§8.1). *wq (numel, the weight's layout) is arena memory; *scales / *n_scales point into rl. */
 calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *rl, int j, int8_t **wq,
                                 const float **scales, int64_t *n_scales, calq_error *err);
+/* The int8 weight (w's layout), its per-channel or per-tensor scale and int8 zero point, and the
+ * int32 bias (NULL without one) of layer ni as initializers, with factors rl (export_onnx_qop.c). */
+typedef struct calq__xqw {
+    const char *w, *scale, *zp, *bias;
+} calq__xqw;
+calq_status calq__qop_weights(calq__xctx *c, int ni, const calq_record_layer *rl, calq__xqw *out, calq_error *err);
 
 /* QOperator form of quantized layer ni (QLinearConv / QLinearMatMul) when its output factors
  * are known (export_onnx_qop.c); *done false leaves the layer to the QDQ writer. */

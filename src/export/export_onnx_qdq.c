@@ -295,11 +295,13 @@ static const char *emit_dq_const(calq__xctx *c, const char *layer, const char *w
 }
 
 /* QDQ form of quantized layer ni: copy of the original node reading dequantized tensors. */
-static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl,
+static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl_in,
                              calq_error *err)
 {
     const calq_node *n = &c->g->nodes[ni];
     const calq_qkind *kind = c->kinds[ni];
+    /* the int8 plan may give the input other factors (one set per tensor group): the bias follows */
+    const calq_record_layer rl_own = calq__int8_input_record(c, n->inputs[0], rl_in), *rl = &rl_own;
     if (rl->offset_d < -128 || rl->offset_d > 127) /* calq__record_check rejects it first (§4.4) */
         return calq__fail(err, CALQ_ERR_RECORD_FACTOR, n->name, "offset_d out of int8 in layer %s", n->name);
     /* QDQ: a dedicated QuantizeLinear / DequantizeLinear pair per layer, also where layers share
@@ -308,20 +310,24 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
      * pairs every layer runs in integers there, and calq (which fuses the same way) gives the
      * same int8 tensors. The QOperator writer shares one pair (its layers read int8 directly). */
     const char *owner = c->fmt == CALQ_SAVE_QDQ ? n->name : NULL;
-    calq__xact *act = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, owner, true);
     Onnx__NodeProto *nd = calq__xg_copy_node(&c->x, orig);
     char **in = calq__xa_alloc(&c->x.a, sizeof(char *) * (size_t)(n->n_inputs + 1));
-    if (!act || !nd || !in) return oom(err);
+    if (!nd || !in) return oom(err);
     nd->input = in;
     nd->n_input = (size_t)n->n_inputs;
-    in[0] = act->dq;
-    /* the other activation inputs (MatMul with two variable inputs, §8.1), each with its own key */
-    for (int k = 1; k < n->n_inputs; k++) {
-        if (!calq__x_act_input(c, ni, k)) continue;
-        const calq_record_layer *rk = calq__x_input_record(c, ni, k);
+    /* the activation inputs: input 0, and the others of a MatMul with two variable inputs (§8.1),
+     * each with its own key; in the int8 plan, the tensors' uint8 pairs */
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (k && !calq__x_act_input(c, ni, k)) continue;
+        const int v = n->inputs[k];
+        if (c->vq && c->vq[v].on) {
+            if (!(in[k] = (char *)calq__int8_dq(c, v, err))) return err->status;
+            continue;
+        }
+        const calq_record_layer *rk = k ? calq__x_input_record(c, ni, k) : rl;
         if (!rk)
             return calq__fail(err, CALQ_ERR_RECORD_FILE, n->name, "save: no record for input %d of %s", k, n->name);
-        calq__xact *ak = calq__xact_get(c, c->g->values[n->inputs[k]].name, rk->scale_d, rk->offset_d, owner, true);
+        calq__xact *ak = calq__xact_get(c, c->g->values[v].name, rk->scale_d, rk->offset_d, owner, true);
         if (!ak) return oom(err);
         in[k] = ak->dq;
     }
@@ -442,7 +448,10 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
         for (int k = 0; k < n->n_inputs && k < (int)nd->n_input; k++) {
             const calq_record_layer *rt = calq__x_tensor_record(c, ni, k);
             const char *pin = NULL;
-            if (rt && ascend) {
+            if (c->vq && c->fmt == CALQ_SAVE_QDQ && n->inputs[k] >= 0 && c->vq[n->inputs[k]].on) {
+                /* the int8 plan: each quantized tensor (QOperator: float ops read float tensors) */
+                if (!(pin = calq__int8_dq(c, n->inputs[k], err))) return err->status;
+            } else if (rt && ascend) {
                 if (!(pin = calq__ascend_tensor_input(c, ni, k, rt, err))) return err->status;
             } else if (rt) {
                 calq__xact *a = calq__xact_get(c, c->g->values[n->inputs[k]].name, rt->scale_d, rt->offset_d,
@@ -455,6 +464,10 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
             if (!pin) continue;
             if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
             nd->input[k] = (char *)pin;
+        }
+        if (c->vq && !strcmp(n->op_type, "Resize") && n->inputs[0] >= 0 && c->vq[n->inputs[0]].on) {
+            if (nd == orig && !(nd = calq__xg_copy_node(&c->x, orig))) return oom(err);
+            calq__int8_resize_roi(c, n, nd);
         }
     }
     return calq__xg_node(&c->x, (Onnx__NodeProto *)nd) ? CALQ_OK : oom(err);
@@ -538,7 +551,9 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
         int ni = clone_of[k];
         if (ni < 0 && in_ir[k]) continue; /* folded into its Conv (§8.3) */
         if (ni >= 0 && c->skip[ni]) continue;
-        if (ni >= 0 && c->quantized[ni]) {
+        if (ni >= 0 && c->form && c->form[ni]) {
+            st = calq__qop_int8_node(c, ni, gp->node[k], err);
+        } else if (ni >= 0 && c->quantized[ni]) {
             const calq_record_layer *rl = calq__record_find(c->rec, c->g->nodes[ni].name);
             bool done = false;
             int x0 = c->g->nodes[ni].inputs[0], p = x0 >= 0 ? c->g->values[x0].producer : -1;
@@ -548,7 +563,7 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
                 st = calq__ascend_layer(c, ni, gp->node[k], rl, err);
                 done = true;
             }
-            if (c->fmt == CALQ_SAVE_QOPERATOR) st = calq__qop_layer(c, ni, gp->node[k], rl, &done, err);
+            if (c->fmt == CALQ_SAVE_QOPERATOR && !c->vq) st = calq__qop_layer(c, ni, gp->node[k], rl, &done, err);
             if (st == CALQ_OK && !done) st = qdq_layer(c, ni, gp->node[k], rl, err);
         } else {
             st = plain_node(c, ni, gp->node[k], err);
@@ -617,6 +632,13 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
                             lc->name);
     }
     calq__strmap_free(&cfg_index);
+    if (st == CALQ_OK && calq__int8_wanted(&c)) {
+        st = calq__int8_plan(&c, err);
+        if (st == CALQ_OK && fmt == CALQ_SAVE_QOPERATOR) st = calq__qop_int8_plan(&c, err);
+        if (st == CALQ_OK)
+            calq__log(CALQ_LOG_DEBUG, "calq: save: %s with the tensors between layers in uint8",
+                      fmt == CALQ_SAVE_QDQ ? "QDQ" : "QOperator");
+    }
     if (st == CALQ_OK) st = export_walk(&c, err);
     if (st == CALQ_OK) st = calq__export_finish(&c, path, err);
     calq__readers_free(&c.readers);

@@ -117,6 +117,38 @@ static calq_status qop_matmul2(calq__xctx *c, int ni, const Onnx__NodeProto *ori
     return CALQ_OK;
 }
 
+calq_status calq__qop_weights(calq__xctx *c, int ni, const calq_record_layer *rl, calq__xqw *out, calq_error *err)
+{
+    const calq_node *n = &c->g->nodes[ni];
+    const calq_tensor *w = c->g->values[n->inputs[c->kinds[ni]->weight_input]].constant;
+    int8_t *wq;
+    int32_t *bq;
+    int64_t nb;
+    memset(out, 0, sizeof *out);
+    CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
+    char *wn = calq__xname(c, "%s.weight_quantized", n->name), *sn = calq__xname(c, "%s.weight_scale", n->name);
+    char *zn = calq__xname(c, "%s.weight_zero_point", n->name);
+    char *bn = bq ? calq__xname(c, "%s.bias_quantized", n->name) : NULL;
+    int8_t *zeros = calq__xa_alloc(&c->x.a, (size_t)rl->n_scale_w);
+    if (!wn || !sn || !zn || (bq && !bn) || !zeros) return oom(err);
+    int64_t ns = rl->n_scale_w;
+    int snd = ns > 1 ? 1 : 0;
+    if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, wn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, w->ndim, wq,
+                                                  (size_t)calq_tensor_numel(w))) ||
+        !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &ns, snd,
+                                                  rl->scale_w, sizeof(float) * (size_t)ns)) ||
+        !calq__xg_init_add(
+            &c->x, calq__xg_tensor(&c->x, zn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &ns, snd, zeros, (size_t)ns)) ||
+        (bq && !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, bn, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &nb, 1, bq,
+                                                         sizeof(int32_t) * (size_t)nb))))
+        return oom(err);
+    out->w = wn;
+    out->scale = sn;
+    out->zp = zn;
+    out->bias = bn;
+    return CALQ_OK;
+}
+
 calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, const calq_record_layer *rl, bool *done,
                             calq_error *err)
 {
@@ -138,30 +170,15 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
         if (!readers_factors(c, c->g->nodes[r].outputs[0], &out, &nr) || out->offset_d != -128) return CALQ_OK;
         relu = r;
     }
-    int8_t *wq;
-    int32_t *bq;
-    int64_t nb;
-    CALQ_TRY(calq__xq_weights(c, ni, rl, &wq, &bq, &nb, err));
+    calq__xqw qw;
+    CALQ_TRY(calq__qop_weights(c, ni, rl, &qw, err));
     calq__xact *in = calq__xact_get(c, c->g->values[n->inputs[0]].name, rl->scale_d, rl->offset_d, NULL, false);
     int yv = relu >= 0 ? c->g->nodes[relu].outputs[0] : y;
     calq__xact *o = in ? register_output(c, c->g->values[yv].name, out) : NULL;
     calq__xa *a = &c->x.a;
-    char *wn = calq__xname(c, "%s.weight_quantized", n->name), *sn = calq__xname(c, "%s.weight_scale", n->name);
-    char *zn = calq__xname(c, "%s.weight_zero_point", n->name);
-    char *bn = bq ? calq__xname(c, "%s.bias_quantized", n->name) : NULL;
-    int8_t *zeros = calq__xa_alloc(a, (size_t)rl->n_scale_w);
-    if (!o || !wn || !sn || !zn || (bq && !bn) || !zeros) return oom(err);
-    int64_t ns = rl->n_scale_w;
-    int snd = ns > 1 ? 1 : 0;
-    if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, wn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, w->ndim, wq,
-                                                  (size_t)calq_tensor_numel(w))) ||
-        !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, &ns, snd,
-                                                  rl->scale_w, sizeof(float) * (size_t)ns)) ||
-        !calq__xg_init_add(
-            &c->x, calq__xg_tensor(&c->x, zn, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &ns, snd, zeros, (size_t)ns)) ||
-        (bq && !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, bn, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, &nb, 1, bq,
-                                                         sizeof(int32_t) * (size_t)nb))))
-        return oom(err);
+    if (!o) return oom(err);
+    const char *wn = qw.w, *sn = qw.scale, *zn = qw.zp, *bn = qw.bias;
+    const bool has_bias = bn != NULL;
     /* the bias's own scale is x_scale*w_scale[c] with zero point 0 (§6.2 deq_scale), which is
      * exactly what QLinearConv assumes for its int32 bias */
     const char *ins[9] = {in->q, in->scale_name, in->zp_name, wn, sn, zn, o->scale_name, o->zp_name, bn};
@@ -170,7 +187,7 @@ calq_status calq__qop_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig, 
     if (!nd || !iv) return oom(err);
     memcpy(iv, ins, sizeof ins);
     nd->input = iv;
-    nd->n_input = conv ? (bq ? 9 : 8) : 8;
+    nd->n_input = conv ? (has_bias ? 9 : 8) : 8;
     nd->op_type = conv ? "QLinearConv" : "QLinearMatMul";
     if (!conv) { /* QLinearMatMul: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp */
         iv[6] = o->scale_name;

@@ -473,7 +473,7 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
     Onnx__TensorProto **inits = calq__xa_alloc(&x->a, sizeof(void *) * (gp->n_initializer + n_new + 1));
     Onnx__ValueInfoProto **inputs = calq__xa_alloc(&x->a, sizeof(void *) * (gp->n_input + 1));
     Onnx__ValueInfoProto **vinfo = calq__xa_alloc(&x->a, sizeof(void *) * (gp->n_value_info + 1));
-    Onnx__OperatorSetIdProto **ops = calq__xa_alloc(&x->a, sizeof(void *) * (mp->n_opset_import + 1));
+    Onnx__OperatorSetIdProto **ops = calq__xa_alloc(&x->a, sizeof(void *) * (mp->n_opset_import + 2));
     Onnx__OperatorSetIdProto *def = calq__xa_alloc(&x->a, sizeof *def);
     Onnx__GraphProto *g = calq__xa_alloc(&x->a, sizeof *g);
     if (!inits || !inputs || !vinfo || !ops || !def || !g) return oom(err);
@@ -524,6 +524,18 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
     }
     m.opset_import = ops;
     m.n_opset_import = mp->n_opset_import;
+    bool have_msft = false;
+    for (size_t i = 0; i < mp->n_opset_import; i++)
+        have_msft |= mp->opset_import[i]->domain && !strcmp(mp->opset_import[i]->domain, "com.microsoft");
+    if (c->uses_msft && !have_msft) { /* onnxruntime's contrib operators (QLinearAdd, QGemm, ...) */
+        Onnx__OperatorSetIdProto *ms = calq__xa_alloc(&x->a, sizeof *ms);
+        if (!ms) return oom(err);
+        onnx__operator_set_id_proto__init(ms);
+        ms->domain = "com.microsoft";
+        ms->has_version = 1;
+        ms->version = 1;
+        ops[m.n_opset_import++] = ms;
+    }
     if (!have_default) {
         onnx__operator_set_id_proto__init(def);
         def->domain = "";

@@ -1,0 +1,230 @@
+/* The int8 plan of the QDQ and QOperator writers (issue 12, item 5): factors for the tensors
+ * between layers, so that onnxruntime runs the whole network on 8-bit tensors instead of
+ * converting back to float around every layer.
+ *
+ * AMCT's record holds the input factors of the quantized layers only (§7.1), which leaves every
+ * other op float. A calibration with int8_tensors (calq_calibrate_opts) also records the inputs of
+ * the float ops onnxruntime runs on 8-bit tensors (the tensor-only kinds of graph/qkind.c: Add,
+ * Mul, Concat, MaxPool, GlobalAveragePool, Resize, Sigmoid, LeakyRelu, Softmax) under
+ * "<layer>:<input>" keys that the config does not list; their presence selects this plan.
+ *
+ *  - Tensors are grouped across the ops that only move or select values (Reshape, Transpose,
+ *    Flatten, Squeeze, Unsqueeze, Slice, Gather's data, Expand, Tile, Identity, MaxPool, a nearest
+ *    Resize):
+ *    onnxruntime drops a DQ -> op -> Q pair around them only when both sides have the same factors,
+ *    and those ops keep values inside the input's range, so one set serves the group. A group takes
+ *    the factors of the first record entry (in node order) of any input that reads one of its
+ *    tensors: a quantized layer's input (its own key, or "<layer>:1"), or a recorded input of a
+ *    float op. One set per tensor: a layer whose record differs (a pool's output recorded apart
+ *    from its input) is written with the group's factors, its bias quantized with them.
+ *  - Activations are uint8, zero point offset_d + 128: the same integers shifted, so exact (§0.3),
+ *    and what onnxruntime's x86 kernels take (QLinearConv u8 x s8, QLinearAdd u8, ...); an int8
+ *    tensor read by several layers would stay int8 there and leave those layers in float.
+ *    Weights stay int8 (symmetric, §6.1).
+ *  - A Relu / Clip after a layer is kept in the file and left to onnxruntime, which drops it when
+ *    the Q after it makes it redundant (a zero point of 0 for Relu, IFMR forces one, §3.3); for a
+ *    Clip(lo, hi) with lo <= 0 the group's scale is capped to hi / (255 - zp), so that the Q's
+ *    range lies inside [lo, hi] and the Clip is redundant (ReLU6 in MobileNets).
+ *
+ * Each tensor of a group with factors is quantized once after its producer and read through one
+ * DequantizeLinear by every consumer (onnxruntime gives each consumer its own). A graph output
+ * stays the float tensor. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "export/export_onnx.h"
+
+static calq_status oom(calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
+}
+
+static const char *const movers[] = {"Reshape", "Transpose", "Flatten", "Squeeze",  "Unsqueeze", "Slice",
+                                     "Gather",  "Expand",    "Tile",    "Identity", "MaxPool",   "Resize"};
+
+bool calq__int8_mover(const calq_node *n)
+{
+    if (n->domain[0]) return false;
+    /* a linear / cubic Resize makes new values: onnxruntime's uint8 one interpolates in its own
+     * integer arithmetic (1-step differences from the float one, compounding through the
+     * layers after it on NanoDet), so it keeps factors of its own and runs in float */
+    if (!strcmp(n->op_type, "Resize") && strcmp(calq__attr_str(n, "mode", "nearest"), "nearest")) return false;
+    for (size_t i = 0; i < sizeof movers / sizeof movers[0]; i++)
+        if (!strcmp(n->op_type, movers[i])) return n->n_outputs >= 1 && n->n_inputs >= 1;
+    return false;
+}
+
+static int find(int *parent, int v)
+{
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+}
+
+static bool float_activation(const calq_graph *g, int v)
+{
+    const calq_value *x = &g->values[v];
+    return !x->constant &&
+           (x->dtype == CALQ_DTYPE_FLOAT32 || x->dtype == CALQ_DTYPE_UNDEFINED || x->dtype == CALQ_DTYPE_FLOAT16);
+}
+
+/* The record entry for input k of node i: a quantized layer's input, or a recorded input of a
+ * float op ("<layer>:<k>", a tensor_quantize entry or calibration's int8_tensors). */
+static const calq_record_layer *edge_record(const calq__xctx *c, int i, int k)
+{
+    if (c->quantized[i]) {
+        if (k == 0 || calq__x_act_input(c, i, k)) return calq__x_input_record(c, i, k);
+        return NULL;
+    }
+    char *key = calq__record_key(c->g->nodes[i].name, k);
+    const calq_record_layer *rl = key ? calq__record_find(c->rec, key) : NULL;
+    free(key);
+    return rl;
+}
+
+bool calq__int8_wanted(const calq__xctx *c)
+{
+    if (c->fmt != CALQ_SAVE_QDQ && c->fmt != CALQ_SAVE_QOPERATOR) return false;
+    for (int i = 0; i < c->rec->n_layers; i++) {
+        int input, ni = calq__record_key_node(c->g, c->rec->layers[i].name, &input);
+        if (ni < 0 || input < 0 || c->quantized[ni]) continue;
+        if (!calq__config_find_tensor(c->cfg, c->g->nodes[ni].name, input)) return true; /* not the config's */
+    }
+    return false;
+}
+
+/* Clip bounds as constants (attributes before opset 11); false when not constant. */
+static bool clip_bounds(const calq_graph *g, const calq_node *n, float *lo, float *hi)
+{
+    *lo = -FLT_MAX;
+    *hi = FLT_MAX;
+    if (n->opset < 11) {
+        *lo = calq__attr_float(n, "min", *lo);
+        *hi = calq__attr_float(n, "max", *hi);
+        return true;
+    }
+    for (int k = 1; k <= 2; k++) {
+        if (k >= n->n_inputs || n->inputs[k] < 0) continue;
+        const calq_tensor *t = g->values[n->inputs[k]].constant;
+        if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(t) != 1) return false;
+        *(k == 1 ? lo : hi) = *(const float *)t->data;
+    }
+    return true;
+}
+
+calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
+{
+    const calq_graph *g = c->g;
+    int nv = g->n_values;
+    int *parent = calq__xa_alloc(&c->x.a, sizeof(int) * (size_t)(nv + 1));
+    int *uses = calq__xa_alloc(&c->x.a, sizeof(int) * (size_t)(nv + 1));
+    const calq_record_layer **root_rec = calq__xa_alloc(&c->x.a, sizeof(void *) * (size_t)(nv + 1));
+    c->vq = calq__xa_alloc(&c->x.a, sizeof(calq__xq) * (size_t)(nv + 1));
+    if (!parent || !uses || !root_rec || !c->vq) return oom(err);
+    for (int v = 0; v < nv; v++) parent[v] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
+        if (!calq__int8_mover(n) || n->inputs[0] < 0 || n->outputs[0] < 0) continue;
+        if (!float_activation(g, n->inputs[0]) || !float_activation(g, n->outputs[0])) continue;
+        int a = find(parent, n->inputs[0]), b = find(parent, n->outputs[0]);
+        if (a != b) parent[b] = a;
+    }
+    /* the first record entry of an input reading the group, in node order */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0 || !float_activation(g, v)) continue;
+            int r = find(parent, v);
+            if (root_rec[r]) continue;
+            root_rec[r] = edge_record(c, i, k);
+        }
+    }
+    for (int v = 0; v < nv; v++) {
+        const calq_record_layer *rl = root_rec[find(parent, v)];
+        if (!rl || !float_activation(g, v) || !uses[v]) continue;
+        calq__xq *q = &c->vq[v];
+        q->on = true;
+        q->scale = rl->scale_d;
+        q->zp = rl->offset_d + 128;
+        q->group = find(parent, v);
+    }
+    /* Clip(lo <= 0, hi) before a Q: cap the group's scale so the Q's range is inside [lo, hi] */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        float lo, hi;
+        if (n->domain[0] || strcmp(n->op_type, "Clip") || n->outputs[0] < 0 || !c->vq[n->outputs[0]].on ||
+            !clip_bounds(g, n, &lo, &hi))
+            continue;
+        const calq__xq *q = &c->vq[n->outputs[0]];
+        if (q->zp >= 255 || lo > -q->scale * (float)q->zp || !(hi > 0.0f) || q->scale * (float)(255 - q->zp) <= hi)
+            continue;
+        float capped = hi / (float)(255 - q->zp);
+        for (int v = 0; v < nv; v++)
+            if (c->vq[v].on && c->vq[v].group == q->group) c->vq[v].scale = capped;
+    }
+    return CALQ_OK;
+}
+
+const char *calq__int8_q(calq__xctx *c, int v, calq_error *err)
+{
+    calq__xq *q = &c->vq[v];
+    if (q->qname) return q->qname;
+    const char *t = c->g->values[v].name;
+    char *qn = calq__xname(c, "%s_quantized", t), *sn = calq__xname(c, "%s_scale", t);
+    char *zn = calq__xname(c, "%s_zero_point", t);
+    char *nn = qn ? calq__xa_printf(&c->x.a, "%s_QuantizeLinear", qn) : NULL;
+    if (!qn || !sn || !zn || !nn) return oom(err), NULL;
+    uint8_t zp = (uint8_t)q->zp;
+    const char *in[3] = {t, sn, zn};
+    if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &q->scale,
+                                                  sizeof(float))) ||
+        !calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, zn, ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, NULL, 0, &zp, 1)))
+        return oom(err), NULL;
+    q->sname = sn;
+    q->zname = zn;
+    q->qname = qn;
+    if (!q->produced &&
+        !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "QuantizeLinear", nn, in, 3, (const char **)&q->qname, 1)))
+        return oom(err), NULL;
+    return q->qname;
+}
+
+const char *calq__int8_dq(calq__xctx *c, int v, calq_error *err)
+{
+    calq__xq *q = &c->vq[v];
+    if (q->dqname) return q->dqname;
+    if (!calq__int8_q(c, v, err)) return NULL;
+    char *dn = calq__xname(c, "%s_dequantized", c->g->values[v].name);
+    char *nn = dn ? calq__xa_printf(&c->x.a, "%s_DequantizeLinear", dn) : NULL;
+    const char *in[3] = {q->qname, q->sname, q->zname};
+    if (!nn || !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, (const char **)&dn, 1)))
+        return oom(err), NULL;
+    q->dqname = dn;
+    return dn;
+}
+
+calq_record_layer calq__int8_input_record(const calq__xctx *c, int v, const calq_record_layer *rl)
+{
+    calq_record_layer r = *rl;
+    if (c->vq && c->vq[v].on) {
+        r.scale_d = c->vq[v].scale;
+        r.offset_d = c->vq[v].zp - 128;
+    }
+    return r;
+}
+
+void calq__int8_resize_roi(const calq__xctx *c, const calq_node *n, Onnx__NodeProto *nd)
+{
+    /* an empty constant roi (opset 11-13 exports write one) is the omitted input: onnxruntime's
+     * layout optimizer, moving a Transpose across a uint8 Resize, gathers the roi by the
+     * permutation and fails at run time on an empty one (1.30, NanoDet) */
+    if (n->domain[0] || strcmp(n->op_type, "Resize") || n->n_inputs < 2 || n->inputs[1] < 0 || nd->n_input < 2) return;
+    const calq_tensor *roi = c->g->values[n->inputs[1]].constant;
+    if (roi && calq_tensor_numel(roi) == 0 &&
+        strcmp(calq__attr_str(n, "coordinate_transformation_mode", ""), "tf_crop_and_resize"))
+        nd->input[1] = "";
+}

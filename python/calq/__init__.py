@@ -397,7 +397,7 @@ formats left out (name, reason) when formats was None."""
 
 
 def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=None, save_type="Both", formats=None,
-              act_algo=None, activation_offset=None, skip_illegal=False, threads=0):
+              act_algo=None, activation_offset=None, skip_illegal=False, threads=0, qdq_scheme="layers"):
     """Calibrates m on `batches` and saves the quantized models, as `calq calibration`:
     writes <save_path>_record.txt, <save_path>_config.json and the models (see calq.save for
     save_type and formats; save_type "None": the record and config only), all together or none.
@@ -410,7 +410,9 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     config: AMCT's JSON config or .cfg file; skip_layers: layer names kept in float;
     act_algo ("ifmr", "hfmg", "minmax", "percentile", "kl", "mse", "auto") and
     activation_offset (bool) apply without a config. threads: OpenMP threads (0: default; the
-    record never depends on it). Returns a CalibrationResult."""
+    record never depends on it). qdq_scheme: "layers" (AMCT's) or "int8" (the tensors between
+    layers calibrated too, for the QDQ / QOperator files: `calq calibration --qdq-scheme`).
+    Returns a CalibrationResult."""
     lib, h = _L(), m._handle()
     caffe = m.weights is not None or m.path.endswith(".prototxt")
     fmts, chosen = _formats(formats, save_type, caffe)
@@ -419,6 +421,8 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     if config is not None and (act_algo is not None or activation_offset is not None):
         raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "act_algo and activation_offset apply without a config; with "
                     "a config, set them in it")
+    if qdq_scheme not in ("layers", "int8"):
+        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "qdq_scheme is \"layers\" or \"int8\", not %r" % (qdq_scheme,))
     prefix = os.fspath(save_path)
     record, config_out = prefix + "_record.txt", prefix + "_config.json"
     skip = [skip_layers] if isinstance(skip_layers, str) else list(skip_layers or [])
@@ -461,6 +465,7 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
         lib.calq_calibrate_opts_init(ctypes.byref(co))
         co.n_threads = int(threads)
         co.skip_illegal = 1 if skip_illegal else 0
+        co.int8_tensors = 1 if qdq_scheme == "int8" else 0
         co.config_out = _b(config_out)
         co.outputs = outs
         call(lib.calq_calibrate(h, cfg, data, ctypes.byref(co), _b(record), ctypes.byref(err)))

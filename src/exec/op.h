@@ -95,6 +95,7 @@ typedef struct calq_op_ctx {
 #define CALQ_OP_LAYOUTS     1u /* prepare / run_fast handle blocked layouts */
 #define CALQ_OP_ELEMENTWISE 2u /* per-element (broadcast) semantics: runs on blocked views as is */
 #define CALQ_OP_POST_OPS    4u /* prepare can absorb post-ops */
+#define CALQ_OP_MSFT        8u /* also an operator of domain com.microsoft (QGemm, MatMulIntegerToFloat) */
 
 typedef struct calq_op_def {
     const char *op_type; /* ONNX op type, default domain (internal table: domain calq) */

@@ -36,6 +36,9 @@ const calq_op_def *calq__op_find(const char *domain, const char *op_type)
     if (domain && strcmp(domain, "com.microsoft") == 0) { /* onnxruntime's contrib operators calq runs */
         for (const calq_op_def *d = calq__ops_msft; d->op_type; d++)
             if (strcmp(d->op_type, op_type) == 0) return d;
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) /* QGemm, MatMulIntegerToFloat */
+            for (const calq_op_def *d = tables[t]; d->op_type; d++)
+                if ((d->flags & CALQ_OP_MSFT) && strcmp(d->op_type, op_type) == 0) return d;
         return NULL;
     }
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;

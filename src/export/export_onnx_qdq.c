@@ -551,14 +551,15 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
         int ni = clone_of[k];
         if (ni < 0 && in_ir[k]) continue; /* folded into its Conv (§8.3) */
         if (ni >= 0 && c->skip[ni]) continue;
+        if (ni >= 0 && (c->quantized[ni] || (c->form && c->form[ni]))) { /* its DMQ Mul first (graph/balance.h) */
+            int x0 = c->g->nodes[ni].inputs[0], p = x0 >= 0 ? c->g->values[x0].producer : -1;
+            if (p >= 0 && c->dmq_mul[p] && (st = emit_balance_mul(c, p, err)) != CALQ_OK) break;
+        }
         if (ni >= 0 && c->form && c->form[ni]) {
             st = calq__qop_int8_node(c, ni, gp->node[k], err);
         } else if (ni >= 0 && c->quantized[ni]) {
             const calq_record_layer *rl = calq__record_find(c->rec, c->g->nodes[ni].name);
             bool done = false;
-            int x0 = c->g->nodes[ni].inputs[0], p = x0 >= 0 ? c->g->values[x0].producer : -1;
-            if (p >= 0 && c->dmq_mul[p]) st = emit_balance_mul(c, p, err);
-            if (st != CALQ_OK) break;
             if (c->fmt == CALQ_SAVE_ASCEND_FAKE_QUANT || c->fmt == CALQ_SAVE_ASCEND_DEPLOY) {
                 st = calq__ascend_layer(c, ni, gp->node[k], rl, err);
                 done = true;

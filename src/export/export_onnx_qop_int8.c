@@ -148,7 +148,7 @@ calq_status calq__qop_int8_plan(calq__xctx *c, calq_error *err)
         bool msft;
         int fold;
         c->writes[i] = -1;
-        if (c->skip[i] || n->n_outputs < 1) continue;
+        if (c->skip[i] || c->dmq_mul[i] || n->n_outputs < 1) continue; /* a DMQ Mul is written before its layer */
         const bool mover = uint8_mover(n) && on(c, n->inputs[0]) && on(c, n->outputs[0]) &&
                            c->vq[n->inputs[0]].group == c->vq[n->outputs[0]].group;
         if (!mover && !qlinear_op(c, i, &msft)) continue;

@@ -19,7 +19,8 @@
  *
  * onnxruntime's Sigmoid is an approximation and its QLinearMul may round in another order, so a
  * value on a rounding tie can come out one step apart there; docs/operators.md says so. QGemm and
- * MatMulIntegerToFloat (quant_gemm.c) are listed here too, under the domain their files name. */
+ * MatMulIntegerToFloat, also com.microsoft operators, keep their one row (with oneDNN fast paths)
+ * in quant_ops.c, flagged CALQ_OP_MSFT. */
 #include <math.h>
 #include <string.h>
 
@@ -271,14 +272,11 @@ static calq_status leaky_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_msft[] = {
-    {"QLinearAdd", 7, 8, 1, 1, 0, false, binary_infer, add_run, NULL, NULL, NULL},
-    {"QLinearMul", 7, 8, 1, 1, 0, false, binary_infer, mul_run, NULL, NULL, NULL},
-    {"QLinearConcat", 5, -1, 1, 1, 0, false, concat_infer, concat_run, NULL, NULL, NULL},
-    {"QLinearGlobalAveragePool", 4, 5, 1, 1, 0, false, gap_infer, gap_run, NULL, NULL, NULL},
-    {"QLinearSigmoid", 4, 5, 1, 1, 0, false, unary_infer, sigmoid_run, NULL, NULL, NULL},
-    {"QLinearLeakyRelu", 4, 5, 1, 1, 0, false, unary_infer, leaky_run, NULL, NULL, NULL},
-    {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, NULL, NULL, NULL},
-    {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run, NULL,
-     NULL, NULL},
-    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL},
+    {"QLinearAdd", 7, 8, 1, 1, 0, false, binary_infer, add_run, NULL, NULL, NULL, 0},
+    {"QLinearMul", 7, 8, 1, 1, 0, false, binary_infer, mul_run, NULL, NULL, NULL, 0},
+    {"QLinearConcat", 5, -1, 1, 1, 0, false, concat_infer, concat_run, NULL, NULL, NULL, 0},
+    {"QLinearGlobalAveragePool", 4, 5, 1, 1, 0, false, gap_infer, gap_run, NULL, NULL, NULL, 0},
+    {"QLinearSigmoid", 4, 5, 1, 1, 0, false, unary_infer, sigmoid_run, NULL, NULL, NULL, 0},
+    {"QLinearLeakyRelu", 4, 5, 1, 1, 0, false, unary_infer, leaky_run, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL, 0},
 };

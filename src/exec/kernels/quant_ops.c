@@ -394,8 +394,8 @@ const calq_op_def calq__ops_quant[] = {
     {"QLinearMatMul", 8, 8, 1, 1, 0, false, calq__qlinear_matmul_infer, calq__qlinear_matmul_run,
      calq__qlinear_matmul_prepare, calq__qlinear_matmul_run_fast, calq__int_mm_release, 0},
     {"QGemm", 6, 9, 1, 1, 0, false, calq__qgemm_infer, calq__qgemm_run, calq__qgemm_prepare, calq__qgemm_run_fast,
-     calq__int_mm_release, 0},
+     calq__int_mm_release, CALQ_OP_MSFT},
     {"MatMulIntegerToFloat", 4, 7, 1, 1, 0, false, calq__matmul_int_to_float_infer, calq__matmul_int_to_float_run,
-     calq__matmul_int_to_float_prepare, calq__matmul_int_to_float_run_fast, calq__int_mm_release, 0},
+     calq__matmul_int_to_float_prepare, calq__matmul_int_to_float_run_fast, calq__int_mm_release, CALQ_OP_MSFT},
     {NULL, 0, 0, 0, 0, 0, false, NULL, NULL, NULL, NULL, NULL, 0},
 };

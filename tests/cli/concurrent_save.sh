@@ -11,7 +11,7 @@ SHARED=$2
 PAIRS=${3:-30}
 MODEL=$SHARED/models/ultraface/version-slim-320.onnx
 [ -f "$MODEL" ] || { echo "skip: $MODEL missing"; exit 77; }
-T=$(mktemp -d /tmp/calq_concurrent.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_concurrent.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 

@@ -6,7 +6,7 @@
 set -u
 CALQ=$1
 SRC=$2
-T=$(mktemp -d /tmp/calq_hostile.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_hostile.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))

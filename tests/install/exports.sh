@@ -6,7 +6,7 @@
 set -u
 SO=$1
 HDR=$2
-T=$(mktemp -d /tmp/calq_exports.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_exports.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 nm -D --defined-only "$SO" | awk '{print $NF}' | sed 's/@.*//' | sort -u >"$T/exported"

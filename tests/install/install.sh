@@ -21,7 +21,7 @@ if [ ! -f "$MODEL" ] || [ ! -f "$PHOTO" ]; then
     exit 77
 fi
 command -v pkg-config >/dev/null || { echo "SKIP: no pkg-config"; exit 77; }
-T=$(mktemp -d /tmp/calq_install.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_install.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -19,7 +19,7 @@ PY="/usr/bin/python3 $HERE/ascend_deploy.py"
 . "$(dirname "$0")/../support/need.sh"
 need_python numpy onnx
 need_files "$SHARED/models/ultraface/version-slim-320_simplified.onnx" "$SHARED/data/faces/ultraface_5.jpg"
-T=$(mktemp -d /tmp/calq_ascend.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_ascend.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

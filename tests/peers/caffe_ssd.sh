@@ -21,7 +21,7 @@ PY=/usr/bin/python3
 Z=$SHARED/models/zoo/wechat_qrcode_detect_caffe
 [ -f "$Z/detect.caffemodel" ] || { echo "SKIP: $Z is missing"; exit 77; }
 $PY -c "import cv2" 2>/dev/null || { echo "SKIP: python3-opencv is missing"; exit 77; }
-T=$(mktemp -d /tmp/calq_ssd.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_ssd.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

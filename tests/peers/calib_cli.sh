@@ -5,7 +5,7 @@
 set -u
 CALQ=$1
 SHARED=$2
-T=$(mktemp -d /tmp/calq_calib_cli.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_calib_cli.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -9,7 +9,7 @@ set -u
 CALQ=$1
 PY=/usr/bin/python3
 $PY -c "import numpy, onnx" 2>/dev/null || { echo "SKIP: needs /usr/bin/python3 with numpy and onnx"; exit 77; }
-T=$(mktemp -d /tmp/calq_cli_hostile.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_cli_hostile.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -12,7 +12,7 @@ CALQ=$1
 SHARED=$2
 PY=/usr/bin/python3
 CHECK="$PY $(dirname "$0")/compare_check.py"
-T=$(mktemp -d /tmp/calq_compare.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_compare.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -97,7 +97,7 @@ $CHECK notworse "$T/d3auto.json" "$T/d3ifmr.json" || fail "auto is worse than IF
 
 # the HTML in a real browser
 if [ -x /usr/bin/chromium ]; then
-    P=$(mktemp -d /tmp/calq_chromium.XXXXXX)
+    P=$(mktemp -d "${TMPDIR:-/tmp}"/calq_chromium.XXXXXX)
     timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$P" \
         --screenshot="$T/report.png" --window-size=1200,2000 "file://$T/fake_quant_model.html" >"$T/chromium.log" 2>&1

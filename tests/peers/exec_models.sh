@@ -9,7 +9,7 @@
 set -uo pipefail
 calq=$1; compare=$2; shared=$3
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/calq_exec_models.XXXXXX); trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d "${TMPDIR:-/tmp}"/calq_exec_models.XXXXXX); trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null || { echo "skip: python3-torch / torchvision missing"; exit 77; }
 /usr/bin/python3 "$here/../../bench/zoo/export.py" "$work/zoo" --only resnet18,mobilenet_v2 >/dev/null 2>&1 ||
   { echo "FAIL: exporting the torchvision models"; exit 1; }

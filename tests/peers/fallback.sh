@@ -11,7 +11,7 @@
 set -u
 CALQ=$1
 SHARED=$2
-T=$(mktemp -d /tmp/calq_fallback.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_fallback.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

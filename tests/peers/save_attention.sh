@@ -24,7 +24,7 @@ export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
 need_python numpy onnx
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: no onnxruntime-node in $NODE_PATH"; exit 77; }
-T=$(mktemp -d /tmp/calq_attn.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_attn.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

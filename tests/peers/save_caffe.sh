@@ -16,7 +16,7 @@ set -u
 CALQ=$1
 SHARED=$2
 PY=/usr/bin/python3
-T=$(mktemp -d /tmp/calq_save_caffe.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_save_caffe.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
 CMP="$PY $HERE/save_compare.py"
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
-T=$(mktemp -d /tmp/calq_save.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_save.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

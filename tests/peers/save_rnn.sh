@@ -16,7 +16,7 @@ ORT=$2
 PY=/usr/bin/python3
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: onnxruntime-node not in $NODE_PATH"; exit 77; }
-T=$(mktemp -d /tmp/calq_rnn.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_rnn.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -19,7 +19,7 @@ export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
 . "$(dirname "$0")/../support/need.sh"
 need_python numpy onnx
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: onnxruntime-node not in $NODE_PATH"; exit 77; }
-T=$(mktemp -d /tmp/calq_upgrade.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_upgrade.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

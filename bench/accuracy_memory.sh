@@ -8,7 +8,7 @@
 set -u
 CALQ=$1
 SHARED=$2
-T=$(mktemp -d /tmp/calq_acc_mem.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_acc_mem.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 M=$SHARED/models/ultraface/version-slim-320.onnx
 [ -f "$M" ] || { echo "shared model missing"; exit 77; }

@@ -9,7 +9,7 @@ CALQ=$1
 SHARED=$2
 . "$(dirname "$0")/../tests/support/need.sh"
 need_files "$SHARED/models/ultraface/version-slim-320.onnx" "$SHARED/data/faces/ultraface_1.jpg"
-T=$(mktemp -d /tmp/calq_calib_mem.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_calib_mem.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 peak() {
     /usr/bin/time -v "$CALQ" calibration --model "$SHARED/models/ultraface/version-slim-320.onnx" \

@@ -12,7 +12,7 @@ ALPHAS=${*:-0.5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 Z=$SHARED/models/zoo
 NB=4
-T=$(mktemp -d /tmp/calq_dmq_zoo.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_dmq_zoo.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/det" "$T/plate"
 cp "$Z"/fastestdet_352/images/*.jpg "$SHARED"/data/faces/*.jpg "$T/det/"

@@ -10,7 +10,7 @@ SHARED=$2
 TARGET=${3:-0.99}
 NB=${4:-8}
 Z=$SHARED/models/zoo
-T=$(mktemp -d /tmp/calq_fallback_zoo.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_fallback_zoo.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/det" "$T/plate" "$T/seg"
 cp "$Z"/fastestdet_352/images/*.jpg "$SHARED"/data/faces/*.jpg "$T/det/"

@@ -21,7 +21,7 @@ CMP="$PY $HERE/save_compare.py"
 export NODE_PATH=${CALQ_PEERS_DIR:-$HOME/.cache/calq-peers}/node_modules
 $PY -c 'import torchvision' 2>/dev/null || { echo "SKIP: no python3-torchvision"; exit 77; }
 [ -d "$NODE_PATH/onnxruntime-node" ] || { echo "SKIP: no onnxruntime-node in $NODE_PATH"; exit 77; }
-T=$(mktemp -d /tmp/calq_tq.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_tq.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -13,7 +13,7 @@ ERROR_MESSAGE_MAX = 4096  # CALQ_ERROR_MESSAGE_MAX
 ERROR_NAME_MAX = 256  # CALQ_ERROR_NAME_MAX
 # the ABI this file describes: libcalq 0.3 (calq.h CALQ_VERSION_MAJOR/MINOR; before 1.0 a minor
 # release may change the ABI, docs/c-api.md "Versions")
-ABI = (0, 3)
+ABI = (0, 4)
 
 CALQ_OK = 0
 CALQ_ERR_GENERIC = -65536

@@ -14,6 +14,15 @@
         .output_channel_axis = 1,                                                                                      \
     }
 
+/* The recurrent kinds differ only in their name (see their rows). */
+#define RECURRENT_ROW(ID, ONNX)                                                                                        \
+    {                                                                                                                  \
+        .id = ID, .onnx = ONNX, .act_inputs = 1u << 0, .weights = CALQ_QKIND_WEIGHTS_CONST, .weight_input = 1,         \
+        .weight2_input = 2, .bias_input = -1, .layout = CALQ_WEIGHTS_RNN, .weight_channel_axis = 1,                    \
+        .output_channel_axis = -1, .channel_wise = true, .weight_ranks = RANK(3),                                      \
+        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},                                                           \
+    }
+
 static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
     /* Conv: 4-D / 5-D constant weight (§8.1); per channel, dim 0 of [Cout, Cin/group, k...]
      * (§8.2); Conv + BN folds (§8.3 FUSE_ONNX_TYPES). */
@@ -136,63 +145,13 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
         .output_channel_axis = 1,
         .input_ranks = RANK(4),
     },
-    /* LSTM: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
-     * input X (not the hidden state, which lives inside the operator), W and R per direction and
-     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
-     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
-    {
-        .id = CALQ_QKIND_LSTM,
-        .onnx = "LSTM",
-        .act_inputs = 1u << 0,
-        .weights = CALQ_QKIND_WEIGHTS_CONST,
-        .weight_input = 1,
-        .weight2_input = 2,
-        .bias_input = -1,
-        .layout = CALQ_WEIGHTS_RNN,
-        .weight_channel_axis = 1,
-        .output_channel_axis = -1,
-        .channel_wise = true,
-        .weight_ranks = RANK(3),
-        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
-    },
-    /* GRU: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
-     * input X (not the hidden state, which lives inside the operator), W and R per direction and
-     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
-     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
-    {
-        .id = CALQ_QKIND_GRU,
-        .onnx = "GRU",
-        .act_inputs = 1u << 0,
-        .weights = CALQ_QKIND_WEIGHTS_CONST,
-        .weight_input = 1,
-        .weight2_input = 2,
-        .bias_input = -1,
-        .layout = CALQ_WEIGHTS_RNN,
-        .weight_channel_axis = 1,
-        .output_channel_axis = -1,
-        .channel_wise = true,
-        .weight_ranks = RANK(3),
-        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
-    },
-    /* RNN: recurrent layer quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (§8.1): the
-     * input X (not the hidden state, which lives inside the operator), W and R per direction and
-     * gate row (the record's scale_w: W's channels, then R's), the bias kept float. Float32
-     * constant 3-D W and R; opsets 7-13 (no layout attribute). */
-    {
-        .id = CALQ_QKIND_RNN,
-        .onnx = "RNN",
-        .act_inputs = 1u << 0,
-        .weights = CALQ_QKIND_WEIGHTS_CONST,
-        .weight_input = 1,
-        .weight2_input = 2,
-        .bias_input = -1,
-        .layout = CALQ_WEIGHTS_RNN,
-        .weight_channel_axis = 1,
-        .output_channel_axis = -1,
-        .channel_wise = true,
-        .weight_ranks = RANK(3),
-        .attrs = {{CALQ_QKIND_ATTR_INT_IS, "layout", 0, 0}},
-    },
+    /* LSTM, GRU, RNN: recurrent layers quantized per channel as AMCT's
+     * CHANNEL_WISE_ONNX_TYPES (§8.1): the input X (not the hidden state, which lives inside the
+     * operator), W and R per direction and gate row (the record's scale_w: W's channels, then
+     * R's), the bias kept float. Float32 constant 3-D W and R; opsets 7-13 (no layout attribute). */
+    RECURRENT_ROW(CALQ_QKIND_LSTM, "LSTM"),
+    RECURRENT_ROW(CALQ_QKIND_GRU, "GRU"),
+    RECURRENT_ROW(CALQ_QKIND_RNN, "RNN"),
     /* Tensor-only kinds: an input tensor quantized and restored before a float op (§7.2
      * tensor_quantize, record key "<layer>:<input>" with scale_d / offset_d, §7.1; AscendQuant ->
      * AscendAntiQuant in the deploy model, §9.3). AMCT names MaxPool and Add (§8.1; Caffe's

@@ -127,6 +127,33 @@ bool calq__ada_kind_ok(const calq_qkind *k)
     return k && (k->id == CALQ_QKIND_CONV || k->id == CALQ_QKIND_GEMM || k->id == CALQ_QKIND_MATMUL);
 }
 
+/* Appends an entry for `name` (kind k, node) to *arr, with the kind's defaults (§7.2); NULL
+ * with err set when out of memory. The strings are the config's. */
+static calq_layer_config *append_entry(calq_layer_config **arr, int *n, const char *name, const calq_qkind *k, int node,
+                                       int activation_offset, calq_error *err)
+{
+    calq_layer_config *grown = realloc(*arr, ((size_t)*n + 1) * sizeof *grown);
+    if (!grown) {
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    *arr = grown;
+    calq_layer_config *l = &grown[*n];
+    memset(l, 0, sizeof *l);
+    l->name = strdup(name);
+    l->op_type = strdup(k->onnx);
+    if (!l->name || !l->op_type) {
+        free(l->name);
+        free(l->op_type);
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
+        return NULL;
+    }
+    l->node = node;
+    calq__layer_config_defaults(l, k, activation_offset);
+    (*n)++;
+    return l;
+}
+
 calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, const calq_qkind *k, int node,
                                           calq_error *err)
 {
@@ -134,52 +161,16 @@ calq_layer_config *calq__config_add_layer(calq_config *c, const char *name, cons
         calq__fail(err, CALQ_ERR_INTERNAL, name, "config: layer '%s' is not of a quantizable kind", calq__cut(name).s);
         return NULL;
     }
-    calq_layer_config *grown = realloc(c->layers, ((size_t)c->n_layers + 1) * sizeof *grown);
-    if (!grown) {
-        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
-        return NULL;
-    }
-    c->layers = grown;
-    calq_layer_config *l = &c->layers[c->n_layers];
-    memset(l, 0, sizeof *l);
-    l->name = strdup(name);
-    l->op_type = strdup(k->onnx);
-    if (!l->name || !l->op_type) {
-        free(l->name);
-        free(l->op_type);
-        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
-        return NULL;
-    }
-    l->node = node;
-    calq__layer_config_defaults(l, k, c->activation_offset);
-    c->n_layers++;
-    return l;
+    return append_entry(&c->layers, &c->n_layers, name, k, node, c->activation_offset, err);
 }
 
 calq_layer_config *calq__config_add_tensor(calq_config *c, const char *name, int input, const calq_qkind *k, int node,
                                            calq_error *err)
 {
-    calq_layer_config *grown = realloc(c->tensors, ((size_t)c->n_tensors + 1) * sizeof *grown);
-    if (!grown) {
-        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
-        return NULL;
-    }
-    c->tensors = grown;
-    calq_layer_config *l = &c->tensors[c->n_tensors];
-    memset(l, 0, sizeof *l);
-    l->name = strdup(name);
-    l->op_type = strdup(k->onnx);
-    if (!l->name || !l->op_type) {
-        free(l->name);
-        free(l->op_type);
-        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, name, "out of memory building the config");
-        return NULL;
-    }
-    l->node = node;
-    calq__layer_config_defaults(l, k, c->activation_offset);
+    calq_layer_config *l = append_entry(&c->tensors, &c->n_tensors, name, k, node, c->activation_offset, err);
+    if (!l) return NULL;
     l->tensor = true;
     l->input = input;
-    c->n_tensors++;
     return l;
 }
 

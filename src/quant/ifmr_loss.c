@@ -14,6 +14,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "quant/ifmr_loss_simd.h"
 #include "quant/quant.h"
 
 void calq__ifmr_loss_ref(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
@@ -58,8 +59,10 @@ static void block_errors(const float *x, size_t m, float lo, float hi, float s, 
     for (size_t i = 0; i < m; i++) d[i] = err_of(x[i], lo, hi, s);
 }
 
-void calq__ifmr_loss_fast(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
-                          calq__ifmr_acc *acc)
+/* The portable kernel (any CPU): the same operations written so that the compiler vectorizes the
+ * element errors for the baseline ISA. */
+static void loss_c(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
+                   calq__ifmr_acc *acc)
 {
     const float lo = c->lo, hi = c->hi, s = c->scale;
     float d[BLOCK];
@@ -111,4 +114,163 @@ void calq__ifmr_loss_fast(const float *x, size_t n, uint64_t g0, const calq__ifm
         float e = err_of(x[j], lo, hi, s);
         acc->lane[(g0 + j) % CALQ__IFMR_LANES] += (double)e * (double)e;
     }
+}
+
+int calq__ifmr_isa_supported(calq__isa isa)
+{
+    switch (isa) {
+    case CALQ__ISA_C: return 1;
+#ifdef CALQ__IFMR_X86
+    case CALQ__ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CALQ__ISA_AVX512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#endif
+    default: return 0;
+    }
+}
+
+calq__isa calq__ifmr_isa_best(void)
+{
+    if (calq__ifmr_isa_supported(CALQ__ISA_AVX512)) return CALQ__ISA_AVX512;
+    if (calq__ifmr_isa_supported(CALQ__ISA_AVX2)) return CALQ__ISA_AVX2;
+    return CALQ__ISA_C;
+}
+
+const char *calq__isa_name(calq__isa isa)
+{
+    return isa == CALQ__ISA_AVX512 ? "avx512" : isa == CALQ__ISA_AVX2 ? "avx2" : "c";
+}
+
+#ifdef CALQ__IFMR_X86
+/* One element into its lane, as the _ref kernel adds it (the unaligned head and the tail). */
+static inline void lane_one(float x, uint64_t g, const calq__ifmr_cand *c, calq__ifmr_acc *a)
+{
+    float e = err_of(x, c->lo, c->hi, c->scale);
+    a->lane[g % CALQ__IFMR_LANES] += (double)e * (double)e;
+}
+
+static void lanes_simd(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *const *c,
+                       unsigned k, calq__ifmr_acc *const *a)
+{
+    size_t head = (size_t)((CALQ__IFMR_LANES - g0 % CALQ__IFMR_LANES) % CALQ__IFMR_LANES);
+    if (head > n) head = n;
+    size_t mid = (n - head) / CALQ__IFMR_LANES * CALQ__IFMR_LANES;
+    for (unsigned q = 0; q < k; q++)
+        for (size_t j = 0; j < head; j++) lane_one(x[j], g0 + j, c[q], a[q]);
+    if (mid) {
+        if (isa == CALQ__ISA_AVX512)
+            calq__ifmr_lanes_avx512(x + head, mid, k, c, a);
+        else
+            calq__ifmr_lanes_avx2(x + head, mid, k, c, a);
+    }
+    for (unsigned q = 0; q < k; q++)
+        for (size_t j = head + mid; j < n; j++) lane_one(x[j], g0 + j, c[q], a[q]);
+}
+
+/* Zeros add nothing. When every candidate's clip range contains 0 and its scale is a finite
+ * positive number (always so for IFMR's legal candidates: zero forcing, §3.3), an element
+ * x = +-0 has error round(0/s)*s - x = +0, whose square is +0, and a sum that started at +0 and
+ * only ever grew is unchanged by adding +0: skipping it changes no bit. ReLU outputs are about
+ * half zeros, so this halves the work on most layers. */
+static int zeros_neutral(const calq__ifmr_cand *cand, const unsigned *idx, unsigned k)
+{
+    for (unsigned q = 0; q < k; q++) {
+        const calq__ifmr_cand *c = &cand[idx[q]];
+        if (!(c->lo <= 0.0f && c->hi >= 0.0f && c->scale > 0.0f && c->scale < INFINITY)) return 0;
+    }
+    return 1;
+}
+
+#define ZBLOCK 4096 /* elements compacted at a time (16 KB: stays in L1 across candidates) */
+
+/* The nonzero elements of x[0..n) (positions from g0) rearranged lane-major: row r holds the
+ * r-th nonzero element of every lane, padded with zeros, so a kernel that adds element l of each
+ * row to lane l adds each lane's elements in their order. Returns 8 * rows. */
+static size_t compact_lanes(const float *x, size_t n, uint64_t g0, float *buf)
+{
+    size_t cnt[CALQ__IFMR_LANES] = {0};
+    unsigned l = (unsigned)(g0 % CALQ__IFMR_LANES);
+    for (size_t j = 0; j < n; j++) {
+        if (x[j] != 0.0f) buf[cnt[l]++ * CALQ__IFMR_LANES + l] = x[j];
+        l = (l + 1) % CALQ__IFMR_LANES;
+    }
+    size_t rows = 0;
+    for (l = 0; l < CALQ__IFMR_LANES; l++) rows = cnt[l] > rows ? cnt[l] : rows;
+    for (l = 0; l < CALQ__IFMR_LANES; l++)
+        for (size_t r = cnt[l]; r < rows; r++) buf[r * CALQ__IFMR_LANES + l] = 0.0f;
+    return rows * CALQ__IFMR_LANES;
+}
+
+/* The nonzero elements of x[0..n) in order (the float running sums have no lanes). */
+static size_t compact_nonzero(const float *x, size_t n, float *buf)
+{
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++) {
+        buf[m] = x[j];
+        m += x[j] != 0.0f;
+    }
+    return m;
+}
+
+/* k <= 64 candidates over x[0..n): the lanes kernel CALQ__IFMR_SIMD_GROUP candidates at a time,
+ * or the float sums all at once */
+static void simd_call(calq__isa isa, const float *x, size_t n, uint64_t g0, int aligned,
+                      const calq__ifmr_cand *const *c, unsigned k, int amct, float Lf, calq__ifmr_acc *const *a)
+{
+    if (amct) {
+        if (isa == CALQ__ISA_AVX512)
+            calq__ifmr_fsum_avx512(x, n, k, c, Lf, a);
+        else
+            calq__ifmr_fsum_avx2(x, n, k, c, Lf, a);
+        return;
+    }
+    for (unsigned q0 = 0; q0 < k; q0 += CALQ__IFMR_SIMD_GROUP) {
+        unsigned kk = k - q0 < CALQ__IFMR_SIMD_GROUP ? k - q0 : CALQ__IFMR_SIMD_GROUP;
+        if (aligned) { /* compacted: lane-major rows from lane 0 */
+            if (isa == CALQ__ISA_AVX512)
+                calq__ifmr_lanes_avx512(x, n, kk, c + q0, a + q0);
+            else
+                calq__ifmr_lanes_avx2(x, n, kk, c + q0, a + q0);
+        } else {
+            lanes_simd(isa, x, n, g0, c + q0, kk, a + q0);
+        }
+    }
+}
+
+static void losses_simd(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *cand,
+                        const unsigned *idx, unsigned k, int amct, float Lf, calq__ifmr_acc *acc)
+{
+    enum { MAXG = 64 };
+    const calq__ifmr_cand *c[MAXG];
+    calq__ifmr_acc *a[MAXG];
+    const int skip = zeros_neutral(cand, idx, k);
+    float buf[ZBLOCK + CALQ__IFMR_LANES];
+    for (unsigned q0 = 0; q0 < k; q0 += MAXG) {
+        unsigned kk = k - q0 < MAXG ? k - q0 : MAXG;
+        for (unsigned q = 0; q < kk; q++) {
+            c[q] = &cand[idx[q0 + q]];
+            a[q] = &acc[idx[q0 + q]];
+        }
+        if (!skip) {
+            simd_call(isa, x, n, g0, 0, c, kk, amct, Lf, a);
+            continue;
+        }
+        for (size_t b = 0; b < n; b += ZBLOCK) {
+            size_t nb = n - b < ZBLOCK ? n - b : ZBLOCK;
+            size_t m = amct ? compact_nonzero(x + b, nb, buf) : compact_lanes(x + b, nb, g0 + b, buf);
+            if (m) simd_call(isa, buf, m, 0, 1, c, kk, amct, Lf, a);
+        }
+    }
+}
+#endif
+
+void calq__ifmr_losses(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *cand,
+                       const unsigned *idx, unsigned k, int amct, float Lf, calq__ifmr_acc *acc)
+{
+#ifdef CALQ__IFMR_X86
+    if (isa == CALQ__ISA_AVX2 || isa == CALQ__ISA_AVX512) {
+        losses_simd(isa, x, n, g0, cand, idx, k, amct, Lf, acc);
+        return;
+    }
+#endif
+    for (unsigned q = 0; q < k; q++) loss_c(x, n, g0, &cand[idx[q]], amct, Lf, &acc[idx[q]]);
 }

@@ -42,6 +42,7 @@ struct calq_ifmr_stream {
     calq__ifmr_acc *acc;
     unsigned *legal;
     unsigned n_legal;
+    calq__isa isa; /* the loss kernels (the CPU's best; a test may choose) */
     float max_init, min_init;
     calq_ifmr_result res;
 };
@@ -75,6 +76,7 @@ calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count,
     s->n_cand = n_cand;
     s->pass = 1;
     s->max_count = max_count;
+    s->isa = calq__ifmr_isa_best();
     stats_reset(s);
     s->cand = calloc(n_cand, sizeof *s->cand);
     s->acc = calloc(n_cand, sizeof *s->acc);
@@ -96,6 +98,11 @@ void calq_ifmr_stream_free(calq_ifmr_stream *s)
     free(s->acc);
     free(s->legal);
     free(s);
+}
+
+void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa)
+{
+    if (calq__ifmr_isa_supported(isa)) s->isa = isa;
 }
 
 int calq_ifmr_stream_pass(const calq_ifmr_stream *s)
@@ -186,10 +193,7 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
         unsigned c0 = (unsigned)((uint64_t)s->n_legal * t / T), c1 = (unsigned)((uint64_t)s->n_legal * (t + 1) / T);
         for (size_t j = 0; j < n; j += LOSS_CHUNK) {
             size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
-            for (unsigned k = c0; k < c1; k++) {
-                unsigned i = s->legal[k];
-                calq__ifmr_loss_fast(x + j, m, g + j, &s->cand[i], amct, Lf, &s->acc[i]);
-            }
+            if (c1 > c0) calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->legal + c0, c1 - c0, amct, Lf, s->acc);
         }
     }
 }

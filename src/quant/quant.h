@@ -100,11 +100,24 @@ typedef struct calq__ifmr_acc {
 
 /* Adds elements x[0..n), whose position in the whole data starts at g0, to acc. amct selects
  * the float-sum mode, whose per-element term is (d*d)/Lf. The _ref kernel is the plain scalar
- * transcription of §3.5 (C round()); the fast one vectorizes and must agree bit for bit. */
+ * transcription of §3.5 (C round()); the fast ones below must agree with it bit for bit. */
 void calq__ifmr_loss_ref(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
                          calq__ifmr_acc *acc);
-void calq__ifmr_loss_fast(const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *c, int amct, float Lf,
-                          calq__ifmr_acc *acc);
+
+/* The fast kernels, by instruction set: the portable C one (vectorized by the compiler for the
+ * baseline ISA), AVX2 and AVX-512 (ifmr_loss_avx2.c, ifmr_loss_avx512.c, compiled with
+ * function-level targets: no global -march). calq__ifmr_isa_best() is what the CPU runs. */
+typedef enum calq__isa { CALQ__ISA_C = 0, CALQ__ISA_AVX2, CALQ__ISA_AVX512 } calq__isa;
+int calq__ifmr_isa_supported(calq__isa isa);
+calq__isa calq__ifmr_isa_best(void);
+const char *calq__isa_name(calq__isa isa);
+/* Adds x[0..n) (positions from g0) to the sums of the k candidates cand[idx[0..k)] (their sums
+ * acc[idx[..]]) with the kernels of `isa` (which must be supported). Every candidate's sums equal
+ * what calq__ifmr_loss_ref gives over the same elements, bit for bit, for any n, g0 and k. */
+void calq__ifmr_losses(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *cand,
+                       const unsigned *idx, unsigned k, int amct, float Lf, calq__ifmr_acc *acc);
+/* The kernels a stream's loss pass uses (tests compare them; an unsupported one is ignored). */
+void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa);
 /* The fixed-order total of the lanes. */
 double calq__ifmr_acc_total(const calq__ifmr_acc *acc);
 

@@ -1,6 +1,7 @@
 /* Streaming IFMR equals the whole-buffer reference bit for bit (amct-reference.md §3), for any
  * batch split and thread count: scale, offset, winning index, loss and percentile values. Also
- * holds the vectorized loss kernel against the scalar one on arbitrary element positions. */
+ * holds every vectorized loss kernel against the scalar one on arbitrary element positions; the
+ * two stream runs of a case use the CPU's best kernels and the AVX2 ones. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,11 +104,14 @@ static int same(const calq_ifmr_result *a, const calq_ifmr_result *b)
            !memcmp(&a->clip_max, &b->clip_max, sizeof(float)) && a->n_illegal == b->n_illegal && a->count == b->count;
 }
 
+static calq__isa stream_isa; /* the loss kernels of the next stream_run */
+
 static calq_status stream_run(const float *x, size_t n, const calq_ifmr_opts *o, enum split sp, int declare,
                               calq_ifmr_result *res, int *passes, size_t *bytes, calq_error *err)
 {
     calq_ifmr_stream *s = NULL;
     calq_status st = calq_ifmr_stream_create(o, declare ? (uint64_t)n : 0, "t", &s, err);
+    if (st == CALQ_OK) calq__ifmr_stream_set_isa(s, stream_isa);
     int done = 0;
     *passes = 0;
     *bytes = 0;
@@ -154,12 +158,14 @@ static void run_case(const tcase *c)
     int passes1 = 0, passes2 = 0;
     size_t bytes1 = 0, bytes2 = 0;
     o.n_threads = c->threads;
+    stream_isa = calq__ifmr_isa_best();
     rs = 42;
     calq_status s1 = stream_run(x, c->n, &o, c->split, c->declare_count, &st1, &passes1, &bytes1, &e);
     EXPECT(s1 == CALQ_OK);
     if (s1 != CALQ_OK) fprintf(stderr, "%s: stream failed: %s\n", c->name, e.message);
     /* a second run with another split, the other count mode and another thread count */
     o.n_threads = c->threads == 1 ? 2 : 1;
+    stream_isa = calq__ifmr_isa_supported(CALQ__ISA_AVX2) ? CALQ__ISA_AVX2 : CALQ__ISA_C;
     rs = 7;
     calq_status s2 =
         stream_run(x, c->n, &o, c->split == S_ONE ? S_RANDOM : S_ONE, !c->declare_count, &st2, &passes2, &bytes2, &e);
@@ -178,33 +184,76 @@ static void run_case(const tcase *c)
     free(x);
 }
 
-/* The vectorized kernel against the scalar one: same lanes, bit for bit, from any start. */
+/* Every fast kernel (portable C, AVX2, AVX-512: those the CPU has) against the scalar one:
+ * the same sums bit for bit, for any start position, any split into calls and any number of
+ * candidates at once (the SIMD kernels group 4 candidates in lane mode, 64 across vector
+ * elements in float mode). Candidates: ordinary, exact halves after the division (ties), a
+ * clip range far inside the data, a scale near 1/FLT_EPSILON, a tiny scale; data with runs of
+ * +-0 (skipped by the SIMD kernels) and, for the last grouping, a candidate whose zeros count. */
 static void test_kernels(void)
 {
-    enum { N = 50000 };
+    enum { N = 50000, NC = 70 };
     float *x = malloc(N * sizeof *x);
     rs = 99;
     generate(G_OUTLIERS, x, N);
     x[5] = 0.5f;
-    x[6] = -1.5f; /* exact halves after division by 1 */
-    calq__ifmr_cand c[3] = {{-2.0f, 3.0f, 1.0f, 1.0f, CALQ__SCALE_OK},
-                            {-1.0f, 0.75f, 0.0068627f, 0.0068627f, CALQ__SCALE_OK},
-                            {-100.0f, 100.0f, 0.787f, 0.787f, CALQ__SCALE_OK}};
-    int bad = 0;
-    for (int k = 0; k < 3; k++) {
-        for (int amct = 0; amct < 2; amct++) {
-            calq__ifmr_acc a = {{0}, 0}, b = {{0}, 0};
-            calq__ifmr_loss_ref(x, N, 3, &c[k], amct, (float)N, &a);
-            for (size_t j = 0; j < N;) {
-                size_t m = 1 + next64() % 700;
-                if (m > N - j) m = N - j;
-                calq__ifmr_loss_fast(x + j, m, 3 + j, &c[k], amct, (float)N, &b);
-                j += m;
-            }
-            if (memcmp(&a, &b, sizeof a) != 0) bad++;
+    x[6] = -1.5f;                                                   /* exact halves after division by 1 */
+    for (int i = 100; i < 400; i++) x[i] = (float)(i - 250) * 0.5f; /* a run of halves */
+    x[401] = -0.0f;
+    x[402] = 1e30f;
+    x[403] = -1e30f;
+    x[404] = 1e-40f; /* subnormal */
+    for (int i = 1000; i < 30000; i++)
+        if (next64() % 2) x[i] = i % 3 ? 0.0f : -0.0f; /* ReLU-like zeros (the kernels skip them) */
+    for (int i = 30000; i < 30100; i++) x[i] = 0.0f;   /* a run of zeros longer than a row */
+    calq__ifmr_cand c[NC];
+    for (int k = 0; k < NC; k++) {
+        float r = 0.7f + 0.01f * (float)k;
+        switch (k % 5) {
+        case 0: c[k] = (calq__ifmr_cand){-2.0f, 3.0f * r, 1.0f, 1.0f, CALQ__SCALE_OK}; break;
+        case 1: c[k] = (calq__ifmr_cand){-1.0f, 0.75f * r, 0.0068627f * r, 0.0068627f, CALQ__SCALE_OK}; break;
+        case 2: c[k] = (calq__ifmr_cand){-100.0f * r, 100.0f * r, 0.787f * r, 0.787f, CALQ__SCALE_OK}; break;
+        case 3: c[k] = (calq__ifmr_cand){-1e9f, 2e9f * r, 8e6f * r, 8e6f, CALQ__SCALE_OK}; break;
+        default: c[k] = (calq__ifmr_cand){0.0f, 1e-6f * r, 1.2e-7f * r, 1.2e-7f, CALQ__SCALE_OK}; break;
         }
     }
-    EXPECT(bad == 0);
+    c[0].lo = 0.5f; /* a clip range without 0 (not IFMR's): zeros count, so nothing is skipped */
+    unsigned idx[NC];
+    for (int k = 0; k < NC; k++) idx[k] = (unsigned)(NC - 1 - k); /* any order */
+    calq__ifmr_acc *ref = calloc(2 * NC, sizeof *ref), *got = calloc(2 * NC, sizeof *got);
+    for (int amct = 0; amct < 2; amct++)
+        for (int k = 0; k < NC; k++) calq__ifmr_loss_ref(x, N, 3, &c[k], amct, (float)N, &ref[amct * NC + k]);
+    const unsigned counts[] = {1, 2, 3, 4, 5, 7, 60, 64, 65, NC};
+    int tried = 0;
+    for (int isa = CALQ__ISA_C; isa <= CALQ__ISA_AVX512; isa++) {
+        if (!calq__ifmr_isa_supported((calq__isa)isa)) {
+            printf("kernels: %s not supported by this CPU, not tested\n", calq__isa_name((calq__isa)isa));
+            continue;
+        }
+        for (int amct = 0; amct < 2; amct++)
+            for (size_t t = 0; t < sizeof counts / sizeof counts[0]; t++) {
+                unsigned k = counts[t];
+                memset(got, 0, 2 * NC * sizeof *got);
+                for (size_t j = 0; j < N;) {
+                    size_t m = 1 + next64() % (t % 2 ? 700 : 5000);
+                    if (m > N - j) m = N - j;
+                    calq__ifmr_losses((calq__isa)isa, x + j, m, 3 + j, c, idx, k, amct, (float)N, got + amct * NC);
+                    j += m;
+                }
+                int bad = 0;
+                for (unsigned q = 0; q < k; q++)
+                    bad += memcmp(&ref[amct * NC + idx[q]], &got[amct * NC + idx[q]], sizeof *ref) != 0;
+                if (bad)
+                    fprintf(stderr, "kernels: %s, %s sums, %u candidates at once: %d differ from _ref\n",
+                            calq__isa_name((calq__isa)isa), amct ? "float" : "double", k, bad);
+                EXPECT(bad == 0);
+                tried++;
+            }
+    }
+    printf("kernels: %d kernel/mode/grouping combinations equal the _ref kernel bit for bit (best here: %s)\n", tried,
+           calq__isa_name(calq__ifmr_isa_best()));
+    free(ref);
+    free(got);
     free(x);
 }
 

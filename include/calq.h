@@ -491,8 +491,9 @@ typedef struct calq_calibrate_progress {
     int pass;          /* 1: statistics (IFMR) / histograms (HFMG); 2: IFMR losses (3: rare, numerics.md) */
     int batch;         /* the batch just run, 0-based */
     int batch_num;     /* batches per pass */
-    int runs_done;     /* model runs so far */
-    int runs_expected; /* model runs in total, as far as known (grows if a third pass is needed) */
+    int runs_done;     /* batches done so far, all passes (a later pass may replay them from the
+                          activation cache instead of running the model: cache_mb) */
+    int runs_expected; /* batches in total, as far as known (grows if a third pass is needed) */
     double elapsed_s;  /* seconds since calq_calibrate started */
 } calq_calibrate_progress;
 
@@ -523,9 +524,20 @@ typedef struct calq_calibrate_opts {
                                   between layers (docs/cli.md "int8 end to end"); not in config_out,
                                   and AMCT's fake-quant / deploy models ignore them. 0 (default):
                                   AMCT's scheme */
+    int cache_mb;              /* the activation cache, so that each batch is inferred once: pass 1
+                                  keeps the inputs of the layers whose calibrators read the batches
+                                  again (IFMR, kl, mse, auto), up to cache_mb MiB in memory, the rest
+                                  in a temporary file (the record's folder, else TMPDIR or /tmp;
+                                  unlinked at once); later passes read them from there. If no folder
+                                  takes the file or the disk fills, the later passes run the model
+                                  again. 0: file only; negative: no cache. The record is the same
+                                  bytes either way. Default CALQ_CALIBRATE_CACHE_MB_DEFAULT */
 } calq_calibrate_opts;
 
-/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs, no progress callback, int8_tensors 0. */
+#define CALQ_CALIBRATE_CACHE_MB_DEFAULT 256
+
+/* Defaults: threads 0, skip_illegal 0, log 1, no config_out, no outputs, no progress callback,
+ * int8_tensors 0, cache_mb 256. */
 CALQ_API void calq_calibrate_opts_init(calq_calibrate_opts *o);
 
 /* Calibrates m on `data` and writes the record (§7.1 text format) to record_out, atomically and

@@ -11,7 +11,7 @@
 
 typedef struct calib_args {
     const char *model, *weights, *save, *shapes, *config, *cfg_simple, *skip, *format, *eval_data, *evaluator;
-    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme;
+    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme, cache_mb;
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
     double target_cosine, target, time_budget;
@@ -119,6 +119,15 @@ static const cli_flag flags[] = {
      .offset = offsetof(calib_args, threads),
      .metavar = "N",
      .help = "OpenMP threads (the record is identical for any N; at most 4 per processor)"},
+    {.name = "--cache-mb",
+     .type = CLI_INT,
+     .offset = offsetof(calib_args, cache_mb),
+     .metavar = "N",
+     .lo = -1,
+     .hi = 1048576,
+     .help = "MiB of memory for the activation cache that spares each batch's second\n"
+             "inference (default 256; beyond it a temporary file; 0: file only; -1: off,\n"
+             "every pass runs the model); the record is the same for any N"},
     {.type = CLI_HEADING,
      .help = "accuracy target (after calibration; the factors are computed once, only quant_enable changes):"},
     {.name = "--target-cosine",
@@ -187,7 +196,7 @@ static const cli_command command = {
                 "(--data_dir \"d1/;d2/\" [--data_types \"float32;...\"] | --images DIR | --npy SPEC)\n"
                 "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
                 "[--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
-                "[--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
+                "[--cache-mb N] [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
                 "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N] [--strict]\n"
                 "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
@@ -293,6 +302,7 @@ int calq_cmd_calibration(int argc, char **argv)
     calib_args a = {.act_offset = -1,
                     .act_algo = -1,
                     .save_type = CLI_SAVE_BOTH,
+                    .cache_mb = CALQ_CALIBRATE_CACHE_MB_DEFAULT,
                     .target_cosine = NAN,
                     .target = NAN,
                     .time_budget = NAN};
@@ -309,6 +319,7 @@ int calq_cmd_calibration(int argc, char **argv)
     calq_calibrate_opts_init(&co);
     co.n_threads = a.threads;
     co.skip_illegal = a.skip_illegal;
+    co.cache_mb = a.cache_mb;
     calq_save_format fmts[4];
     int n_fmts = 0, urc = cli_save_formats(a.format, a.save_type, a.weights != NULL, fmts, &n_fmts);
     if (urc) return urc;

@@ -397,7 +397,8 @@ formats left out (name, reason) when formats was None."""
 
 
 def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=None, save_type="Both", formats=None,
-              act_algo=None, activation_offset=None, skip_illegal=False, threads=0, qdq_scheme="layers"):
+              act_algo=None, activation_offset=None, skip_illegal=False, threads=0, qdq_scheme="layers",
+              cache_mb=None):
     """Calibrates m on `batches` and saves the quantized models, as `calq calibration`:
     writes <save_path>_record.txt, <save_path>_config.json and the models (see calq.save for
     save_type and formats; save_type "None": the record and config only), all together or none.
@@ -412,6 +413,8 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     activation_offset (bool) apply without a config. threads: OpenMP threads (0: default; the
     record never depends on it). qdq_scheme: "layers" (AMCT's) or "int8" (the tensors between
     layers calibrated too, for the QDQ / QOperator files: `calq calibration --qdq-scheme`).
+    cache_mb: memory for the activation cache of the later passes (None: the library's 256; 0:
+    its temporary file only; -1: off), as --cache-mb; the record never depends on it.
     Returns a CalibrationResult."""
     lib, h = _L(), m._handle()
     caffe = m.weights is not None or m.path.endswith(".prototxt")
@@ -466,6 +469,8 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
         co.n_threads = int(threads)
         co.skip_illegal = 1 if skip_illegal else 0
         co.int8_tensors = 1 if qdq_scheme == "int8" else 0
+        if cache_mb is not None:
+            co.cache_mb = int(cache_mb)
         co.config_out = _b(config_out)
         co.outputs = outs
         call(lib.calq_calibrate(h, cfg, data, ctypes.byref(co), _b(record), ctypes.byref(err)))

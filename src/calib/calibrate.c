@@ -5,12 +5,15 @@
  *   -> with DMQ layers (§7.2 dmq_balancer_param): pass 0 over the batches, max |x| per input channel
  *      of each balanced layer; the balance factors; the graph rewritten to X·(1/s), W·s
  *   -> ARQ on every enabled layer's weight (§6.1), balanced where DMQ is on
- *   -> pass 1 over batches 0..batch_num-1: IFMR statistics / HFMG histograms (§3, §5)
- *   -> pass 2 over the same batches: IFMR losses (docs/numerics.md, "Streaming")
+ *   -> pass 1 over batches 0..batch_num-1: IFMR statistics / HFMG histograms (§3, §5); the
+ *      inputs of the layers whose calibrators need more passes go to the activation cache
+ *   -> pass 2 over the same batches, replayed from the cache (the model runs again only when
+ *      the cache gave up): IFMR losses (docs/numerics.md, "Streaming")
  *   -> every layer checked -> one report of all failures, or the record (§7.1), atomically.
  *
  * The model runs batch by batch with reused input buffers and a session arena; calibrators keep
- * bounded state, so memory does not depend on batch_num (AMCT's grows with it, §3.2). */
+ * bounded state and the cache at most its memory budget (then a temporary file), so memory
+ * does not grow with batch_num beyond that budget (AMCT's grows with it, §3.2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,7 @@ void calq_calibrate_opts_init(calq_calibrate_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->log = 1;
+    o->cache_mb = CALQ_CALIBRATE_CACHE_MB_DEFAULT;
 }
 
 /* AMCT's per-batch line (§1.4): Caffe's IFMR layer, or the ONNX/PyTorch logger. */
@@ -88,10 +92,54 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
                                 calq_data_batch_source(cal->data, b, src, sizeof src));
         }
         cal->runs_done++;
+        if (cal->pass == 1 && cal->cache) calq__act_cache_end_batch(cal->cache);
         if (cal->pass == 1 && cal->log) log_stored(cal);
         CALQ_TRY(calq__calib_progress(cal, err));
     }
     return CALQ_OK;
+}
+
+/* After each replayed batch: the progress callback, as after a model run (it may stop the run). */
+static calq_status replayed_batch(void *user, int batch, calq_error *err)
+{
+    calq__calib *cal = user;
+    cal->batch = batch;
+    cal->runs_done++;
+    return calq__calib_progress(cal, err);
+}
+
+/* A later pass: from the activation cache when it holds every batch, else by running the model. */
+static calq_status later_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, calq_error *err)
+{
+    if (!calq__act_cache_usable(cal->cache)) return run_pass(cal, s, ins, n_in, err);
+    return calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, err);
+}
+
+/* The cache of the later passes, when some group needs one and opts allow it (cache_mb >= 0).
+ * Its file goes to the record's folder (on the disk the user chose for outputs), else TMPDIR. */
+static calq_status open_cache(calq__calib *cal, int cache_mb, const char *record_out, calq_error *err)
+{
+    bool multi = false;
+    for (int k = 0; k < cal->n_groups; k++) multi |= calq__group_multipass(&cal->groups[k]);
+    if (!multi || cache_mb < 0) return CALQ_OK;
+    char dir[1024];
+    calq__dirname(record_out, dir, sizeof dir);
+    const char *dirs[3] = {dir, getenv("TMPDIR"), "/tmp"};
+    return calq__act_cache_create((size_t)cache_mb << 20, dirs, 3, &cal->cache, err);
+}
+
+static void log_cache(const calq__calib *cal)
+{
+    if (!cal->log || !cal->cache) return;
+    if (!calq__act_cache_usable(cal->cache))
+        calq__log(CALQ_LOG_INFO, "calq: the activation cache gave up (%s); the later passes ran the model again",
+                  calq__act_cache_why(cal->cache));
+    else if (calq__act_cache_file_bytes(cal->cache))
+        calq__log(CALQ_LOG_INFO,
+                  "calq: activation cache: %.1f MB in memory, %.1f MB in a temporary file (--cache-mb sets the "
+                  "memory part)",
+                  (double)calq__act_cache_mem_bytes(cal->cache) / 1048576.0,
+                  (double)calq__act_cache_file_bytes(cal->cache) / 1048576.0);
 }
 
 calq_status calq__calib_inputs_alloc(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in,
@@ -116,7 +164,7 @@ calq_status calq__calib_inputs_alloc(const calq_model *m, const calq_data *d, ca
     return CALQ_OK;
 }
 
-static calq_status run_batches(calq__calib *cal, calq_error *err)
+static calq_status run_batches(calq__calib *cal, int cache_mb, const char *record_out, calq_error *err)
 {
     const calq_config *c = cal->cfg;
     calq_session_opts so = {.n_threads = cal->n_threads,
@@ -141,18 +189,21 @@ static calq_status run_batches(calq__calib *cal, calq_error *err)
     if (st == CALQ_OK && cal->n_groups)
         st = calq_session_set_observer(s, calq__calib_observe, cal, names, cal->n_groups, err);
     if (st == CALQ_OK) st = calq__calib_inputs_alloc(cal->m, cal->data, ins, n_in, err);
+    if (st == CALQ_OK) st = open_cache(cal, cache_mb, record_out, err);
     bool two = false, any_auto = false;
     for (int k = 0; k < cal->n_groups; k++) {
-        calq_act_algo a = cal->groups[k].algo;
-        two |= a != CALQ_ACT_HFMG && a != CALQ_ACT_MINMAX && a != CALQ_ACT_PERCENTILE;
-        any_auto |= a == CALQ_ACT_AUTO;
+        two |= calq__group_multipass(&cal->groups[k]);
+        any_auto |= cal->groups[k].algo == CALQ_ACT_AUTO;
     }
     cal->runs_expected = cal->batch_num * ((two ? 2 : 1) + (any_auto ? 1 : 0) + (dmq ? 1 : 0));
     for (cal->pass = 1; st == CALQ_OK && cal->n_groups; cal->pass++) {
-        st = run_pass(cal, s, ins, n_in, err);
+        st = cal->pass == 1 ? run_pass(cal, s, ins, n_in, err) : later_pass(cal, s, ins, n_in, err);
         if (st == CALQ_OK && !end_pass(cal)) break;
         if (cal->pass == 2) cal->runs_expected += cal->batch_num; /* a rare third pass (numerics.md) */
     }
+    log_cache(cal);
+    calq__act_cache_free(cal->cache); /* its file is already unlinked: closing it frees the disk */
+    cal->cache = NULL;
     for (int i = 0; ins && i < n_in; i++) free(ins[i].data);
     free(ins);
     free(names);
@@ -356,7 +407,7 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     if (st == CALQ_OK) st = calq__calib_dmq(&cal, err);
     if (st == CALQ_OK) st = calq__calib_weights(&cal, err);
     if (st == CALQ_OK) st = calq__ada_setup(&cal, err);
-    if (st == CALQ_OK) st = run_batches(&cal, err);
+    if (st == CALQ_OK) st = run_batches(&cal, o.cache_mb, record_out, err);
     if (st == CALQ_OK) st = calq__calib_ada(&cal, err); /* after the passes: the reservoirs are full */
     if (st == CALQ_OK) st = finish(&cal, &o, outs, record_out, err);
     if (outs != o.outputs) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/strmap.h"
+#include "calib/act_cache.h"
 #include "calib/config.h"
 #include "calq.h"
 #include "graph/graph.h"
@@ -108,6 +109,8 @@ typedef struct calq__calib {
     calq_strmap group_of; /* tensor -> its first group (next_same: the others); keys borrowed from g */
     /* the batch being run */
     int pass, batch, batch_num;
+    /* the activation cache of the later passes (owned; NULL: every pass runs the model) */
+    calq__act_cache *cache;
     /* progress */
     calq_progress_fn progress; /* the caller's, or NULL */
     void *progress_user;
@@ -130,6 +133,8 @@ void calq__calib_free(calq__calib *cal);
 calq_status calq__group_setup(calq__calib_group *gr, const calq_layer_config *lc, int n_threads, calq_error *err);
 void calq__group_feed(calq__calib_group *gr, const float *x, size_t n, int pass, int batch_num, const char *layer);
 bool calq__group_end_pass(calq__calib_group *gr, int pass);
+/* True when the group's algorithm reads the batches more than once (IFMR, kl, mse, auto). */
+bool calq__group_multipass(const calq__calib_group *gr);
 void calq__group_free(calq__calib_group *gr);
 
 /* calibrate.c: input buffers ins[n_in], one per input of m, of the shapes data d feeds
@@ -170,6 +175,10 @@ void calq__ada_free(calq__ada_layer *a);
 /* calibrate_observe.c: the session observer (user = calq__calib), and the progress callback
  * (CALQ_ERR_GENERIC when it asks to stop). */
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t);
+/* The replay of one cached tensor (a calq__act_cache_tensor_fn, user = calq__calib; `first`: the
+ * first group of the tensor, as the observer stored it): fed to its groups as the observer
+ * feeds them in a later pass. */
+void calq__calib_replay_tensor(void *user, int batch, int first, const float *x, size_t n);
 double calq__now(void);
 calq_status calq__calib_progress(calq__calib *cal, calq_error *err);
 

@@ -3,7 +3,8 @@
  * records where bad values are (batch, sample), so a failure can say where it came from
  * without keeping any activation; later passes feed IFMR's loss pass only. Nothing is kept
  * across batches but the calibrators' bounded state (amct-reference.md §3.2 is what AMCT does
- * instead: it stores every batch). */
+ * instead: it stores every batch) and the activation cache (act_cache.h), which pass 1 fills for
+ * the groups that need more passes, so that they replay it instead of running the model. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -83,13 +84,34 @@ static void observe_group(calq__calib *cal, calq__calib_group *gr, const char *t
 }
 
 /* Every group calibrating the tensor gets it (an asymmetric one and a symmetric-only one may
- * share a tensor: calibrate_layers.c join_group). */
+ * share a tensor: calibrate_layers.c join_group). In pass 1 the tensor also goes to the
+ * activation cache once, under its first group, when a group of it reads the batches again:
+ * the later passes then replay it (calq__calib_replay_tensor) instead of running the model. */
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t)
 {
     calq__calib *cal = user;
-    for (int k = calq__strmap_get(&cal->group_of, tensor_name); k >= 0; k = cal->groups[k].next_same)
+    int first = calq__strmap_get(&cal->group_of, tensor_name);
+    bool again = false;
+    for (int k = first; k >= 0; k = cal->groups[k].next_same) {
         observe_group(cal, &cal->groups[k], tensor_name, t);
+        again |= calq__group_multipass(&cal->groups[k]);
+    }
+    if (cal->pass == 1 && cal->cache && again && first >= 0 && t->dtype == CALQ_DTYPE_FLOAT32)
+        calq__act_cache_put(cal->cache, first, t->data, (size_t)calq_tensor_numel(t));
     return 0;
+}
+
+/* As calq__calib_observe in a later pass, from the cache: the same groups in the same order,
+ * skipped on the same conditions (observe_group), so the record is the same bytes. */
+void calq__calib_replay_tensor(void *user, int batch, int first, const float *x, size_t n)
+{
+    calq__calib *cal = user;
+    cal->batch = batch;
+    for (int k = first; k >= 0; k = cal->groups[k].next_same) {
+        calq__calib_group *gr = &cal->groups[k];
+        if (gr->failed || gr->done || gr->auto_pending) continue;
+        calq__group_feed(gr, x, n, cal->pass, cal->batch_num, cal->layers[gr->first_layer].key);
+    }
 }
 
 /* ---- progress (the caller's callback; the library draws nothing) -------------------------------- */

@@ -165,6 +165,12 @@ bool calq__group_end_pass(calq__calib_group *gr, int pass)
     return false;
 }
 
+bool calq__group_multipass(const calq__calib_group *gr)
+{
+    calq_act_algo a = gr->algo;
+    return a != CALQ_ACT_HFMG && a != CALQ_ACT_MINMAX && a != CALQ_ACT_PERCENTILE;
+}
+
 void calq__group_free(calq__calib_group *gr)
 {
     for (int k = 0; k < gr->n_slots; k++) {

@@ -76,8 +76,10 @@ def memory_child(n_batches, materialise):
             yield {"x": np.random.default_rng(b).standard_normal((1, 3, 96, 96)).astype(np.float32)}
 
     batches = list(gen()) if materialise else gen()
+    # the activation cache holds at most cache_mb in memory, the rest in its file: 4 MiB is below
+    # the 48 batches' 5 MiB, so both runs spill and memory must not grow with the batches
     calq.calibrate(m, batches, os.path.join(os.environ["TMPDIR"], "mem", "conv"), batch_num=n_batches,
-                   save_type="None")
+                   save_type="None", cache_mb=4)
     # the peak RSS of this process image: VmHWM. ru_maxrss would do in a process started afresh,
     # but Linux keeps it across fork + exec, so here it would start at the test runner's own peak.
     with open("/proc/self/status") as f:

@@ -236,20 +236,26 @@ int main(void)
     }
     char dir[] = "/tmp/calq_ada_XXXXXX";
     if (!mkdtemp(dir) || !cfg || !data) return 1;
-    char rec[2][1200], side[2][1300], conf[1200];
+    /* runs: 1 thread and 2 threads with the activation cache (pass 2 replays it; the reservoirs
+     * fill in pass 1 from the model's own tensors), and 2 threads without it (pass 2 runs the
+     * model again) */
+    char rec[3][1200], side[3][1300], conf[1200];
     snprintf(conf, sizeof conf, "%s/t1_config.json", dir);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         snprintf(rec[t], sizeof rec[t], "%s/t%d_record.txt", dir, t + 1);
         snprintf(side[t], sizeof side[t], "%s" CALQ_ADA_SUFFIX, rec[t]);
         calq_calibrate_opts opts;
         calq_calibrate_opts_init(&opts);
         opts.log = 0;
-        opts.n_threads = t + 1;
+        opts.n_threads = t == 0 ? 1 : 2;
+        opts.cache_mb = t == 2 ? -1 : CALQ_CALIBRATE_CACHE_MB_DEFAULT;
         opts.config_out = t == 0 ? conf : NULL;
         EXPECT_STATUS(calq_calibrate(m, cfg, data, &opts, rec[t], &err), CALQ_OK, &err, NULL);
     }
     EXPECT(same_file(rec[0], rec[1]));
     EXPECT(same_file(side[0], side[1])); /* thread count does not change a bit */
+    EXPECT(same_file(rec[1], rec[2]));
+    EXPECT(same_file(side[1], side[2])); /* nor does the activation cache */
 
     size_t n_side = 0;
     unsigned char *sd = slurp(side[0], &n_side);

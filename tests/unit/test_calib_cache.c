@@ -1,0 +1,229 @@
+/* The activation cache of calq_calibrate (src/calib/act_cache.h): pass 2 reads the layers'
+ * inputs from the cache instead of running the model, and the record is the same bytes as
+ * without a cache, whether the cache lives in memory, in its temporary file or in both, for any
+ * thread count; with IFMR (UltraFace, ONNX; MTCNN det3, Caffe) and with a two-pass range
+ * calibrator (mse; kl and auto replay through the same code). Also the cache itself: order kept
+ * across the memory/file boundary, a failing progress callback stops a replay, a folder that
+ * refuses the file makes it give up (the run then re-runs the model), and no file is left
+ * behind. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "calib/act_cache.h"
+
+#include "expect.h"
+#include "fixtures.h"
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)sz + 1);
+    *n = b && fread(b, 1, (size_t)sz, f) == (size_t)sz ? (size_t)sz : 0;
+    fclose(f);
+    return b;
+}
+
+static int count_cache_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, ".calq_act_cache_", 16) == 0;
+    closedir(d);
+    return n;
+}
+
+/* One calibration into dir/<tag>_record.txt; returns the record's bytes (owned by the caller). */
+static char *calibrate(calq_model *m, const char *images, const calq_image_opts *io, const char *algo, int batch_num,
+                       int cache_mb, int threads, const char *dir, const char *tag, size_t *size)
+{
+    calq_error err = {0};
+    calq_config_opts co;
+    calq_config_opts_init(&co);
+    co.batch_num = batch_num;
+    co.act_algo = algo;
+    calq_config *cfg = NULL;
+    calq_data *data = NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s_record.txt", dir, tag);
+    EXPECT_STATUS(calq_config_create(m, &co, &cfg, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq_data_open_images(images, io, 1, &data, &err), CALQ_OK, &err, NULL);
+    calq_calibrate_opts opts;
+    calq_calibrate_opts_init(&opts);
+    EXPECT(opts.cache_mb == CALQ_CALIBRATE_CACHE_MB_DEFAULT);
+    opts.log = 0;
+    opts.n_threads = threads;
+    opts.cache_mb = cache_mb;
+    char *bytes = NULL;
+    *size = 0;
+    if (cfg && data) {
+        EXPECT_STATUS(calq_calibrate(m, cfg, data, &opts, path, &err), CALQ_OK, &err, NULL);
+        bytes = slurp(path, size);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/%s.lock", dir, tag);
+        unlink(path);
+    }
+    EXPECT(count_cache_files(dir) == 0);
+    calq_data_free(data);
+    calq_config_free(cfg);
+    return bytes;
+}
+
+/* The record with the cache equals the one without: in memory then in the file (mixed_mb holds
+ * some batches but not all) at 1 thread, and with `all` also in memory only and in the file only. */
+static void check_model(const char *label, calq_model *m, const char *images, const calq_image_opts *io,
+                        const char *algo, int batch_num, int mixed_mb, bool all, const char *dir)
+{
+    size_t n0 = 0;
+    char *want = calibrate(m, images, io, algo, batch_num, -1, 2, dir, "nocache", &n0);
+    EXPECT(want && n0 > 0);
+    const struct {
+        int mb, threads;
+        const char *what;
+    } runs[] = {{mixed_mb, 1, "memory, then file, 1 thread"},
+                {CALQ_CALIBRATE_CACHE_MB_DEFAULT, 2, "memory"},
+                {0, 2, "file only"}};
+    int same = 0, n_runs = all ? 3 : 1; /* not all: the mixed case only */
+    for (int r = 0; r < n_runs; r++) {
+        size_t n = 0;
+        char *got = calibrate(m, images, io, algo, batch_num, runs[r].mb, runs[r].threads, dir, "cache", &n);
+        bool eq = want && got && n == n0 && memcmp(want, got, n) == 0;
+        if (!eq) fprintf(stderr, "%s, %s: the record with the cache (%s) differs\n", label, algo, runs[r].what);
+        EXPECT(eq);
+        same += eq;
+        free(got);
+    }
+    printf("%s, %s, %d batches: the record is the same %zu bytes without a cache (2 threads) and with it (%d of %d "
+           "runs: memory then file at 1 thread%s)\n",
+           label, algo, batch_num, n0, same, n_runs, all ? ", memory only, file only" : "");
+    free(want);
+}
+
+typedef struct replay_log {
+    int n, batches, bad, stop_at;
+    float next;
+} replay_log;
+
+static void on_tensor(void *user, int batch, int group, const float *x, size_t n)
+{
+    replay_log *l = user;
+    for (size_t i = 0; i < n; i++) l->bad += x[i] != l->next + (float)i;
+    l->bad += group != l->n % 3 || batch != l->batches;
+    l->next += (float)n;
+    l->n++;
+}
+
+static calq_status on_batch(void *user, int batch, calq_error *err)
+{
+    replay_log *l = user;
+    l->bad += batch != l->batches;
+    l->batches++;
+    if (l->stop_at && l->batches == l->stop_at)
+        return calq__fail(err, CALQ_ERR_GENERIC, NULL, "stopped after batch %d", batch);
+    return CALQ_OK;
+}
+
+static void test_cache_unit(const char *dir)
+{
+    calq_error err = {0};
+    float x[1000];
+    for (int budget = 0; budget <= 1; budget++) {
+        calq__act_cache *c = NULL;
+        const char *dirs[2] = {"/nonexistent/calq", dir}; /* the first refuses: the second takes the file */
+        EXPECT_STATUS(calq__act_cache_create(budget ? 20000 : 0, dirs, 2, &c, &err), CALQ_OK, &err, NULL);
+        float next = 0;
+        for (int b = 0, k = 0; b < 10; b++) {
+            for (int t = 0; t < 3; t++, k++) {
+                size_t n = (size_t)(k * 37 % 1000);
+                for (size_t i = 0; i < n; i++) x[i] = next + (float)i;
+                next += (float)n;
+                calq__act_cache_put(c, k % 3, x, n);
+            }
+            calq__act_cache_end_batch(c);
+        }
+        EXPECT(calq__act_cache_usable(c));
+        EXPECT(calq__act_cache_file_bytes(c) > 0);
+        EXPECT(budget ? calq__act_cache_mem_bytes(c) > 0 && calq__act_cache_mem_bytes(c) <= 20000
+                      : calq__act_cache_mem_bytes(c) == 0);
+        EXPECT(count_cache_files(dir) == 0);   /* unlinked while open */
+        for (int pass = 0; pass < 2; pass++) { /* a third pass replays it again */
+            replay_log l = {0};
+            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_OK, &err, NULL);
+            EXPECT(l.n == 30 && l.batches == 10 && l.bad == 0 && l.next == next);
+        }
+        /* a batch callback that fails (the progress callback asked to stop) ends the replay there,
+         * in the memory part and in the file part */
+        for (int stop = 1; stop <= 10; stop += 9) {
+            replay_log l = {.stop_at = stop};
+            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_ERR_GENERIC, &err,
+                          "stopped after batch");
+            EXPECT(l.batches == stop && l.n == 3 * stop && l.bad == 0);
+        }
+        calq__act_cache_free(c);
+    }
+    /* no folder takes the file: the cache gives up and says why */
+    calq__act_cache *c = NULL;
+    const char *bad[1] = {"/nonexistent/calq"};
+    EXPECT_STATUS(calq__act_cache_create(100, bad, 1, &c, &err), CALQ_OK, &err, NULL);
+    for (int i = 0; i < 100; i++) x[i] = (float)i;
+    calq__act_cache_put(c, 0, x, 10); /* fits the 100 bytes */
+    EXPECT(calq__act_cache_usable(c));
+    calq__act_cache_put(c, 0, x, 100); /* does not */
+    EXPECT(!calq__act_cache_usable(c));
+    EXPECT(strstr(calq__act_cache_why(c), "/nonexistent/calq") != NULL);
+    EXPECT(calq__act_cache_mem_bytes(c) == 0);
+    calq__act_cache_free(c);
+}
+
+int main(void)
+{
+    char faces[1024], a[1024], b[1024];
+    fx_shared_path(faces, sizeof faces, FX_FACES);
+    char dir[] = "/tmp/calq_cache_test_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    test_cache_unit(dir);
+    calq_error err = {0};
+    calq_model *m = NULL;
+    /* a model that is there must load: only a missing file is a skip */
+    fx_shared_path(a, sizeof a, FX_ULTRAFACE);
+    if (NEED_FILE(faces) && NEED_FILE(a)) {
+        EXPECT_STATUS(fx_ultraface_load(a, &m, &err), CALQ_OK, &err, NULL);
+        calq_image_opts io;
+        fx_ultraface_image_opts(&io);
+        /* one photo's layer inputs are 12.9 MB: 20 MB holds one batch and a half. The mixed case
+         * only (6 MB in the file): det3 below covers memory only and file only with little disk
+         * traffic (a loaded disk once stalled the 26 MB file-only run past ctest's timeout) */
+        if (m) check_model("UltraFace slim-320", m, faces, &io, "ifmr", 2, 20, false, dir);
+        calq_model_free(m);
+        m = NULL;
+    }
+    fx_shared_path(a, sizeof a, "models/mtcnn/det3.prototxt");
+    fx_shared_path(b, sizeof b, "models/mtcnn/det3.caffemodel");
+    if (NEED_FILE(faces) && NEED_FILE(a) && NEED_FILE(b)) {
+        EXPECT_STATUS(calq_model_load_caffe(a, b, &m, &err), CALQ_OK, &err, NULL);
+        calq_value_info in;
+        int64_t dims[4] = {1, 3, 48, 48};
+        if (m) calq_model_input_info(m, 0, &in);
+        if (m) EXPECT_STATUS(calq_model_set_input_shape(m, in.name, dims, 4, &err), CALQ_OK, &err, NULL);
+        calq_image_opts io;
+        calq_image_opts_init(&io);
+        io.width = 48;
+        io.height = 48;
+        for (int c = 0; c < 3; c++) io.mean[c] = 127.5f, io.std[c] = 128.0f;
+        /* det3's layer inputs are about 0.1 MB per photo: a 0 MB budget spills from the start,
+         * the default keeps everything, 1 MB about one batch */
+        if (m) check_model("MTCNN det3", m, faces, &io, "ifmr", 3, 1, true, dir);
+        if (m) check_model("MTCNN det3", m, faces, &io, "mse", 3, 1, false, dir); /* a two-pass range calibrator */
+        calq_model_free(m);
+    }
+    rmdir(dir);
+    return TEST_RESULT();
+}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 
@@ -110,6 +111,13 @@ size_t calq__tensor_nbytes(const calq_tensor *t)
     return n < 0 ? 0 : (size_t)n * calq_dtype_size(t->dtype);
 }
 
+size_t calq__tensor_max_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0 || (uint64_t)pages > (UINT64_C(1) << 40) / (uint64_t)page) return (size_t)1 << 40;
+    return (size_t)pages * (size_t)page / 2;
+}
+
 calq_status calq__tensor_alloc(calq_tensor *t, calq_error *err)
 {
     int64_t n = calq_tensor_numel(t);
@@ -118,6 +126,11 @@ calq_status calq__tensor_alloc(calq_tensor *t, calq_error *err)
         return calq__fail(err, CALQ_ERR_SHAPE, NULL, "cannot allocate a %s tensor with %d dims: invalid size",
                           calq_dtype_name(t->dtype), t->ndim);
     size_t bytes = (size_t)n * es;
+    if (bytes > calq__tensor_max_bytes())
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
+                          "a %s tensor of %lld elements (%zu bytes) is above calq's limit of %zu bytes for one "
+                          "tensor (half of this machine's memory)",
+                          calq_dtype_name(t->dtype), (long long)n, bytes, calq__tensor_max_bytes());
     t->data = calloc(bytes ? bytes : 1, 1);
     if (!t->data) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory allocating %zu bytes", bytes);
     return CALQ_OK;

@@ -13,8 +13,13 @@ bool calq__shape_equal(const int64_t *a, int na, const int64_t *b, int nb);
 char *calq__shape_str(const int64_t *dims, int ndim, char *buf, size_t n);
 
 size_t calq__tensor_nbytes(const calq_tensor *t);
-/* Allocates zeroed data for t (dtype and dims already set). Owner: the caller, released with
- * calq_tensor_free_data(). */
+/* The most bytes one tensor may take at run time: half of this machine's physical memory (2^40 if
+ * unknown). Shapes computed while running (Loop scan outputs, data-dependent sizes) are bounded by
+ * it so that a hostile model fails at once with a clear message instead of driving the machine into
+ * swap or the OOM killer (issue 14); no real model needs one tensor that large. */
+size_t calq__tensor_max_bytes(void);
+/* Allocates zeroed data for t (dtype and dims already set); fails with CALQ_ERR_OUT_OF_MEMORY above
+ * calq__tensor_max_bytes(). Owner: the caller, released with calq_tensor_free_data(). */
 calq_status calq__tensor_alloc(calq_tensor *t, calq_error *err);
 /* Deep copy into dst (dst's old data is not freed). */
 calq_status calq__tensor_clone(calq_tensor *dst, const calq_tensor *src, calq_error *err);

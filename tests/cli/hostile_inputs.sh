@@ -10,7 +10,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_hostile.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
-numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32))" ||
+numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32))
+numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
 # expect NAME EXIT REGEX -- CALQ ARGS...
@@ -31,6 +32,10 @@ expect() {
 expect loop_trip_count 1 "trip count is 1125899906842624, above calq's limit" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-trip-count-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 [ -e "$T/o/y0.npy" ] && { echo "FAIL: loop_trip_count wrote an output"; bad=1; }
+# a Loop of 2^20 iterations stacking a 768 KB scan output (768 GB): grew until the machine ran out of
+# memory (24 GB RSS in a minute); now refused at the first iteration against half of the machine's memory
+expect loop_scan_output_huge 1 "scan output 0 would stack 1048576 iterations of 786432 bytes, above calq's limit" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-scan-output-huge.onnx" --input "x=$T/x256.npy" --output-dir "$T/o"
 # attributes of the wrong type were read as absent: a Conv with strides=[2.0, 2.0] ran at stride 1
 expect attr_wrong_type 1 "attribute 'strides' is FLOATS, but ONNX defines it as INTS" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o"

@@ -182,10 +182,24 @@ static calq_status if_run(calq_op_ctx *c)
 
 /* ---- Loop ----------------------------------------------------------------------------------- */
 
-/* Appends slice (one iteration's scan output) to the growing stack acc ([n, ...slice]). */
-static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, const calq_tensor *slice, int k)
+/* Appends slice (one iteration's scan output) to the growing stack acc ([n, ...slice]), at most rows
+ * of them (the iteration limit; exact when known). The stack never grows above
+ * calq__tensor_max_bytes(): a trip count of 2^20 with a 1 MB slice filled the machine's memory (24 GB
+ * in a minute, issue 14). With a known count the stack is refused at the first iteration. */
+static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, const calq_tensor *slice, int k,
+                                int64_t rows, bool rows_known)
 {
-    size_t sb = calq__tensor_nbytes(slice);
+    size_t sb = calq__tensor_nbytes(slice), max = calq__tensor_max_bytes();
+    if (rows_known && sb && (uint64_t)rows > max / sb)
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
+                             "scan output %d would stack %lld iterations of %zu bytes, above calq's limit of %zu "
+                             "bytes for one tensor (half of this machine's memory)",
+                             k, (long long)rows, sb, max);
+    if (sb && (uint64_t)acc->dims[0] + 1 > max / sb)
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
+                             "scan output %d would stack more than %lld iterations of %zu bytes, above calq's limit "
+                             "of %zu bytes for one tensor (half of this machine's memory)",
+                             k, (long long)acc->dims[0], sb, max);
     if (acc->ndim == 0 && acc->dims[0] == 0 && !acc->data) {
         if (slice->ndim + 1 > CALQ_MAX_DIMS)
             return calq__op_fail(c, CALQ_ERR_SHAPE, "scan output %d would have too many dims", k);
@@ -199,6 +213,8 @@ static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, 
     }
     if (acc->dims[0] + 1 > *cap) {
         int64_t nc = *cap ? *cap * 2 : 16;
+        if (nc > rows) nc = rows;
+        if (sb && (uint64_t)nc > max / sb) nc = (int64_t)(max / sb);
         void *d = realloc(acc->data, sb * (size_t)nc + 1);
         if (!d) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for scan output %d", k);
         acc->data = d;
@@ -271,7 +287,7 @@ static calq_status loop_infer(calq_op_ctx *c)
             r->t[k] = outs[1 + k];
         }
         for (int k = 0; k < n_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &r->t[n_carried + k], &caps[k], &outs[1 + n_carried + k], k);
+            s = stack_append(c, &r->t[n_carried + k], &caps[k], &outs[1 + n_carried + k], k, limit, max_trip >= 0);
         for (int k = 0; k < n_scan; k++) calq_tensor_free_data(&outs[1 + n_carried + k]);
         iter++;
     }
@@ -387,7 +403,7 @@ static calq_status scan_infer(calq_op_ctx *c)
             r->t[k] = outs[k];
         }
         for (int k = 0; k < n_out_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k);
+            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true);
         for (int k = 0; k < n_out_scan; k++) calq_tensor_free_data(&outs[n_state + k]);
     }
     /* stacks are [T, ...]: reverse and move the step axis where the attributes put it. */

@@ -396,6 +396,7 @@ static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp
             CALQ_TRY(calq__onnx_check_attr_type(&g->nodes[ni], &g->nodes[ni].attrs[g->nodes[ni].n_attrs - 1], err));
             has_graph |= g->nodes[ni].attrs[g->nodes[ni].n_attrs - 1].g != NULL;
         }
+        CALQ_TRY(calq__onnx_check_required_attrs(&g->nodes[ni], err));
         if (has_graph) CALQ_TRY(capture_outer(g, ni, err));
     }
 

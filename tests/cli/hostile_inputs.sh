@@ -36,6 +36,9 @@ expect loop_trip_count 1 "trip count is 1125899906842624, above calq's limit" --
 # memory (24 GB RSS in a minute); now refused at the first iteration against half of the machine's memory
 expect loop_scan_output_huge 1 "scan output 0 would stack 1048576 iterations of 786432 bytes, above calq's limit" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-scan-output-huge.onnx" --input "x=$T/x256.npy" --output-dir "$T/o"
+# an If without else_branch (required by every version of If) ran while its condition was true
+expect if_no_else_branch 1 "node 'If_0' \\(If\\): the required attribute 'else_branch' is missing" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-no-else-branch.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # attributes of the wrong type were read as absent: a Conv with strides=[2.0, 2.0] ran at stride 1
 expect attr_wrong_type 1 "attribute 'strides' is FLOATS, but ONNX defines it as INTS" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o"

@@ -111,6 +111,13 @@ calq_status calq__pool_geom(calq_op_ctx *c, calq_pool_kind kind, calq_pool_geom 
         }
         g->pad_begin[i] = valid ? 0 : pads[i];
         g->pad_end[i] = valid ? 0 : pads[nsp + i];
+        /* a pad of the (dilated) window's size or more makes windows that see only padding
+         * (all-zero averages, -inf maxima); onnxruntime and Caffe refuse pads that large */
+        if (g->pad_begin[i] >= eff || g->pad_end[i] >= eff)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "spatial dimension %d: pads %lld and %lld must be smaller than the window (%lld with "
+                                 "dilation)",
+                                 i, (long long)g->pad_begin[i], (long long)g->pad_end[i], (long long)eff);
         int64_t span = in + g->pad_begin[i] + g->pad_end[i] - eff;
         if (span < 0)
             return calq__op_fail(c, CALQ_ERR_SHAPE,

@@ -173,7 +173,8 @@ static calq_status add_anti(calq__xc_plan *p, int i, int k, const char *name, co
                           "bottoms, or with coefficients, quantizes its first two bottoms only)",
                           name, k);
     char sfx[32];
-    snprintf(sfx, sizeof sfx, k ? "_input%d" : "", k);
+    sfx[0] = 0;
+    if (k) snprintf(sfx, sizeof sfx, "_input%d", k);
     char *obj = calq__xa_printf(&p->a, "%s%s", name, sfx);
     int q = obj ? quant_of(p, n->inputs[k], bottom, rl, with_offset, obj, i) : -1;
     calq__xc_anti *a = &p->antis[p->n_antis];

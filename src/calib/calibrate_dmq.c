@@ -7,7 +7,8 @@
  * statistic has a pass of its own, pass 0, before the weights and the activation passes, run
  * only when some layer is balanced. It keeps one float per input channel per balanced layer,
  * whatever batch_num is. The graph is then rewritten (graph/balance.h) and the activation
- * passes observe the Mul outputs: the same float32 products the saved models compute. */
+ * passes observe the Mul outputs: the same float32 products the saved models compute (ONNX: the
+ * Mul itself, export_onnx_qdq.c; Caffe: a Scale layer by 1/s, export_caffe_dmq.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,12 +164,6 @@ static calq_status balance_layer(calq__calib *cal, calq__calib_layer *l, calq_er
 calq_status calq__calib_dmq(calq__calib *cal, calq_error *err)
 {
     if (!calq__calib_has_dmq(cal)) return CALQ_OK;
-    for (int i = 0; cal->m->format == CALQ_FORMAT_CAFFE && i < cal->n_layers; i++)
-        if (balanced(&cal->layers[i]))
-            return calq__fail(err, CALQ_ERR_UNSUPPORTED, cal->layers[i].cfg->name,
-                              "layer \"%s\" has dmq_balancer: calq writes DMQ-balanced layers in ONNX models only, not "
-                              "yet in Caffe ones; remove dmq_balancer from the config",
-                              cal->layers[i].cfg->name);
     if (!cal->g_owned) { /* do_fusion false: a copy of the model's graph to rewrite */
         CALQ_TRY(calq__graph_clone(cal->m->g, &cal->g_owned, err));
         cal->g = cal->g_owned;

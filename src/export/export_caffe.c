@@ -65,9 +65,8 @@ static bool index_names(calq__xc_plan *p)
     return true;
 }
 
-/* A fresh name "<base><suffix>" (then "_2", "_3", ...) no layer or blob has; NULL on
- * out-of-memory. */
-static char *fresh_name(calq__xc_plan *p, const char *base, const char *suffix)
+/* A fresh name no layer or blob has (export_caffe.h). */
+char *calq__xc_fresh_name(calq__xc_plan *p, const char *base, const char *suffix)
 {
     if (!index_names(p)) return NULL;
     char *s = calq__xa_printf(&p->a, "%s%s", base, suffix);
@@ -158,7 +157,7 @@ static int quant_of(calq__xc_plan *p, int v, const char *bottom, const calq_reco
     q->with_offset = with_offset;
     q->object_layer = object;
     q->before = i;
-    if (!(q->name = fresh_name(p, object, "_quant_layer"))) return -1;
+    if (!(q->name = calq__xc_fresh_name(p, object, "_quant_layer"))) return -1;
     return p->n_quants++;
 }
 
@@ -178,7 +177,7 @@ static calq_status add_anti(calq__xc_plan *p, int i, int k, const char *name, co
     char *obj = calq__xa_printf(&p->a, "%s%s", name, sfx);
     int q = obj ? quant_of(p, n->inputs[k], bottom, rl, with_offset, obj, i) : -1;
     calq__xc_anti *a = &p->antis[p->n_antis];
-    if (q < 0 || !(a->name = fresh_name(p, obj, "_antiquant_layer"))) return oom(err);
+    if (q < 0 || !(a->name = calq__xc_fresh_name(p, obj, "_antiquant_layer"))) return oom(err);
     a->index = i;
     a->bottom = k;
     a->quant = q;
@@ -217,14 +216,16 @@ static calq_status add_layer(calq__xc_plan *p, int i, const char *name, const ca
     l->name = name;
     l->rl = rl;
     /* one Quant per (tensor, scale_d, offset_d): AMCT's quant fusion (§8.3) */
-    l->quant = quant_of(p, n->inputs[0], nth_string(p->proto[i], "bottom", 0), rl, lc->act.asymmetric, name, i);
+    /* a balanced layer's Quant reads its DMQ Scale (export_caffe_dmq.c) */
+    const char *bottom = p->dmq_of[i] >= 0 ? p->dmqs[p->dmq_of[i]].name : nth_string(p->proto[i], "bottom", 0);
+    l->quant = quant_of(p, n->inputs[0], bottom, rl, lc->act.asymmetric, name, i);
     if (l->quant < 0) return oom(err);
     /* deq_scale[c] = scale_d * scale_w[c] (§6.2; AvgPool: scale_w = 1), shift_bit (§6.4) */
     static const float one = 1.0f;
     l->n_deq = weights && rl->n_scale_w > 1 ? C : 1;
     l->deq = calq__xa_alloc(&p->a, sizeof(float) * (size_t)l->n_deq);
     l->shift = calq__xa_alloc(&p->a, sizeof(unsigned) * (size_t)l->n_deq);
-    if (!l->deq || !l->shift || !(l->dequant = fresh_name(p, name, "_dequant_layer"))) return oom(err);
+    if (!l->deq || !l->shift || !(l->dequant = calq__xc_fresh_name(p, name, "_dequant_layer"))) return oom(err);
     calq_deq_scale(rl->scale_d, weights ? rl->scale_w : &one, weights ? rl->n_scale_w : 1, l->n_deq, l->deq);
     for (int64_t c = 0; c < l->n_deq; c++)
         l->shift[c] = rl->n_shift_bit ? (unsigned)rl->shift_bit[rl->n_shift_bit > 1 ? c : 0] : 0;
@@ -267,6 +268,9 @@ static calq_status build_plan(calq__xc_plan *p, calq_error *err)
     if (cfg->do_fusion)
         CALQ_TRY(calq__pass_fold_conv_affine(p->g, (const char *const *)cfg->skip_fusion_layers,
                                              cfg->n_skip_fusion_layers, &n_fold, err));
+    /* DMQ balancing after the fold, as calibration does it (calibrate.c), before the entries are
+     * mapped to nodes: the rewrite sorts the graph again */
+    CALQ_TRY(calq__xc_balance(p, names, err));
     /* each entry's own node: the one named after the layer (a layer's helpers are "<layer>/...") */
     for (int j = 0; j < p->m->g->n_nodes; j++) {
         int s = p->m->g->nodes[j].src_index;

@@ -10,10 +10,14 @@
  * calibration folds them (§8.3) and the folded layers removed; everything else in both files is
  * kept as it was. A bottom quantized on its own (tensor_quantize, §7.2; Pooling MAX, Eltwise SUM,
  * §8.1), or a MAX Pooling's bottom that quantized layers also read, gets the Quant and an
- * AntiQuant layer before its reader (§9.3). Private to src/export; the files are staged, never committed here.
+ * AntiQuant layer before its reader (§9.3). A layer with DMQ balance factors (record
+ * tensor_balance_factor, §7.1) reads its bottom through a per-channel Scale layer by 1/s, and
+ * its weights are W·s before quantization (export_caffe_dmq.c). Private to src/export; the
+ * files are staged, never committed here.
  *
  * Files: export_caffe.c (the plan: folding, which layers, the Quant groups; the entry point),
- * export_caffe_net.c (the prototxt), export_caffe_blobs.c (the caffemodel). */
+ * export_caffe_net.c (the prototxt), export_caffe_blobs.c (the caffemodel), export_caffe_dmq.c
+ * (DMQ balancing: the graph rewrite and the Scale layers). */
 #ifndef CALQ_EXPORT_CAFFE_H
 #define CALQ_EXPORT_CAFFE_H
 
@@ -22,6 +26,7 @@
 
 #include "base/file.h"
 #include "base/strmap.h"
+#include "caffe.pb-c.h"
 #include "calib/config.h"
 #include "calib/record.h"
 #include "calq.h"
@@ -74,6 +79,20 @@ typedef struct calq__xc_anti {
     char *name; /* the AntiQuant layer's name, also its top (arena) */
 } calq__xc_anti;
 
+/* The Scale layer of a DMQ-balanced layer (§7.1 tensor_balance_factor, §7.2 dmq_balancer_param):
+ *   layer { name: "conv2_dmq_scale" type: "Scale" bottom: "pool1" top: "conv2_dmq_scale"
+ *           scale_param { axis: 1 num_axes: 1 bias_term: false } }   (one blob: 1/s)
+ * right before the layer's Quant, which quantizes its top. */
+typedef struct calq__xc_dmq {
+    int index;          /* the balanced layer's prototxt position */
+    const char *bottom; /* the blob the layer reads in the model: the Scale's bottom */
+    char *name;         /* the Scale layer's name, also its top (arena) */
+    int axis;           /* scale_param axis: 1, or an InnerProduct's axis */
+    int n_dims;         /* the blob's shape: the bottom's dims from `axis` (num_axes) */
+    int64_t dims[CALQ_MAX_DIMS];
+    const float *inv; /* 1/s, numel(dims) values: the balancing Mul's constant in plan.g (borrowed) */
+} calq__xc_dmq;
+
 typedef struct calq__xc_plan {
     const calq_model *m;
     const calq_record *rec;
@@ -96,10 +115,31 @@ typedef struct calq__xc_plan {
                           each name this export gives */
     calq__xc_anti *antis;
     int n_antis;
+    calq__xc_dmq *dmqs; /* the DMQ Scale layers (export_caffe_dmq.c) */
+    int n_dmqs;
+    int *dmq_of; /* per entry: its Scale (index into dmqs), or -1 */
 } calq__xc_plan;
 
 /* String field `field` of a prototxt message (the last one given), or NULL. */
 const char *calq__xc_string(const calq_tp_node *msg, const char *field);
+
+/* The only child of a scratch root (calq_tp_new_root), detached from it; the scratch root is
+ * freed. NULL (and the scratch freed) when made is NULL. */
+calq_tp_node *calq__xc_detach(calq_tp_node *scratch, const calq_tp_node *made);
+
+/* A fresh layer / blob name "<base><suffix>" (then "_2", ...) in the plan's arena, NULL on
+ * out-of-memory (export_caffe.c). */
+char *calq__xc_fresh_name(calq__xc_plan *p, const char *base, const char *suffix);
+
+/* DMQ balancing (export_caffe_dmq.c): rewrites plan.g, folded already and before the entries
+ * are mapped to its nodes, as calibration rewrote it (graph/balance.h: W·s and X·(1/s)) for every
+ * enabled layer with factors in the record, and plans its Scale layer (names[i]: entry i's layer
+ * name). Fails naming the layer when the Scale's shape cannot be known. */
+calq_status calq__xc_balance(calq__xc_plan *p, const char *const *names, calq_error *err);
+/* The prototxt layer of Scale d (owner: caller), NULL on out-of-memory. */
+calq_tp_node *calq__xc_dmq_layer(const calq__xc_dmq *d);
+/* The caffemodel entry of Scale d: its name and the 1/s blob (arena), NULL on out-of-memory. */
+CalqCaffe__LayerParameter *calq__xc_dmq_entry(calq__xc_plan *p, const calq__xc_dmq *d);
 
 /* The output prototxt: a copy of the model's with the plan applied (owner: caller, calq_tp_free). */
 calq_status calq__xc_prototxt(const calq__xc_plan *p, calq_tp_node **out, calq_error *err);

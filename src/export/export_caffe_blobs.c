@@ -7,6 +7,8 @@
  *               shift_bit, offset_w (floats, AMCT's DeQuant layer layout, §9.2)
  *   deploy:     blobs int8_data w_q and int32_data bias_q; DeQuant blob uint64_data
  *               calq_deq_scale_pack(deq[c], shift_bit[c], 0) (§6.3)
+ * A DMQ-balanced layer's w is W·s (the plan's graph is rewritten, export_caffe_dmq.c), and its
+ * Scale layer gets one float blob, 1/s.
  * A Conv that absorbed a BatchNorm / Scale and is not quantized gets its folded float weights;
  * the folded layers are dropped; every other layer entry is kept as it was (borrowed, so fields
  * calq does not know, kept by protobuf-c as unknown fields, are written back unchanged). The
@@ -193,7 +195,8 @@ calq_status calq__xc_caffemodel(calq__xc_plan *p, uint8_t **buf, size_t *len, ca
     else
         calq_caffe__net_parameter__init(&net);
     size_t n_src = src ? src->n_layer + src->n_layers : 0, n = 0;
-    CalqCaffe__LayerParameter **out = calq__xa_alloc(a, sizeof *out * (n_src + (size_t)p->n_layers + 1));
+    CalqCaffe__LayerParameter **out =
+        calq__xa_alloc(a, sizeof *out * (n_src + (size_t)p->n_layers + (size_t)p->n_dmqs + 1));
     if (!out) return oom(err);
     for (size_t i = 0; i < n_src; i++) {
         bool v1 = i >= src->n_layer;
@@ -221,6 +224,8 @@ calq_status calq__xc_caffemodel(calq__xc_plan *p, uint8_t **buf, size_t *len, ca
     }
     for (int l = 0; l < p->n_layers; l++)
         if (!(out[n++] = dequant_entry(p, &p->layers[l]))) return oom(err);
+    for (int d = 0; d < p->n_dmqs; d++) /* the DMQ Scales' 1/s blobs (export_caffe_dmq.c) */
+        if (!(out[n++] = calq__xc_dmq_entry(p, &p->dmqs[d]))) return oom(err);
     net.n_layer = n;
     net.layer = out;
     net.n_layers = 0;

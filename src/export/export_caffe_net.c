@@ -45,8 +45,7 @@ static int child_index(const calq_tp_node *parent, const calq_tp_node *child)
     return -1;
 }
 
-/* The only child of a scratch root, detached from it (the scratch root is freed). */
-static calq_tp_node *detach(calq_tp_node *scratch, const calq_tp_node *made)
+calq_tp_node *calq__xc_detach(calq_tp_node *scratch, const calq_tp_node *made)
 {
     if (!made) {
         calq_tp_free(scratch);
@@ -68,7 +67,7 @@ static bool set_string(calq_tp_node *msg, const char *field, int i, const char *
         calq_tp_free(scratch);
         return false;
     }
-    calq_tp_node *n = detach(scratch, calq_tp_add_string(scratch, field, s, strlen(s)));
+    calq_tp_node *n = calq__xc_detach(scratch, calq_tp_add_string(scratch, field, s, strlen(s)));
     if (!n) return false;
     calq_tp_free(msg->children[k]);
     msg->children[k] = n;
@@ -84,7 +83,7 @@ static bool enable_bias(calq_tp_node *layer)
     for (int k = 0; k < p->n_children; k++) {
         if (strcmp(p->children[k]->name, "bias_term") != 0) continue;
         calq_tp_node *scratch = calq_tp_new_root();
-        calq_tp_node *n = scratch ? detach(scratch, calq_tp_add_bool(scratch, "bias_term", true)) : NULL;
+        calq_tp_node *n = scratch ? calq__xc_detach(scratch, calq_tp_add_bool(scratch, "bias_term", true)) : NULL;
         if (!n) return false;
         calq_tp_free(p->children[k]);
         p->children[k] = n;
@@ -96,7 +95,7 @@ static calq_tp_node *quant_layer(const calq__xc_quant *q)
 {
     calq_tp_node *scratch = calq_tp_new_root();
     calq_tp_node *L = scratch ? calq_tp_add_message(scratch, "layer") : NULL;
-    if (!L) return detach(scratch, NULL);
+    if (!L) return calq__xc_detach(scratch, NULL);
     char offset = (char)(int8_t)q->offset_d; /* one int8 byte (§9.1) */
     calq_tp_node *qp = NULL;
     bool ok = calq_tp_add_string(L, "name", q->name, strlen(q->name)) && calq_tp_add_string(L, "type", "Quant", 5) &&
@@ -105,21 +104,21 @@ static calq_tp_node *quant_layer(const calq__xc_quant *q)
               calq_tp_add_bool(qp, "with_offset", q->with_offset) &&
               calq_tp_add_float(qp, "scale", 1.0f / q->scale_d) && calq_tp_add_string(qp, "offset", &offset, 1) &&
               calq_tp_add_string(qp, "object_layer", q->object_layer, strlen(q->object_layer));
-    return detach(scratch, ok ? L : NULL);
+    return calq__xc_detach(scratch, ok ? L : NULL);
 }
 
 static calq_tp_node *dequant_layer(const calq__xc_layer *l, const char *top)
 {
     calq_tp_node *scratch = calq_tp_new_root();
     calq_tp_node *L = scratch ? calq_tp_add_message(scratch, "layer") : NULL;
-    if (!L) return detach(scratch, NULL);
+    if (!L) return calq__xc_detach(scratch, NULL);
     calq_tp_node *dp = NULL;
     bool ok = calq_tp_add_string(L, "name", l->dequant, strlen(l->dequant)) &&
               calq_tp_add_string(L, "type", "DeQuant", 7) && calq_tp_add_string(L, "bottom", top, strlen(top)) &&
               calq_tp_add_string(L, "top", top, strlen(top)) && (dp = calq_tp_add_message(L, "dequant_param")) &&
               calq_tp_add_bool(dp, "channel_wise", l->n_deq > 1) &&
               calq_tp_add_string(dp, "object_layer", l->name, strlen(l->name));
-    return detach(scratch, ok ? L : NULL);
+    return calq__xc_detach(scratch, ok ? L : NULL);
 }
 
 /* AntiQuant (§9.3): quant_param as the Quant's (scale 1/scale_d, offset_d as one byte), which
@@ -130,7 +129,7 @@ static calq_tp_node *antiquant_layer(const calq__xc_anti *a, const calq__xc_quan
 {
     calq_tp_node *scratch = calq_tp_new_root();
     calq_tp_node *L = scratch ? calq_tp_add_message(scratch, "layer") : NULL;
-    if (!L) return detach(scratch, NULL);
+    if (!L) return calq__xc_detach(scratch, NULL);
     char offset = (char)(int8_t)q->offset_d;
     calq_tp_node *qp = NULL;
     bool ok = calq_tp_add_string(L, "name", a->name, strlen(a->name)) &&
@@ -140,7 +139,7 @@ static calq_tp_node *antiquant_layer(const calq__xc_anti *a, const calq__xc_quan
               calq_tp_add_bool(qp, "with_offset", q->with_offset) &&
               calq_tp_add_float(qp, "scale", 1.0f / q->scale_d) && calq_tp_add_string(qp, "offset", &offset, 1) &&
               calq_tp_add_string(qp, "object_layer", q->object_layer, strlen(q->object_layer));
-    return detach(scratch, ok ? L : NULL);
+    return calq__xc_detach(scratch, ok ? L : NULL);
 }
 
 static bool insert_at(calq_tp_node *root, int index, calq_tp_node *n)
@@ -180,7 +179,10 @@ calq_status calq__xc_prototxt(const calq__xc_plan *p, calq_tp_node **out, calq_e
             const calq_node *n = &p->g->nodes[p->node_of[i]];
             if (ok && n->n_inputs > 2 && n->inputs[2] >= 0) ok = enable_bias(L[i]);
         }
-        /* the Quants first read here, then the AntiQuants of this layer's bottoms (§9.3) */
+        /* a balanced layer's DMQ Scale (export_caffe_dmq.c), then the Quants first read here
+         * (its Quant reads the Scale), then the AntiQuants of this layer's bottoms (§9.3) */
+        if (ok && p->dmq_of[i] >= 0)
+            ok = insert_at(root, child_index(root, L[i]), calq__xc_dmq_layer(&p->dmqs[p->dmq_of[i]]));
         for (int k = 0; ok && k < p->n_quants; k++)
             if (p->quants[k].before == i) ok = insert_at(root, child_index(root, L[i]), quant_layer(&p->quants[k]));
         for (int k = 0; ok && k < p->n_antis; k++) {

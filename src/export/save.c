@@ -132,13 +132,6 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
                     : calq_config_create(m, NULL, &cfg, err);
     if (st == CALQ_OK) st = calq__save_check(m, rec, cfg, record, err);
     if (st == CALQ_OK) st = check_ada(rec, cfg, record, err);
-    for (int i = 0; st == CALQ_OK && m->format == CALQ_FORMAT_CAFFE && i < rec->n_layers; i++)
-        if (rec->layers[i].n_balance)
-            st = calq__fail(err, CALQ_ERR_UNSUPPORTED, rec->layers[i].name,
-                            "save: layer \"%s\" has DMQ balance factors (tensor_balance_factor) in %s; calq writes "
-                            "balanced layers in ONNX models only, not yet in Caffe ones: calibrate it without "
-                            "dmq_balancer",
-                            rec->layers[i].name, record);
     int written = 0;
     for (int i = 0; i < n_fmts && st == CALQ_OK; i++) {
         int before = out->n;

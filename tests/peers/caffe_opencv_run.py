@@ -11,6 +11,13 @@
       with Permute/Flatten/PriorBox/Concat, Softmax over classes, DetectionOutput with top_k /
       keep_top_k truncation) and a segmentation branch (Interp, Crop).
 
+  caffe_opencv_run.py outliers DIR
+      Writes DIR/outliers.prototxt, DIR/outliers.caffemodel (random weights) and DIR/data/<i>.npy
+      (4 batches): a CNN whose second Convolution reads activations about 50x larger on two of its
+      input channels (the pattern DMQ balancing is for, tests/peers/dmq_model.py's cnn in Caffe):
+      Convolution - BatchNorm - Scale (gamma 50 on channels 2 and 9) - ReLU - Convolution (its
+      weights 1/50 there) - ReLU - depthwise Convolution - ReLU - AVE global Pooling - InnerProduct.
+
   caffe_opencv_run.py zoo DIR
       Writes DIR/zoo.prototxt, DIR/zoo.caffemodel (random weights) and DIR/data.npy: a small
       net using most layer types calq maps, with their less common parameters (in-place
@@ -140,6 +147,50 @@ def zoo(d):
     np.save(os.path.join(d, "data.npy"), rng.uniform(-1, 1, size=(1, 4, 9, 11)).astype(np.float32))
 
 
+OUTLIERS = """name: "outliers"
+input: "data"
+input_shape { dim: 1 dim: 3 dim: 16 dim: 16 }
+layer { name: "c1" type: "Convolution" bottom: "data" top: "c1" convolution_param { num_output: 16 kernel_size: 3 pad: 1 } }
+layer { name: "bn" type: "BatchNorm" bottom: "c1" top: "c1" }
+layer { name: "sc" type: "Scale" bottom: "c1" top: "c1" scale_param { bias_term: true } }
+layer { name: "r1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "c2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 24 kernel_size: 3 pad: 1 } }
+layer { name: "r2" type: "ReLU" bottom: "c2" top: "c2" }
+layer { name: "dw" type: "Convolution" bottom: "c2" top: "dw"
+  convolution_param { num_output: 24 kernel_size: 3 pad: 1 group: 24 } }
+layer { name: "r3" type: "ReLU" bottom: "dw" top: "dw" }
+layer { name: "gap" type: "Pooling" bottom: "dw" top: "gap" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "fc" type: "InnerProduct" bottom: "gap" top: "fc" inner_product_param { num_output: 10 } }
+"""
+
+
+def outliers(d):
+    rng = np.random.default_rng(20261202)
+
+    def normal(*shape, s):
+        return rng.normal(0.0, s, size=shape).astype(np.float32)
+
+    gamma = np.ones(16, np.float32)
+    gamma[[2, 9]] = 50.0
+    c2 = normal(24, 16, 3, 3, s=0.08)
+    c2[:, [2, 9]] /= 50.0  # the outlier channels weigh like the others in the output
+    layers = [
+        layer("c1", [normal(16, 3, 3, 3, s=0.2), normal(16, s=0.1)]),
+        layer("bn", [np.zeros(16, np.float32), np.ones(16, np.float32), np.array([1.0], np.float32)]),
+        layer("sc", [gamma, np.full(16, 0.1, np.float32)]),
+        layer("c2", [c2, normal(24, s=0.1)]),
+        layer("dw", [normal(24, 1, 3, 3, s=0.3), normal(24, s=0.1)]),
+        layer("fc", [normal(10, 24, s=0.3), normal(10, s=0.1)]),
+    ]
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    with open(os.path.join(d, "outliers.prototxt"), "w") as f:
+        f.write(OUTLIERS)
+    with open(os.path.join(d, "outliers.caffemodel"), "wb") as f:
+        f.write(field(1, b"outliers") + b"".join(layers))
+    for k in range(4):
+        np.save(os.path.join(d, "data", "%d.npy" % k), rng.normal(0, 1, size=(1, 3, 16, 16)).astype(np.float32))
+
+
 SSD = """name: "ssd"
 input: "data"
 input_shape { dim: 1 dim: 3 dim: 64 dim: 64 }
@@ -242,6 +293,8 @@ if __name__ == "__main__":
         run(*sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "zoo":
         zoo(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "outliers":
+        outliers(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "ssd":
         ssd(sys.argv[2])
     else:

@@ -11,10 +11,24 @@
 #       deq_scale (scale_d * scale_w[c], §6.2).
 #   (d) `calq calibration` writes the four files itself (the one-command flow) and `calq save`
 #       from its record writes byte-identical ones.
-# Usage: save_caffe.sh CALQ SHARED_DIR
+# With `dmq` (issue 12 item 2: DMQ balancing of Caffe models, amct-reference.md §7.2, §7.3), the
+# same on every layer balanced with migration strength 0.5 (det1, det3: the .cfg's
+# `dmq_balancer { migration_strength }`; det2, slim320: JSON `dmq_balancer_param` on every layer),
+# plus, for each net (caffe_dmq_check.py):
+#   (e) the record has tensor_balance_factor for every layer; each reads its bottom through a
+#       Scale layer by 1/s that its Quant quantizes;
+#   (f) OpenCV's DNN, reading the fake-quant model without AMCT's Quant/DeQuant layers, finds the
+#       Scale blobs exactly 1/s and the weights exactly round(W*s/scale_w)*scale_w, and runs that
+#       model with calq's outputs (within 1e-4 of the range); its cosine to float is printed;
+#   (g) UltraFace's ONNX twin calibrated alike through the ONNX path: the same record, and its
+#       deploy model the same scores;
+#   (h) a Caffe net with activation outliers (caffe_opencv_run.py outliers): DMQ improves the
+#       fake-quant cosine vs float, and (f)'s checks hold (BatchNorm + Scale folded first).
+# Usage: save_caffe.sh CALQ SHARED_DIR [dmq]
 set -u
 CALQ=$1
 SHARED=$2
+MODE=${3:-plain}
 PY=/usr/bin/python3
 T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_save_caffe.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -23,6 +37,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 FACES=$SHARED/data/faces
 . "$(dirname "$0")/../support/need.sh"
 need_python numpy
+[ "$MODE" = dmq ] && need_python cv2
 need_files "$SHARED/models/mtcnn/det1.prototxt" "$SHARED/models/ultraface/slim-320.prototxt" "$FACES/ultraface_2.jpg"
 mkdir -p "$T/calib"
 cp "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$FACES/ultraface_2.jpg" "$T/calib/"
@@ -36,9 +51,21 @@ for spec in "det1 mtcnn/det1 data 160x120 127.5 128" "det2 mtcnn/det2 data 24x24
     w=${size%x*} h=${size#*x}
     P=$T/$n/$n
     IMG="--resize $size --mean $mean --std $std"
+    CFG=
+    if [ "$MODE" = dmq ] && { [ $n = det1 ] || [ $n = det3 ]; }; then
+        printf 'common_config : { dmq_balancer : { migration_strength : 0.5 } }\n' >"$T/$n.cfg"
+        CFG="--calibration_config $T/$n.cfg"
+    elif [ "$MODE" = dmq ]; then # calq's own config of the net, with dmq_balancer_param
+        # shellcheck disable=SC2086
+        "$CALQ" calibration --model "$net.prototxt" --weights "$net.caffemodel" --images "$T/calib" $IMG \
+            --input_shape "$in:1,3,$h,$w" --batch_num 3 --save_type None --save_path "$T/plain/$n" >"$T/$n.plain.log" 2>&1 &&
+            $PY "$(dirname "$0")/caffe_dmq_check.py" json-config "$T/plain/${n}_config.json" "$T/$n.json" 0.5 ||
+            { fail "$n: a DMQ config"; tail -5 "$T/$n.plain.log"; continue; }
+        CFG="--config $T/$n.json"
+    fi
     # shellcheck disable=SC2086
     "$CALQ" calibration --model "$net.prototxt" --weights "$net.caffemodel" --images "$T/calib" $IMG \
-        --input_shape "$in:1,3,$h,$w" --batch_num 3 --save_path "$P" >"$T/$n.calib.log" 2>&1 ||
+        --input_shape "$in:1,3,$h,$w" --batch_num 3 $CFG --save_path "$P" >"$T/$n.calib.log" 2>&1 ||
         { fail "$n: calibration"; tail -5 "$T/$n.calib.log"; continue; }
     "$CALQ" save --model "$net.prototxt" --weights "$net.caffemodel" --record "${P}_record.txt" \
         --config "${P}_config.json" --save_path "$T/$n/again" --save_type Both >"$T/$n.save.log" 2>&1 ||
@@ -76,79 +103,81 @@ for spec in "det1 mtcnn/det1 data 160x120 127.5 128" "det2 mtcnn/det2 data 24x24
             done
         done
     done
-    $PY - "$T/$n" "${P}_deploy_model.prototxt" "${P}_record.txt" "$n" "$quants" <<'PYEOF' ||
-import glob, os, re, sys
-import numpy as np
-root, proto, record, name, quants = sys.argv[1:6]
-# DeQuant tops -> their object layer; record -> (scale_d, scale_w)
-deq_of = {}  # blobs whose last writer is a DeQuant
-for blk in re.split(r"\nlayer \{", open(proto).read()):
-    for top in re.findall(r'\n  top: "([^"]+)"', blk):
-        deq_of.pop(top, None)
-        if 'type: "DeQuant"' in blk:
-            deq_of[top] = re.search(r'object_layer: "([^"]+)"', blk).group(1)
-rec = {}
-for blk in re.split(r"(?=^record \{)", open(record).read(), flags=re.M):
-    m = re.search(r'key: "([^"]+)"', blk)
-    if m:
-        sd = np.float32(re.search(r"scale_d: (\S+)", blk).group(1))
-        sw = np.array([np.float32(v) for v in re.findall(r"scale_w: (\S+)", blk)], dtype=np.float32)
-        rec[m.group(1)] = sd * sw
-def cos(a, b):
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
-ok = True
-outs = sorted(os.path.basename(f)[:-4] for f in glob.glob(os.path.join(root, "*", "float", "*.npy")))
-for o in sorted(set(outs)):
-    cf, cd, steps, beyond, n = 1.0, 1.0, 0.0, 0, 0
-    for photo in sorted(glob.glob(os.path.join(root, "*", ""))):
-        fl = np.load(os.path.join(photo, "float", o + ".npy"))
-        fq = np.load(os.path.join(photo, "fake_quant", o + ".npy"))
-        dp = np.load(os.path.join(photo, "deploy", o + ".npy"))
-        cf, cd, n = min(cf, cos(fl, fq)), min(cd, cos(fq, dp)), n + 1
-        if o in deq_of:
-            deq = rec[deq_of[o]]
-            shape = [1] * fq.ndim
-            if deq.size > 1:
-                shape[1] = deq.size
-            s = np.abs(dp.astype(np.float64) - fq) / deq.reshape(shape).astype(np.float64)
-            steps, beyond = max(steps, float(s.max())), beyond + int((s > 1).sum())
-    line = "  %-7s %-8s %d photos: fake-quant vs float cosine min %.5f; deploy vs fake-quant cosine min %.6f" % (
-        name, o, n, cf, cd)
-    if o in deq_of:
-        line += ", max %.3g steps of its deq_scale (%d elements beyond 1 step)" % (steps, beyond)
-    # UltraFace's boxes are raw box regressions: with AMCT's defaults 0.979, below 0.99, because
-    # of the weights of the first depthwise conv "188" (one dominant 3x3 weight per channel, so
-    # per-channel ARQ leaves the small ones 5-20% off; the error lands on background anchors).
-    # Held at 0.97 here; the remedy AMCT documents (skip that layer) is checked below at 0.99.
-    spec = 0.97 if (name, o) == ("slim320", "boxes") else 0.99
-    if spec < 0.99:
-        line += " [fake-quant spec %.2f]" % spec
-    print(line)
-    ok = ok and cf >= spec and cd >= 0.999
-# every int8 tensor (Quant output, in net order): deploy vs fake-quant in quantization steps. The
-# fake-quant layers compute in float, so a value at a rounding boundary can land one step apart
-# from the exact integer path; that flip then propagates to later layers. So: where the two
-# first differ (per photo), at most one step; overall, printed, and under 1% of the elements.
-order = [q.replace("/", "_") for q in quants.split(",")]
-worst, first, differ, total = 0, 0, 0, 0
-for photo in sorted(glob.glob(os.path.join(root, "*", ""))):
-    seen = False
-    for q in order:
-        a = np.load(os.path.join(photo, "int8_deploy", q + ".npy")).astype(np.int32)
-        b = np.load(os.path.join(photo, "int8_fake_quant", q + ".npy")).astype(np.int32)
-        d = np.abs(a - b)
-        worst, differ, total = max(worst, int(d.max())), differ + int((d > 0).sum()), total + d.size
-        if not seen and d.max() > 0:
-            first, seen = max(first, int(d.max())), True
-print("  %-7s int8     %d Quant outputs x %d photos: deploy vs fake-quant where they first differ %d step(s); "
-      "overall max %d steps, %d of %d elements (%.3f%%) differ" % (name, len(order), n, first, worst, differ, total,
-                                                                   100.0 * differ / max(total, 1)))
-ok = ok and total > 0 and first <= 1 and differ < 0.01 * total
-sys.exit(0 if ok else 1)
-PYEOF
+    # with DMQ: MTCNN has no activation outliers, and balancing them all at strength 0.5 costs
+    # weight precision (det3's box regressions: 0.93, docs/caffe.md); the int8 flips between
+    # deploy and fake-quant propagate further (UltraFace: 1.7% of the elements)
+    bounds=
+    [ "$MODE" = dmq ] && bounds="0.9 0.03"
+    # shellcheck disable=SC2086
+    $PY "$(dirname "$0")/save_caffe_check.py" "$T/$n" "${P}_deploy_model.prototxt" "${P}_record.txt" "$n" "$quants" $bounds ||
         fail "$n: outputs out of bounds"
+    [ "$MODE" = dmq ] || continue
+    # (e), (f): the balancing in the files, read and run by OpenCV
+    D=$T/$n/opencv
+    mkdir -p "$D"
+    $PY "$(dirname "$0")/caffe_dmq_check.py" check "$net.prototxt" "$net.caffemodel" "${P}_fake_quant_model.prototxt" \
+        "${P}_fake_quant_weights.caffemodel" "${P}_record.txt" "$D/stripped.prototxt" || fail "$n: DMQ in the fake-quant model"
+    img=$FACES/ultraface_3.jpg
+    # shellcheck disable=SC2086
+    "$CALQ" run --model "$D/stripped.prototxt" --weights "${P}_fake_quant_weights.caffemodel" --image "$in=$img" $IMG \
+        --input-shape "$in:1,3,$h,$w" --dump "$in" --output-dir "$D/calq" >"$T/run.log" 2>&1 &&
+        $PY "$(dirname "$0")/caffe_opencv_run.py" run "$D/stripped.prototxt" "${P}_fake_quant_weights.caffemodel" \
+            "$D/calq/$in.npy" "$D/cv" >/dev/null &&
+        $PY "$(dirname "$0")/caffe_dmq_check.py" compare "$D/calq" "$D/cv" "$T/$n/ultraface_3/float" "$n" ||
+        { fail "$n: the stripped fake-quant model in calq vs OpenCV"; tail -3 "$T/run.log"; }
 done
+if [ "$MODE" = dmq ]; then
+    CHK="$PY $(dirname "$0")/caffe_dmq_check.py"
+    # (g) the ONNX path: UltraFace's ONNX twin calibrated alike has the same record (factors and
+    #     scale_d, layer by layer) and its deploy model the same scores as the Caffe one
+    U=$SHARED/models/ultraface/version-slim-320.onnx
+    IMG="--resize 320x240 --mean 127 --std 128"
+    img=$FACES/ultraface_5.jpg
+    # shellcheck disable=SC2086
+    { "$CALQ" calibration --model "$U" --images "$T/calib" $IMG --batch_num 3 --save_type None --save_path "$T/twin/plain" &&
+        $CHK json-config "$T/twin/plain_config.json" "$T/twin.json" 0.5 &&
+        "$CALQ" calibration --model "$U" --images "$T/calib" $IMG --batch_num 3 --config "$T/twin.json" --format ascend \
+            --save_path "$T/twin/onnx" &&
+        "$CALQ" run "$T/twin/onnx_deploy_model.onnx" --image "input=$img" $IMG --output-dir "$T/twin/onnx" &&
+        "$CALQ" run --model "$T/slim320/slim320_deploy_model.prototxt" --weights "$T/slim320/slim320_deploy_weights.caffemodel" \
+            --image "input=$img" $IMG --input-shape input:1,3,240,320 --output-dir "$T/twin/caffe"; } >"$T/twin.log" 2>&1 &&
+        $CHK twin "$T/twin/onnx_record.txt" "$T/slim320/slim320_record.txt" "$T/twin/onnx/scores.npy" "$T/twin/caffe/scores.npy" ||
+        { fail "UltraFace: the Caffe and ONNX paths differ"; tail -3 "$T/twin.log"; }
+    # (h) a net with activation outliers (caffe_opencv_run.py outliers): DMQ improves the
+    #     fake-quant cosine vs float, and the files hold the balancing math
+    O=$T/outliers
+    $PY "$(dirname "$0")/caffe_opencv_run.py" outliers "$O" || fail "outliers: the net"
+    net="--model $O/outliers.prototxt --weights $O/outliers.caffemodel"
+    # shellcheck disable=SC2086
+    { "$CALQ" calibration $net --npy "$O/data" --batch_num 4 --save_path "$O/plain/o" &&
+        $CHK json-config "$O/plain/o_config.json" "$O/dmq.json" 0.5 &&
+        "$CALQ" calibration $net --npy "$O/data" --batch_num 4 --config "$O/dmq.json" --save_path "$O/dmq/o"; } \
+        >"$O/calib.log" 2>&1 || { fail "outliers: calibration"; tail -3 "$O/calib.log"; }
+    for i in 0 1 2 3; do
+        for k in float plain dmq; do
+            m=$net
+            [ $k = float ] || m="--model $O/$k/o_fake_quant_model.prototxt --weights $O/$k/o_fake_quant_weights.caffemodel"
+            # shellcheck disable=SC2086
+            "$CALQ" run $m --input "data=$O/data/$i.npy" --output-dir "$O/r/$i/$k" >/dev/null 2>&1 || fail "outliers: run $k $i"
+        done
+    done
+    $CHK improves "$O/r" fc || fail "outliers: DMQ does not improve the fake-quant cosine"
+    $CHK check "$O/outliers.prototxt" "$O/outliers.caffemodel" "$O/dmq/o_fake_quant_model.prototxt" \
+        "$O/dmq/o_fake_quant_weights.caffemodel" "$O/dmq/o_record.txt" "$O/stripped.prototxt" >"$O/check.log" ||
+        fail "outliers: DMQ in the fake-quant model"
+    cat "$O/check.log"
+    # (i) a record one factor short for a layer is refused at save, naming it, and writes nothing
+    net=$SHARED/models/mtcnn/det3
+    awk '/tensor_balance_factor/ && !done { done = 1; next } { print }' "$T/det3/det3_record.txt" >"$T/short_record.txt"
+    "$CALQ" save --model "$net.prototxt" --weights "$net.caffemodel" --record "$T/short_record.txt" \
+        --save_path "$T/short/s" >"$T/short.log" 2>&1 && fail "det3: a record one factor short saved"
+    grep -q '"conv1" has 2 tensor_balance_factor values; its weight has 3 input channels' "$T/short.log" ||
+        { fail "det3: short record: no clear message"; cat "$T/short.log"; }
+    echo "short record: $(grep error "$T/short.log" | head -1 | sed "s|$T/||")"
+    [ -n "$(ls "$T/short" 2>/dev/null)" ] && fail "det3: a refused save wrote a file"
+    [ $fails -eq 0 ] && echo "save_caffe dmq: all passed" || echo "save_caffe dmq: $fails failure(s)"
+    exit $((fails != 0))
+fi
 
 # UltraFace (Caffe) with AMCT's remedy for a layer that costs accuracy: keep the first depthwise
 # conv "188" in float (--skip_layers): every output >= 0.99 on every shared photo.

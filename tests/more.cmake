@@ -111,6 +111,15 @@ set_tests_properties(peer.save_tensor_quantize PROPERTIES LABELS peer TIMEOUT 12
 add_test(NAME peer.save_int8
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_int8.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_int8 PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
+# Accuracy of the int8 scheme (issue 12, item 5) in onnxruntime-node on trained models: calibrated
+# on their first photos, the QDQ and QOperator files' outputs vs the float model on the held-out
+# ones; the worst cosine must stay above floors just under what it gives (NanoDet-m 0.99084:
+# LeakyRelu pre-activations and Concat inputs; FastestDet 0.80058: its output Concat; UltraFace).
+add_test(NAME peer.int8_accuracy
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/int8_accuracy.py $<TARGET_FILE:calq_cli>
+                 ${CALQ_SHARED_DIR} --only nanodet,fastestdet,ultraface --schemes int8
+                 --floor nanodet:int8=0.9895 --floor fastestdet:int8=0.795 --floor ultraface:int8=0.9999)
+set_tests_properties(peer.int8_accuracy PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
 # AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
 add_test(NAME peer.save_ascend_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

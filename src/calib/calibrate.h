@@ -37,6 +37,7 @@ typedef struct calq__calib_slot {
     calq_ifmr_stream *stream;   /* IFMR (owned; created on the first batch, when the size is known) */
     calq_hfmg *hist;            /* HFMG (owned) */
     calq_range_stream *rstream; /* the range calibrators (owned; created on the first batch) */
+    double neg_weight;          /* mse: calq_act_config.neg_weight, given to rstream when it is created */
     bool fed, done, failed;
     calq_error err; /* its failure */
     float scale_d;

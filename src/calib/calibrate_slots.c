@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "calib/calibrate.h"
+#include "quant/quant.h"
 
 /* The candidates of "auto", AMCT's default first: it wins a tie. */
 static const calq_act_algo auto_candidates[] = {CALQ_ACT_IFMR,       CALQ_ACT_HFMG, CALQ_ACT_MINMAX,
@@ -36,6 +37,7 @@ static calq_status slot_setup(calq__calib_slot *s, calq_act_algo algo, const cal
     } else {
         calq__config_range_opts(&l, &s->range);
         s->range.n_threads = n_threads;
+        if (algo == CALQ_ACT_MSE) s->neg_weight = l.act.neg_weight;
     }
     return CALQ_OK;
 }
@@ -72,7 +74,10 @@ static void slot_feed(calq__calib_slot *s, const float *x, size_t n, int pass, u
         if (!s->stream) st = calq_ifmr_stream_create(&s->ifmr, max_count, layer, &s->stream, &e);
         if (st == CALQ_OK) st = calq_ifmr_stream_feed(s->stream, x, n, &e);
     } else {
-        if (!s->rstream) st = calq_range_stream_create(&s->range, max_count, layer, &s->rstream, &e);
+        if (!s->rstream) {
+            st = calq_range_stream_create(&s->range, max_count, layer, &s->rstream, &e);
+            if (st == CALQ_OK) calq__range_stream_set_neg_weight(s->rstream, s->neg_weight);
+        }
         if (st == CALQ_OK) st = calq_range_stream_feed(s->rstream, x, n, &e);
     }
     if (st != CALQ_OK) slot_fail(s, &e);

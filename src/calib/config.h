@@ -73,6 +73,8 @@ typedef struct calq_act_config {
     double search_step;     /* (0, b - a] */
     bool asymmetric;        /* with offset; defaults to the global activation_offset */
     int num_of_bins;        /* 1024, 2048, 4096 (default) or 8192; kl, mse: default 2048 */
+    double neg_weight;      /* mse: weight of the error below 0, the squared slope of the LeakyRelu that alone
+                               reads the tensor (calibration's int8_tensors only, never in a config); 0: none */
 } calq_act_config;
 
 /* The weight algorithm ("wts_algo", §7.2; the .cfg's wts oneof, §7.3). */

@@ -171,6 +171,16 @@ double calq__range_kl_ref(const uint64_t *h, int B, int i, int nq);
  * [lo + j*w, lo + (j+1)*w], under fq(x) = (clamp(round(x/s) + o, qmin, qmax) - o) * s: the sum
  * of count_j / w * integral of (fq(x) - x)^2 over the bin, in double. */
 double calq__range_hist_sse(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax);
+/* The same with the error of the bins below 0 weighted by neg_weight (a bin straddling 0 split at
+ * 0): the squared error after a LeakyRelu of slope alpha = sqrt(neg_weight) that reads the
+ * quantized tensor, since LeakyRelu(q) - LeakyRelu(x) = alpha (q - x) where both are negative. */
+double calq__range_hist_sse_weighted(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax,
+                                     double neg_weight);
+/* For the int8 exports' tensors that only a LeakyRelu reads (issue 12, item 5): the mse search
+ * then minimises the error after the LeakyRelu, neg_weight = alpha^2 in (0, 1), over a grid of
+ * both clip ends (the negative side may be clipped harder than the positive one, which it cannot
+ * be with the one-sided windows). 0 (the default): plain mse. Set before the first feed. */
+void calq__range_stream_set_neg_weight(calq_range_stream *s, double neg_weight);
 
 /* ---- bounded tails for exact order statistics (tail.c) ------------------------------------ */
 

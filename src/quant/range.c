@@ -38,8 +38,14 @@ struct calq_range_stream {
     int abs_hist; /* histogram of |x| over [0, A] (symmetric KL) instead of x over [lo, hi] */
     float h_lo, h_w;
     uint64_t seen, psum1, psum2;
+    double neg_weight; /* mse: weight of the error below 0 (calq__range_stream_set_neg_weight), 0 = none */
     calq_range_result res;
 };
+
+void calq__range_stream_set_neg_weight(calq_range_stream *s, double neg_weight)
+{
+    s->neg_weight = neg_weight > 0.0 && neg_weight < 1.0 ? neg_weight : 0.0;
+}
 
 static const char *const method_names[] = {"minmax", "percentile", "kl", "mse"};
 
@@ -476,11 +482,66 @@ typedef struct mse_cand {
     double sse;
 } mse_cand;
 
-static calq_status search_mse(calq_range_stream *s, calq_error *err)
+/* Evaluates the candidates c[0..nc) (the error below 0 weighted by nw; 1: plain) in parallel and
+ * finishes with the first minimum; best_bins = base + its index. Frees c. */
+static calq_status mse_pick(calq_range_stream *s, mse_cand *c, int nc, int base, double nw, float lo, float hi,
+                            calq_error *err)
 {
     const int B = s->o.num_bins, n = s->o.num_bits, qmin = -(1 << (n - 1)), qmax = (1 << (n - 1)) - 1;
+    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
+    const uint64_t *h = s->hist;
+    const double hlo = (double)s->h_lo, hw = (double)s->h_w;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(nt)
+    for (int k = 0; k < nc; k++)
+        if (c[k].ok)
+            c[k].sse = calq__range_hist_sse_weighted(h, B, hlo, hw, (double)c[k].scale, c[k].offset, qmin, qmax, nw);
+    int best = -1, n_illegal = 0;
+    for (int k = 0; k < nc; k++) {
+        if (!c[k].ok) {
+            n_illegal++;
+            continue;
+        }
+        if (best < 0 || c[k].sse < c[best].sse) best = k;
+    }
+    s->res.n_candidates = nc;
+    s->res.n_illegal = n_illegal;
+    if (best < 0) {
+        free(c);
+        return finish(s, lo, hi, err);
+    }
+    s->res.best_bins = base + best;
+    s->res.best_loss = c[best].sse / (double)s->count;
+    float bl = c[best].lo, bh = c[best].hi;
+    free(c);
+    return finish(s, bl, bh, err);
+}
+
+/* The grid of the weighted search: the negative end at 1, 0.975, ..., 0.2 of the data's, the
+ * positive end at 1, 0.98, ..., 0.3 of the data's (first minimum wins: the widest on a tie);
+ * best_bins is then the grid index (negative step best_bins / POS_STEPS, positive % POS_STEPS). */
+#define NEG_STEPS 33
+#define POS_STEPS 36
+
+static calq_status search_mse_weighted(calq_range_stream *s, float lo, float hi, calq_error *err)
+{
+    const int nc = NEG_STEPS * POS_STEPS;
+    mse_cand *c = calloc((size_t)nc, sizeof *c);
+    if (!c) return fail(s, calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, s->layer, "mse: out of memory"));
+    for (int k = 0; k < nc; k++) {
+        c[k].lo = lo * (1.0f - 0.025f * (float)(k / POS_STEPS));
+        c[k].hi = hi * (1.0f - 0.02f * (float)(k % POS_STEPS));
+        calq__scale_rule rule;
+        c[k].ok = calq__range_factors(c[k].lo, c[k].hi, 1, s->o.num_bits, &c[k].scale, &c[k].offset, &rule);
+    }
+    return mse_pick(s, c, nc, 0, s->neg_weight, lo, hi, err);
+}
+
+static calq_status search_mse(calq_range_stream *s, calq_error *err)
+{
+    const int B = s->o.num_bins, n = s->o.num_bits;
     float lo, hi;
     forced_range(s, &lo, &hi);
+    if (s->neg_weight > 0.0 && s->o.asymmetric && lo < 0.0f && hi > 0.0f) return search_mse_weighted(s, lo, hi, err);
     int pos = positive_dominant(lo, hi);
     float A = fabsf(lo) > hi ? fabsf(lo) : hi;
     int i_min = 1;
@@ -507,31 +568,7 @@ static calq_status search_mse(calq_range_stream *s, calq_error *err)
         calq__scale_rule rule;
         c[k].ok = calq__range_factors(c[k].lo, c[k].hi, s->o.asymmetric, n, &c[k].scale, &c[k].offset, &rule);
     }
-    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
-    const uint64_t *h = s->hist;
-    const double hlo = (double)s->h_lo, hw = (double)s->h_w;
-#pragma omp parallel for schedule(dynamic, 8) num_threads(nt)
-    for (int k = 0; k < nc; k++)
-        if (c[k].ok) c[k].sse = calq__range_hist_sse(h, B, hlo, hw, (double)c[k].scale, c[k].offset, qmin, qmax);
-    int best = -1, n_illegal = 0;
-    for (int k = 0; k < nc; k++) {
-        if (!c[k].ok) {
-            n_illegal++;
-            continue;
-        }
-        if (best < 0 || c[k].sse < c[best].sse) best = k;
-    }
-    s->res.n_candidates = nc;
-    s->res.n_illegal = n_illegal;
-    if (best < 0) {
-        free(c);
-        return finish(s, lo, hi, err);
-    }
-    s->res.best_bins = i_min + best;
-    s->res.best_loss = c[best].sse / (double)s->count;
-    float bl = c[best].lo, bh = c[best].hi;
-    free(c);
-    return finish(s, bl, bh, err);
+    return mse_pick(s, c, nc, i_min, 1.0, lo, hi, err);
 }
 
 calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_error *err)

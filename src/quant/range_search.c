@@ -114,6 +114,21 @@ static double sq_int(double a, double b, double v)
 
 double calq__range_hist_sse(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax)
 {
+    return calq__range_hist_sse_weighted(h, B, lo, w, s, o, qmin, qmax, 1.0);
+}
+
+/* integral over [a, b] of the squared error weighted by neg_weight below 0 */
+static double sq_int_weighted(double a, double b, double v, double neg_weight)
+{
+    if (neg_weight == 1.0) return sq_int(a, b, v); /* calq__range_hist_sse: no split */
+    if (b <= 0.0) return neg_weight * sq_int(a, b, v);
+    if (a >= 0.0) return sq_int(a, b, v);
+    return neg_weight * sq_int(a, 0.0, v) + sq_int(0.0, b, v);
+}
+
+double calq__range_hist_sse_weighted(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax,
+                                     double neg_weight)
+{
     double sse = 0.0;
     for (int j = 0; j < B; j++) {
         if (!h[j]) continue;
@@ -126,7 +141,7 @@ double calq__range_hist_sse(const uint64_t *h, int B, double lo, double w, doubl
         for (int q = q0; q <= q1; q++) {
             double lo_x = q == q0 ? a : ((double)(q - o) - 0.5) * s;
             double hi_x = q == q1 ? b : ((double)(q - o) + 0.5) * s;
-            e += sq_int(lo_x, hi_x, (double)(q - o) * s);
+            e += sq_int_weighted(lo_x, hi_x, (double)(q - o) * s, neg_weight);
         }
         sse += (double)h[j] / w * e;
     }

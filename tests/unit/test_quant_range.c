@@ -55,8 +55,10 @@ static void test_kl_closed_form(void)
     }
 }
 
-/* Numerical integration of the same staircase error, many points per bin. */
-static double sse_numeric(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax)
+/* Numerical integration of the same staircase error, many points per bin, the samples below 0
+ * weighted by nw (1: the plain error). */
+static double sse_numeric_weighted(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax,
+                                   double nw)
 {
     double sum = 0.0;
     const int K = 4000;
@@ -67,11 +69,16 @@ static double sse_numeric(const uint64_t *h, int B, double lo, double w, double 
             double q = floor(x / s + 0.5) + o;
             q = q < qmin ? qmin : q > qmax ? qmax : q;
             double d = (q - o) * s - x;
-            e += d * d;
+            e += (x < 0.0 ? nw : 1.0) * d * d;
         }
         sum += (double)h[j] * e / K;
     }
     return sum;
+}
+
+static double sse_numeric(const uint64_t *h, int B, double lo, double w, double s, int o, int qmin, int qmax)
+{
+    return sse_numeric_weighted(h, B, lo, w, s, o, qmin, qmax, 1.0);
 }
 
 static void test_hist_sse(void)
@@ -87,6 +94,81 @@ static void test_hist_sse(void)
         double b = sse_numeric(h, B, lo, w, scales[t], offsets[t], -128, 127);
         EXPECT(fabs(a - b) <= 1e-5 * b + 1e-12);
     }
+}
+
+static void test_hist_sse_weighted(void)
+{
+    enum { B = 40 };
+    uint64_t h[B];
+    for (int j = 0; j < B; j++) h[j] = 1 + (uint64_t)(50 * uniform());
+    const double lo = -1.03, w = 0.05; /* a bin straddles 0 */
+    const double scales[] = {0.3, 0.01, 0.0009, 0.02};
+    const int offsets[] = {0, -3, 17, 100};
+    for (int t = 0; t < 4; t++) {
+        double a = calq__range_hist_sse_weighted(h, B, lo, w, scales[t], offsets[t], -128, 127, 0.01);
+        double b = sse_numeric_weighted(h, B, lo, w, scales[t], offsets[t], -128, 127, 0.01);
+        EXPECT(fabs(a - b) <= 1e-5 * b + 1e-12);
+        double one = calq__range_hist_sse_weighted(h, B, lo, w, scales[t], offsets[t], -128, 127, 1.0);
+        double plain = calq__range_hist_sse(h, B, lo, w, scales[t], offsets[t], -128, 127);
+        EXPECT(fabs(one - plain) <= 1e-12 * plain + 1e-15);
+    }
+}
+
+static calq_status run(calq_range_method m, int asym, const float *x, size_t n, calq_range_result *r, calq_error *err);
+
+/* The error after LeakyRelu(alpha) of x quantized with (scale, offset). */
+static double leaky_error(const float *x, int n, float alpha, float scale, int offset)
+{
+    double e = 0.0;
+    for (int i = 0; i < n; i++) {
+        float q =
+            (float)((fminf(fmaxf(roundf(x[i] / scale) + (float)offset, -128.0f), 127.0f) - (float)offset) * scale);
+        double d = (double)(q < 0.0f ? alpha * q : q) - (double)(x[i] < 0.0f ? alpha * x[i] : x[i]);
+        e += d * d;
+    }
+    return e;
+}
+
+/* A pre-activation whose negative side is twice as wide as its positive side, read by a
+ * LeakyRelu(0.1): the weighted search (calq__range_stream_set_neg_weight) clips the negative side
+ * harder than plain mse, gives a smaller error after the LeakyRelu, and the same bits with 1 and
+ * 2 threads. */
+static void test_neg_weight(void)
+{
+    enum { N = 200000 };
+    float *x = malloc(sizeof(float) * N);
+    if (!x) return;
+    for (int i = 0; i < N; i++) {
+        float v = normal();
+        x[i] = v < 0.0f ? 2.0f * v : v;
+    }
+    calq_error err = {0};
+    calq_range_result plain, wt[2];
+    memset(wt, 0, sizeof wt);
+    EXPECT_OK(run(CALQ_RANGE_MSE, 1, x, N, &plain, &err));
+    for (int t = 0; t < 2; t++) {
+        calq_range_opts o;
+        calq_range_opts_init(&o, CALQ_RANGE_MSE);
+        o.n_threads = t + 1;
+        calq_range_stream *s = NULL;
+        EXPECT_OK(calq_range_stream_create(&o, N, "t", &s, &err));
+        if (!s) break;
+        calq__range_stream_set_neg_weight(s, 0.01);
+        int done = 0;
+        for (int pass = 0; pass < 3 && !done; pass++) { /* two passes; a failure ends the loop too */
+            EXPECT_OK(calq_range_stream_feed(s, x, N, &err));
+            EXPECT_OK(calq_range_stream_end_pass(s, &done, &err));
+        }
+        EXPECT_OK(calq_range_stream_result(s, &wt[t], &err));
+        calq_range_stream_free(s);
+    }
+    EXPECT(wt[0].scale == wt[1].scale && wt[0].offset == wt[1].offset);
+    EXPECT(wt[0].clip_min > plain.clip_min);
+    EXPECT(wt[0].n_candidates == 33 * 36);
+    double ew = leaky_error(x, N, 0.1f, wt[0].scale, wt[0].offset);
+    double ep = leaky_error(x, N, 0.1f, plain.scale, plain.offset);
+    EXPECT(ew < 0.9 * ep);
+    free(x);
 }
 
 static calq_status run(calq_range_method m, int asym, const float *x, size_t n, calq_range_result *r, calq_error *err)
@@ -232,9 +314,11 @@ int main(void)
 {
     test_kl_closed_form();
     test_hist_sse();
+    test_hist_sse_weighted();
     test_examples();
     test_edge_data();
     test_split_and_threads();
+    test_neg_weight();
     if (failures)
         fprintf(stderr, "test_quant_range: %d failure(s)\n", failures);
     else

@@ -1,4 +1,5 @@
-/* Reading a record file (amct-reference.md §7.1) and the save-time checks of §4.4. The reader
+/* Reading a record file (amct-reference.md §7.1) and the save-time checks of §4.4 (whose value
+ * ranges, which need no model, are also checked as each field is read). The reader
  * takes AMCT's Caffe, ONNX and PyTorch flavours and calq's own: the five factor fields are read
  * and typed; the other fields §7.1 documents (skip_fusion, channels, height, width, act_type,
  * ...) are type-checked and otherwise read over; any other field is an error, as protobuf's
@@ -8,6 +9,7 @@
  * names are found through hash maps, and when the model is known each key is checked against
  * it as soon as it is read, so a hostile file stops at its first bad entry with memory for one
  * entry, and a good one takes time linear in its size. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +117,74 @@ static calq_status unknown_value_field(const calq_tp_node *f, const char *file, 
                       file, f->line, f->col, calq__cut(f->name).s, calq__cut(l->name).s, names);
 }
 
+/* Why a scale (scale_d, scale_w, tensor_balance_factor) cannot be used, or NULL. §4.4 demands
+ * the open interval (0, +inf); calq also refuses subnormal values (below FLT_MIN): the deploy
+ * model stores 1/scale_d (AscendQuant's scale, §0.3), deq_scale = scale_d * scale_w (§6.3) and
+ * quantization divides by the scale, and 1/x overflows float32 to +inf for them. AMCT's
+ * calibration never writes one (process_scale, §2.1, replaces scales below FLT_EPSILON by 1.0). */
+static const char *scale_flaw(float x)
+{
+    if (isnan(x)) return "NaN";
+    if (!(x > 0.0f)) return "not > 0";
+    if (isinf(x)) return "infinite";
+    if (x < FLT_MIN)
+        return "subnormal: 1/scale overflows float32 to inf, so calq needs at least FLT_MIN = 1.17549435e-38";
+    return NULL;
+}
+
+/* The range rules of §4.4 applied to each field as it is read, naming its line and column: a
+ * hostile record is refused by every reader (save, search, calibration into an existing record),
+ * not only at save time after a run has used it. */
+static calq_status check_scale(const calq_tp_node *f, const char *file, const calq_record_layer *l, int index, float x,
+                               calq_error *err)
+{
+    const char *why = scale_flaw(x);
+    if (!why) return CALQ_OK;
+    char idx[24] = "";
+    if (index >= 0) snprintf(idx, sizeof idx, "[%d]", index);
+    return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                      "%s:%d:%d: %s's value shoule be in positivate range of float32 in layer %s. (%s%s is %.9g: "
+                      "%s; amct-reference.md §4.4). Recalibrate the layer or correct the record",
+                      file, f->line, f->col, calq__cut(f->name).s, calq__cut(l->name).s, calq__cut(f->name).s, idx,
+                      (double)x, why);
+}
+
+static calq_status check_offset(const calq_tp_node *f, const char *file, const calq_record_layer *l, int index,
+                                int64_t x, calq_error *err)
+{
+    if (index < 0 && (x < -128 || x > 127))
+        return calq__fail(
+            err, CALQ_ERR_RECORD_FACTOR, l->name,
+            "%s:%d:%d: offset_d's value should be in [-128, 127] in layer %s. (offset_d is %lld; "
+            "amct-reference.md §4.4: calq quantizes to INT8). Recalibrate the layer or correct the record",
+            file, f->line, f->col, calq__cut(l->name).s, (long long)x);
+    if (index >= 0 && x != 0)
+        return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                          "%s:%d:%d: offset_w's value should be 0 in layer %s. (offset_w[%d] is %lld; "
+                          "amct-reference.md §4.4: weights are quantized symmetrically). Correct the record",
+                          file, f->line, f->col, calq__cut(l->name).s, index, (long long)x);
+    return CALQ_OK;
+}
+
+/* shift_bit: all 0 or all in [1, 16] (§4.4); a value above 16 fails as soon as it is read. */
+static bool shift_bits_ok(const uint64_t *v, int n)
+{
+    bool all_zero = true, all_in = true;
+    for (int c = 0; c < n; c++) {
+        all_zero &= v[c] == 0;
+        all_in &= v[c] >= 1 && v[c] <= 16;
+    }
+    return all_zero || all_in;
+}
+
+static calq_status shift_bit_fail(const char *file, int line, int col, const calq_record_layer *l, calq_error *err)
+{
+    return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                      "shift_bit's value shoule be in [1, 16] or all be 0 in layer %s (%s, line %d, column %d; "
+                      "amct-reference.md §4.4). Correct the record",
+                      calq__cut(l->name).s, file, line, col);
+}
+
 static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_layer *l, calq_error *err)
 {
     const char *file = rd->file;
@@ -130,6 +200,7 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: scale_d of layer %s is given twice",
                                   file, f->line, f->col, calq__cut(l->name).s);
             CALQ_TRY(calq_tp_float(f, file, &l->scale_d, err));
+            CALQ_TRY(check_scale(f, file, l, -1, l->scale_d, err));
             l->has_scale_d = true;
             break;
         case USE_OFFSET_D:
@@ -137,11 +208,13 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
                 return calq__fail(err, CALQ_ERR_BAD_FORMAT, l->name, "%s:%d:%d: offset_d of layer %s is given twice",
                                   file, f->line, f->col, calq__cut(l->name).s);
             CALQ_TRY(calq_tp_int(f, file, &l->offset_d, err));
+            CALQ_TRY(check_offset(f, file, l, -1, l->offset_d, err));
             l->has_offset_d = true;
             break;
         case USE_SCALE_W: {
             float x;
             CALQ_TRY(calq_tp_float(f, file, &x, err));
+            CALQ_TRY(check_scale(f, file, l, l->n_scale_w, x, err));
             if (rd->max_scale_w > 1 && l->n_scale_w == rd->max_scale_w)
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "%s:%d:%d: layer %s has more scale_w values than its weight's %lld output channels; "
@@ -153,12 +226,14 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
         case USE_OFFSET_W: {
             int64_t x;
             CALQ_TRY(calq_tp_int(f, file, &x, err));
+            CALQ_TRY(check_offset(f, file, l, l->n_offset_w, x, err));
             ok = push((void **)&l->offset_w, &l->n_offset_w, &rd->cap_offset_w, sizeof x, &x);
             break;
         }
         case USE_SHIFT_BIT: {
             uint64_t x;
             CALQ_TRY(calq_tp_uint(f, file, &x, err));
+            if (x > 16) return shift_bit_fail(file, f->line, f->col, l, err);
             ok = push((void **)&l->shift_bit, &l->n_shift_bit, &rd->cap_shift_bit, sizeof x, &x);
             break;
         }
@@ -177,11 +252,11 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
         case USE_BALANCE: {
             float x;
             CALQ_TRY(calq_tp_float(f, file, &x, err));
-            if (!(x > 0.0f) || !isfinite(x))
+            if (scale_flaw(x))
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
-                                  "%s:%d:%d: layer %s has tensor_balance_factor %.9g; a DMQ balance factor must be "
-                                  "finite and > 0 (§7.1)",
-                                  file, f->line, f->col, calq__cut(l->name).s, (double)x);
+                                  "%s:%d:%d: layer %s has tensor_balance_factor %.9g (%s); a DMQ balance factor must "
+                                  "be finite and > 0 (§7.1)",
+                                  file, f->line, f->col, calq__cut(l->name).s, (double)x, scale_flaw(x));
             ok = push((void **)&l->balance, &l->n_balance, &rd->cap_balance, sizeof x, &x);
             break;
         }
@@ -306,6 +381,7 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
                           value->line, value->col, calq__cut(name).s);
     rd->cap_scale_w = rd->cap_offset_w = rd->cap_shift_bit = rd->cap_balance = 0;
     CALQ_TRY(value ? read_value(rd, value, l, err) : CALQ_OK);
+    if (!shift_bits_ok(l->shift_bit, l->n_shift_bit)) return shift_bit_fail(file, value->line, value->col, l, err);
     /* all 1 (what AMCT writes for a layer it did not balance) is no balancing: the model is the
      * one without it, as before calq read the field */
     bool neutral = true;
@@ -384,11 +460,6 @@ static int64_t weight_channels(const calq_graph *g, int i, const calq_qkind *k)
     if (ndim < 2) return 0;
     if (!k->channel_wise) return 1;
     return calq__qkind_out_channels(k, n, ndim, dims);
-}
-
-static bool positive_finite(float x)
-{
-    return x > 0.0f && isfinite(x);
 }
 
 /* The field checks of calq__record_check; entry i names node idx[i] (input inputs[i] when >= 0). */
@@ -476,28 +547,22 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
                                   "offset_w's value should be 0 in layer %s. (%s, line %d: offset_w[%d] is %lld; calq "
                                   "and AMCT quantize weights symmetrically)",
                                   calq__cut(l->name).s, rf, l->line, c, (long long)l->offset_w[c]);
-        if (!positive_finite(l->scale_d))
+        if (scale_flaw(l->scale_d))
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "scale_d's value shoule be in positivate range of float32 in layer %s. (%s, line %d: "
-                              "scale_d is %.9g)",
-                              calq__cut(l->name).s, rf, l->line, (double)l->scale_d);
+                              "scale_d is %.9g: %s)",
+                              calq__cut(l->name).s, rf, l->line, (double)l->scale_d, scale_flaw(l->scale_d));
         for (int c = 0; c < l->n_scale_w; c++)
-            if (!positive_finite(l->scale_w[c]))
+            if (scale_flaw(l->scale_w[c]))
                 return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                                   "scale_w's value shoule be in positivate range of float32 in layer %s. (%s, line %d: "
-                                  "scale_w[%d] is %.9g)",
-                                  calq__cut(l->name).s, rf, l->line, c, (double)l->scale_w[c]);
-        if (l->n_shift_bit) {
-            bool all_zero = true, all_in = true;
-            for (int c = 0; c < l->n_shift_bit; c++) {
-                all_zero &= l->shift_bit[c] == 0;
-                all_in &= l->shift_bit[c] >= 1 && l->shift_bit[c] <= 16;
-            }
-            if (!all_zero && !all_in)
-                return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
-                                  "shift_bit's value shoule be in [1, 16] or all be 0 in layer %s (%s, line %d)",
-                                  calq__cut(l->name).s, rf, l->line);
-        }
+                                  "scale_w[%d] is %.9g: %s)",
+                                  calq__cut(l->name).s, rf, l->line, c, (double)l->scale_w[c],
+                                  scale_flaw(l->scale_w[c]));
+        if (!shift_bits_ok(l->shift_bit, l->n_shift_bit))
+            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                              "shift_bit's value shoule be in [1, 16] or all be 0 in layer %s (%s, line %d)",
+                              calq__cut(l->name).s, rf, l->line);
     }
     return CALQ_OK;
 }

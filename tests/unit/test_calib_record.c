@@ -1,6 +1,7 @@
 /* The record file (amct-reference.md §7.1): exact float round trips through the writer and the
  * reader, AMCT's flavours (unknown fields read over), and every save-time check of §4.4 with
  * its message, against the in-memory test model (conv, pool, fc, mm, deconv quantizable). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,7 @@ static void conv_fail(const char *conv_value, calq_status status, const char *me
 
 static void test_round_trip(void)
 {
-    const float vals[] = {0.003921569f, 1.0f / 3.0f, 1e-45f, 3.4028235e38f, 0.1f, 8388608.0f, 1.17549435e-38f};
+    const float vals[] = {0.003921569f, 1.0f / 3.0f, 9.86076132e-32f, 3.4028235e38f, 0.1f, 8388608.0f, 1.17549435e-38f};
     const int n = (int)(sizeof vals / sizeof vals[0]);
     calq_error err = {0};
     calq_record *r = calq__record_new();
@@ -231,6 +232,52 @@ static void test_value_fields(void)
     conv_fail(conv, CALQ_ERR_BAD_FORMAT, "field 'skip_fusion'");
 }
 
+/* Parses `text` without a model (what search and the readers before save do) and expects the
+ * read itself to fail with `message`. */
+static void read_fail(const char *text, const char *message)
+{
+    calq_record *r = NULL;
+    calq_error err = {0};
+    calq_status st = calq__record_parse(text, strlen(text), "r.txt", &r, &err);
+    EXPECT_STATUS(st, CALQ_ERR_RECORD_FACTOR, &err, message);
+    EXPECT(r == NULL && strstr(err.message, "§4.4") && strcmp(err.layer, "L") == 0);
+    calq__record_free(r);
+}
+
+/* Hostile values are refused when the record is read, naming file:line:column, the layer and
+ * §4.4's rule, not only at save time: zero, negative, NaN, infinite and subnormal scales (1/x
+ * of a subnormal is inf in float32), offsets outside int8, absurd shift_bit. */
+static void test_read_ranges(void)
+{
+    read_fail(
+        "record { key: \"L\" value { scale_d: 1e-45 } }",
+        "r.txt:1:27: scale_d's value shoule be in positivate range of float32 in layer L. (scale_d is 1.40129846e-45: "
+        "subnormal");
+    read_fail("record { key: \"L\" value { scale_d: 1e-39 offset_d: 0 } }", "subnormal");
+    read_fail("record { key: \"L\" value { scale_d: 0 } }", "scale_d is 0: not > 0");
+    read_fail("record { key: \"L\" value { scale_d: -0.5 } }", "scale_d is -0.5: not > 0");
+    read_fail("record { key: \"L\" value { scale_d: nan } }", "scale_d is nan: NaN");
+    read_fail("record { key: \"L\" value { scale_d: -inf } }", "not > 0");
+    read_fail("record { key: \"L\" value { scale_d: inf } }", "scale_d is inf: infinite");
+    read_fail("record {\n key: \"L\"\n value {\n  scale_d: 0.1\n  offset_d: 128\n } }",
+              "r.txt:5:3: offset_d's value should be in [-128, 127] in layer L. (offset_d is 128");
+    read_fail("record { key: \"L\" value { offset_d: -9223372036854775808 } }", "offset_d is -9223372036854775808");
+    read_fail("record { key: \"L\" value { scale_w: 0.5 scale_w: 1e-40 } }", "scale_w[1] is 9.9999461e-41: subnormal");
+    read_fail("record { key: \"L\" value { offset_w: 0 offset_w: -3 } }",
+              "offset_w's value should be 0 in layer L. (offset_w[1] is -3");
+    read_fail("record { key: \"L\" value { shift_bit: 18446744073709551615 } }",
+              "shift_bit's value shoule be in [1, 16] or all be 0 in layer L (r.txt, line 1, column 27");
+    read_fail("record { key: \"L\" value { shift_bit: 0 shift_bit: 3 } }", "shift_bit's value shoule be in [1, 16]");
+    /* the smallest normal float and AMCT's own extremes are read */
+    const char *ok = "record { key: \"L\" value { scale_d: 1.17549435e-38 offset_d: -128 scale_w: 3.4e38 "
+                     "offset_w: 0 shift_bit: 16 } }\nrecord { key: \"M\" value { shift_bit: 0 shift_bit: 0 } }";
+    calq_record *r = NULL;
+    calq_error err = {0};
+    EXPECT_OK(calq__record_parse(ok, strlen(ok), "r.txt", &r, &err));
+    EXPECT(r && r->n_layers == 2 && r->layers[0].scale_d == FLT_MIN && r->layers[0].offset_d == -128);
+    calq__record_free(r);
+}
+
 /* A growing text of n entries "record { key: "<prefix><i>" value { ... } }". */
 static char *many_entries(int n, const char *prefix, size_t *len)
 {
@@ -301,6 +348,7 @@ int main(void)
     test_flavours();
     test_checks();
     test_value_fields();
+    test_read_ranges();
     test_cost();
     calq_model_free(model);
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);

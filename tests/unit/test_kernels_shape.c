@@ -136,6 +136,43 @@ static void test_slice(void)
         free_all(in, 1);
         op_case_free(&oc);
     }
+    /* Extreme starts / ends / steps on [0, 1, 2, 3, 4] (the UBSan build runs these: -step and
+     * end - start overflow for INT64_MIN if computed naively). Results are the spec's clamping,
+     * which is numpy's x[s:e:p] except where the spec clamps a negative step's start into
+     * [0, dim-1] (row 6: element 0; numpy gives nothing). onnxruntime-node 1.x gives one element
+     * for rows 2, 7, 9 and 11 (an end of INT64_MAX with a negative step); the spec and numpy
+     * give none. count -1 = empty. */
+    {
+        static const int64_t MN = INT64_MIN, MX = INT64_MAX;
+        static const struct {
+            int64_t s, e, p, first, count;
+        } cases[] = {
+            {MX, MN, MN, 4, 1},    {-1, MN, MN, 4, 1},
+            {0, MX, MN, 0, 0},     {MN, MX, MX, 0, 1},
+            {MN, MX, 1, 0, 5},     {MX, MN, -1, 4, 5},
+            {MN, MN, MN, 0, 1},    {MX, MX, MN, 0, 0},
+            {2, MN, MN + 1, 2, 1}, {0, MX, -1, 0, 0},
+            {0, 5, MX, 0, 1},      {MN, MX, MN, 0, 0},
+            {4, 0, MN, 4, 1},      {MN + 1, MX - 1, MX - 1, 0, 1},
+            {-6, 6, 2, 0, 3},      {MX - 1, -6, -2, 4, 3},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            op_case oc = op_case_new("Slice", 13, 5, 1);
+            calq_tensor in[5] = {t_iota(CALQ_DTYPE_FLOAT32, 1, (int64_t[]){5}), INTS(cases[i].s), INTS(cases[i].e),
+                                 INTS(0), INTS(cases[i].p)};
+            calq_tensor out[1] = {0};
+            EXPECT_OK(run(&oc, in, 5, out, 1, &err));
+            double want[5];
+            int64_t step = cases[i].count > 1 ? cases[i].p : 0; /* small whenever more than one is taken */
+            for (int64_t k = 0; k < cases[i].count; k++) want[k] = (double)(cases[i].first + k * step);
+            char what[64];
+            snprintf(what, sizeof what, "slice case %zu", i);
+            EXPECT(expect(&out[0], 1, (int64_t[]){cases[i].count}, want, what));
+            free_all(out, 1);
+            free_all(in, 5);
+            op_case_free(&oc);
+        }
+    }
     /* Step 0 is a shape error. */
     {
         op_case oc = op_case_new("Slice", 13, 5, 1);
@@ -304,16 +341,40 @@ static void test_pad(void)
         free_all(in, 1);
         op_case_free(&oc);
     }
-    /* Pads wider than the input reflect repeatedly like np.pad([1,2,3], (7,6), mode). */
+    /* Reflect pads of at most dim - 1 per side, after cropping, as onnxruntime-node gives them:
+     * [0, 1, 2] padded (2, 2) is [2, 1, 0, 1, 2, 1, 0]; cropped by 1 at the front then padded 1
+     * at the back is [1, 2, 1]; an axis of 1 with no pads is copied. */
     {
         op_case oc = op_case_new("Pad", 13, 2, 1);
         op_attr_str(&oc, "mode", "reflect");
-        calq_tensor in[2] = {t_f32((float[]){1, 2, 3}, 1, (int64_t[]){3}), INTS(7, 6)}, out[1];
+        calq_tensor in[2] = {t_f32((float[]){0, 1, 2}, 2, (int64_t[]){1, 3}), INTS(0, 2, 0, 2)}, out[1];
         EXPECT_OK(run(&oc, in, 2, out, 1, &err));
-        EXPECT_TENSOR(&out[0], D(16), 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1);
+        EXPECT_TENSOR(&out[0], D(1, 7), 2, 1, 0, 1, 2, 1, 0);
+        free_all(out, 1);
+        calq_tensor_free_data(&in[1]);
+        in[1] = INTS(0, -1, 0, 1);
+        EXPECT_OK(run(&oc, in, 2, out, 1, &err));
+        EXPECT_TENSOR(&out[0], D(1, 3), 1, 2, 1);
         free_all(out, 1);
         free_all(in, 2);
         op_case_free(&oc);
+    }
+    /* Wider reflect pads are refused, as onnxruntime refuses them ("Pad reflect: pre-pad (3)
+     * exceeds maximum allowed (2)", "requires axis length >= 2"), not reflected again like
+     * np.pad: [1, 2, 3] padded (7, 6), (3, 0), (0, 3), cropped (-1, 2), and an axis of 1 padded
+     * by 1. The refusal happens in shape inference, before any element is read. */
+    {
+        static const int64_t bad[5][2] = {{7, 6}, {3, 0}, {0, 3}, {-1, 2}, {1, 0}};
+        for (int b = 0; b < 5; b++) {
+            op_case oc = op_case_new("Pad", 13, 2, 1);
+            op_attr_str(&oc, "mode", "reflect");
+            calq_tensor in[2] = {t_f32((float[]){1, 2, 3}, 1, (int64_t[]){b == 4 ? 1 : 3}), INTS(bad[b][0], bad[b][1])},
+                        out[1] = {0};
+            EXPECT_STATUS(run(&oc, in, 2, out, 1, &err), CALQ_ERR_SHAPE, &err, "can mirror (at most dim - 1 per side");
+            free_all(out, 1);
+            free_all(in, 2);
+            op_case_free(&oc);
+        }
     }
     /* Cropping more than the axis holds is a shape error. */
     {

@@ -211,6 +211,18 @@ calq_status calq__shp_pad_infer(calq_op_ctx *c)
                                  (long long)pb[k], (long long)pe[k], (long long)x->dims[k], k);
         dims[k] = x->dims[k] + pb[k] + pe[k];
         empty_src = empty_src || kept == 0;
+        /* Reflection mirrors the kept part without repeating its edge, so it has kept - 1
+         * positions to offer on each side. onnxruntime refuses larger pads ("Pad reflect:
+         * pre-pad (3) exceeds maximum allowed (2)"), as does PyTorch's ReflectionPad (pad <
+         * dim), whose exports these are; np.pad would reflect again. calq refuses them too,
+         * so no model gives a result onnxruntime cannot reproduce. */
+        int64_t most = pb[k] > pe[k] ? pb[k] : pe[k];
+        if (mode == PAD_REFLECT && kept > 0 && most > 0 && most > kept - 1)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "reflect pads %lld and %lld on axis %d exceed the %lld position(s) its %lld kept "
+                                 "element(s) can mirror (at most dim - 1 per side, as onnxruntime and PyTorch's "
+                                 "ReflectionPad require); use mode 'edge' or 'constant', or smaller pads",
+                                 (long long)pb[k], (long long)pe[k], k, (long long)(kept - 1), (long long)kept);
     }
     if (c->opset >= 11 && c->n_in > 2 && c->in[2] && calq_tensor_numel(c->in[2]) > 1)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "constant_value (input 2) must be a scalar");
@@ -231,14 +243,8 @@ static int64_t pad_src(int mode, int64_t o, int64_t lead, int64_t n, int64_t cro
     case PAD_EDGE: i = i < 0 ? 0 : n - 1; break;
     case PAD_WRAP: i = ((i % n) + n) % n; break;
     case PAD_REFLECT:
-        if (n == 1) {
-            i = 0;
-        } else {
-            /* Reflection without repeating the edge is periodic with period 2(n-1). */
-            int64_t p = 2 * (n - 1);
-            i = ((i % p) + p) % p;
-            if (i >= n) i = p - i;
-        }
+        /* calq__shp_pad_infer bounds the pads by n - 1, so one mirror lands inside. */
+        i = i < 0 ? -i : 2 * (n - 1) - i;
         break;
     default: return -1;
     }

@@ -10,7 +10,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_hostile.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
-numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32))
+numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32)); numpy.save('$T/x3.npy', numpy.ones((1, 1, 3), numpy.float32))
 numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
@@ -48,6 +48,17 @@ expect convtranspose_output_padding 1 "output_padding 3 in spatial dimension 0 m
 # Split-18 with num_outputs 0 but one output ran as a copy
 expect split_num_outputs 1 "'num_outputs' is 0 but the node has 1 outputs" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-split-num-outputs-0.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# a Loop without a trip count whose condition stays true, stacking a 768 KB scan output: grew to half of the
+# machine's memory (11 GB here) before failing; now refused at 64 MiB (docs/operators.md), in well under a second
+expect loop_no_trip_scan 1 "scan output 0 would stack more than 85 iterations of 786432 bytes, above calq's limit of 67108864 bytes for what a Loop without a trip count may accumulate" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-no-trip-scan.onnx" --input "x=$T/x256.npy" --output-dir "$T/o"
+# the same with a carried value doubling every iteration (Concat onto itself)
+expect loop_no_trip_double 1 "after 23 iterations its carried values and scan outputs hold 134217728 bytes, above calq's limit of 67108864 bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-no-trip-double.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# Pad mode reflect with pads (7, 5) on an axis of 3: onnxruntime refuses more than dim - 1 per side ("pre-pad (7)
+# exceeds maximum allowed (2)"); calq reflected again like np.pad, now refuses the same way
+expect pad_reflect_wide 1 "reflect pads 7 and 5 on axis 2 exceed the 2 position\\(s\\) its 3 kept element\\(s\\) can mirror" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-pad-reflect-wide.onnx" --input "x=$T/x3.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

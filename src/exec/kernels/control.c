@@ -17,6 +17,10 @@
 
 /* At most this many iterations per Loop run (see loop_infer). */
 #define CALQ__LOOP_MAX_ITERATIONS ((int64_t)1 << 20)
+/* What a Loop without a trip count (ended by its condition only) may accumulate: its scan outputs
+ * and carried values together, 64 MiB (docs/operators.md). Without it a body whose condition
+ * never turns false grew its stacks to half of the machine's memory before failing. */
+#define CALQ__LOOP_WHILE_MAX_BYTES ((size_t)64 << 20)
 
 /* Results of one call, kept from infer to run. */
 typedef struct body_result {
@@ -183,23 +187,24 @@ static calq_status if_run(calq_op_ctx *c)
 /* ---- Loop ----------------------------------------------------------------------------------- */
 
 /* Appends slice (one iteration's scan output) to the growing stack acc ([n, ...slice]), at most rows
- * of them (the iteration limit; exact when known). The stack never grows above
- * calq__tensor_max_bytes(): a trip count of 2^20 with a 1 MB slice filled the machine's memory (24 GB
- * in a minute, issue 14). With a known count the stack is refused at the first iteration. */
+ * of them (the iteration limit; exact when known). The stack never grows above max bytes
+ * (calq__tensor_max_bytes(), or CALQ__LOOP_WHILE_MAX_BYTES without a trip count; `what` says
+ * which): a trip count of 2^20 with a 1 MB slice filled the machine's memory (24 GB in a minute,
+ * issue 14). With a known count the stack is refused at the first iteration. */
 static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, const calq_tensor *slice, int k,
-                                int64_t rows, bool rows_known)
+                                int64_t rows, bool rows_known, size_t max, const char *what)
 {
-    size_t sb = calq__tensor_nbytes(slice), max = calq__tensor_max_bytes();
+    size_t sb = calq__tensor_nbytes(slice);
     if (rows_known && sb && (uint64_t)rows > max / sb)
         return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
                              "scan output %d would stack %lld iterations of %zu bytes, above calq's limit of %zu "
-                             "bytes for one tensor (half of this machine's memory)",
-                             k, (long long)rows, sb, max);
+                             "bytes %s",
+                             k, (long long)rows, sb, max, what);
     if (sb && (uint64_t)acc->dims[0] + 1 > max / sb)
         return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
                              "scan output %d would stack more than %lld iterations of %zu bytes, above calq's limit "
-                             "of %zu bytes for one tensor (half of this machine's memory)",
-                             k, (long long)acc->dims[0], sb, max);
+                             "of %zu bytes %s",
+                             k, (long long)acc->dims[0], sb, max, what);
     if (acc->ndim == 0 && acc->dims[0] == 0 && !acc->data) {
         if (slice->ndim + 1 > CALQ_MAX_DIMS)
             return calq__op_fail(c, CALQ_ERR_SHAPE, "scan output %d would have too many dims", k);
@@ -273,6 +278,12 @@ static calq_status loop_infer(calq_op_ctx *c)
                              (long long)max_trip, (long long)CALQ__LOOP_MAX_ITERATIONS);
     }
     const int64_t limit = max_trip >= 0 ? max_trip : CALQ__LOOP_MAX_ITERATIONS;
+    size_t max = calq__tensor_max_bytes();
+    const char *what = "for one tensor (half of this machine's memory)";
+    if (max_trip < 0 && max > CALQ__LOOP_WHILE_MAX_BYTES) {
+        max = CALQ__LOOP_WHILE_MAX_BYTES;
+        what = "for what a Loop without a trip count may accumulate (docs/operators.md)";
+    }
     while (s == CALQ_OK && cond && iter < limit) {
         ins[0] = it_t;
         ins[1] = cond_t;
@@ -287,9 +298,21 @@ static calq_status loop_infer(calq_op_ctx *c)
             r->t[k] = outs[1 + k];
         }
         for (int k = 0; k < n_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &r->t[n_carried + k], &caps[k], &outs[1 + n_carried + k], k, limit, max_trip >= 0);
+            s = stack_append(c, &r->t[n_carried + k], &caps[k], &outs[1 + n_carried + k], k, limit, max_trip >= 0, max,
+                             what);
         for (int k = 0; k < n_scan; k++) calq_tensor_free_data(&outs[1 + n_carried + k]);
         iter++;
+        /* Without a trip count, carried values that grow every iteration (a Concat onto itself)
+         * are bounded with the stacks, so the loop fails within seconds, not at half of RAM. */
+        if (s == CALQ_OK && max_trip < 0) {
+            size_t held = 0;
+            for (int k = 0; k < n_carried + n_scan; k++) held += calq__tensor_nbytes(&r->t[k]);
+            if (held > max)
+                s = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
+                                  "after %lld iterations its carried values and scan outputs hold %zu bytes, above "
+                                  "calq's limit of %zu bytes %s; give the Loop a trip count (input M)",
+                                  (long long)iter, held, max, what);
+        }
     }
     if (s == CALQ_OK && max_trip < 0 && cond)
         s = calq__op_fail(c, CALQ_ERR_DATA,
@@ -403,7 +426,8 @@ static calq_status scan_infer(calq_op_ctx *c)
             r->t[k] = outs[k];
         }
         for (int k = 0; k < n_out_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true);
+            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true, calq__tensor_max_bytes(),
+                             "for one tensor (half of this machine's memory)");
         for (int k = 0; k < n_out_scan; k++) calq_tensor_free_data(&outs[n_state + k]);
     }
     /* stacks are [T, ...]: reverse and move the step axis where the attributes put it. */
@@ -456,7 +480,9 @@ static calq_status scan_run(calq_op_ctx *c)
 
 const calq_op_def calq__ops_control[] = {
     {"If", 1, MANY, 1, MANY, ALL_DATA, false, if_infer, if_run, NULL, NULL, result_free, 0},
-    {"Loop", 2, MANY, 0, MANY, ALL_DATA, false, loop_infer, loop_run, NULL, NULL, result_free, 0},
+    /* Loop's M and cond are both optional (either may be ""): min_inputs 0, and loop_infer checks
+     * that the node lists both positions (n_formal >= 2) */
+    {"Loop", 0, MANY, 0, MANY, ALL_DATA, false, loop_infer, loop_run, NULL, NULL, result_free, 0},
     {"Scan", 0, MANY, 1, MANY, ALL_DATA, false, scan_infer, scan_run, NULL, NULL, result_free, 0},
     {0},
 };

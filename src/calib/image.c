@@ -1,5 +1,7 @@
 /* Photos -> NCHW float tensors, through Debian's stb (stb_image decodes, stb_image_resize
  * resamples). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,16 +12,64 @@
 #include "base/file.h"
 #include "calib/data.h"
 
+/* A PNG's declared size from its IHDR chunk (the 8-byte signature, then IHDR: width, height, bit
+ * depth, colour type, big-endian), read before stb_image sees the file. stb_image's own info call
+ * refuses sizes above its 2^30-byte decode limit, but the reason it reports is the last format it
+ * tried ("unknown image type"), so a decompression bomb (a small file declaring 10^5 x 10^5
+ * pixels) read as a file of unknown type. Returns false when fp is no PNG. */
+static bool png_header(FILE *fp, uint64_t *w, uint64_t *h, uint64_t *row_bytes)
+{
+    unsigned char b[26];
+    static const unsigned char sig[12] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
+    size_t got = fread(b, 1, sizeof b, fp);
+    rewind(fp);
+    if (got != sizeof b || memcmp(b, sig, sizeof sig) != 0 || memcmp(b + 12, "IHDR", 4) != 0) return false;
+    *w = (uint64_t)b[16] << 24 | (uint64_t)b[17] << 16 | (uint64_t)b[18] << 8 | b[19];
+    *h = (uint64_t)b[20] << 24 | (uint64_t)b[21] << 16 | (uint64_t)b[22] << 8 | b[23];
+    /* samples per pixel by colour type (grey, -, RGB, palette, grey+alpha, -, RGBA) */
+    static const int samples[7] = {1, 1, 3, 1, 2, 1, 4};
+    uint64_t bits = (uint64_t)(b[24] ? b[24] : 1) * (uint64_t)samples[b[25] < 7 ? b[25] : 0];
+    *row_bytes = 1 + (*w * bits + 7) / 8; /* a filter byte, then the packed samples */
+    return true;
+}
+
 calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_error *err)
 {
     size_t size;
     CALQ_TRY(calq__open_regular(path, CALQ_IMAGE_MAX_BYTES, "an image", fp, &size, err));
+    uint64_t pw, ph, row;
+    if (png_header(*fp, &pw, &ph, &row)) {
+        /* Bounded before decoding: at most CALQ_IMAGE_MAX_PIXELS, and no more rows than the
+         * file's compressed data can hold (deflate expands at most 1032:1, RFC 1951's longest
+         * match of 258 bytes per 2-bit code), so a truncated or forged PNG is not decoded. */
+        const char *why = NULL;
+        if (pw * ph > CALQ_IMAGE_MAX_PIXELS)
+            why = "more than calq decodes";
+        else if (row * ph > 1032 * (uint64_t)size + 1024)
+            why = "more than its compressed data can hold (deflate expands at most 1032:1), so the file is "
+                  "truncated or forged";
+        if (why) {
+            fclose(*fp);
+            *fp = NULL;
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                              "%s: the PNG declares %llux%llu pixels (%llu bytes decoded) in a file of %zu bytes, %s "
+                              "(at most %llu pixels, a photo of %llu megapixels, and the memory that takes); scale "
+                              "it down or remove the file",
+                              path, (unsigned long long)pw, (unsigned long long)ph, (unsigned long long)(row * ph),
+                              size, why, (unsigned long long)CALQ_IMAGE_MAX_PIXELS,
+                              (unsigned long long)CALQ_IMAGE_MAX_PIXELS >> 20);
+        }
+    }
     int comp;
     if (!stbi_info_from_file(*fp, w, h, &comp)) {
         fclose(*fp);
         *fp = NULL;
-        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable image (%s)", path,
-                          stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+        const char *why = stbi_failure_reason() ? stbi_failure_reason() : "unknown format";
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable image (%s%s)", path, why,
+                          strcmp(why, "unknown image type") == 0
+                              ? ": no JPEG, PNG or BMP stb_image reads, or one declaring more than the 2^30 bytes of "
+                                "pixels it decodes"
+                              : "");
     }
     if (*w <= 0 || *h <= 0 || (uint64_t)*w * (uint64_t)*h > CALQ_IMAGE_MAX_PIXELS) {
         fclose(*fp);

@@ -380,6 +380,38 @@ static void test_images(void)
         EXPECT_STATUS(calq_data_read_batch(d, 0, &t, 1, &err), CALQ_ERR_BAD_FORMAT, &err, "photos/a.jpg");
         calq_data_free(d);
     }
+    /* Decompression bombs (issue: "unknown image type"): PNG headers declaring 100000 x 100000
+     * RGB pixels, or 11000 x 11000 (under the pixel cap) in a file of a few bytes, are refused
+     * before stb_image decodes anything, naming the size. */
+    {
+        static const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0,    13,
+                                            'I',  'H', 'D', 'R', 0,    1,    0x86, 0xa0, 0, 1, 0x86, 0xa0,
+                                            8,    2,   0,   0,   0,    0,    0,    0,    0, 0};
+        unsigned char b[sizeof png];
+        mkdir("bombs", 0777);
+        write_bytes("bombs/a.png", (const char *)png, sizeof png);
+        write_bytes("bombs/b.png", (const char *)png, sizeof png);
+        EXPECT_STATUS(calq_data_open_images("bombs", &o, 2, &d, &err), CALQ_OK, &err, NULL);
+        if (d) {
+            EXPECT_STATUS(calq__data_preflight(d, &in, 1, 1, &err), CALQ_ERR_BAD_FORMAT, &err,
+                          "bombs/a.png: the PNG declares 100000x100000 pixels (30000100000 bytes decoded) in a file of "
+                          "34 bytes, more than calq decodes");
+            calq_data_free(d);
+        }
+        memcpy(b, png, sizeof b);
+        b[18] = b[22] = 0x2a; /* 0x00002af8 = 11000 */
+        b[17] = b[21] = 0;
+        b[19] = b[23] = 0xf8;
+        write_bytes("bombs/a.png", (const char *)b, sizeof b);
+        write_bytes("bombs/b.png", (const char *)b, sizeof b);
+        EXPECT_STATUS(calq_data_open_images("bombs", &o, 2, &d, &err), CALQ_OK, &err, NULL);
+        if (d) {
+            EXPECT_STATUS(calq__data_preflight(d, &in, 1, 1, &err), CALQ_ERR_BAD_FORMAT, &err,
+                          "the PNG declares 11000x11000 pixels (363011000 bytes decoded) in a file of 34 bytes, more "
+                          "than its compressed data can hold");
+            calq_data_free(d);
+        }
+    }
     mkdir("nophotos", 0777);
     EXPECT_STATUS(calq_data_open_images("nophotos", &o, 2, &d, &err), CALQ_OK, &err, NULL);
     if (d) {

@@ -3,13 +3,15 @@
 
 usage: int8_accuracy.py CALQ SHARED_DIR [--only NAME[,NAME...]] [--schemes int8,layers]
                         [--formats qdq,qoperator] [--floor NAME:SCHEME=WORST ...] [--keep DIR]
+                        [--extra-eval DIR]
                         [-- extra calq calibration flags]
 
 Each trained model is calibrated by calq on its first photos (`calq calibration --npy`, one photo
 per batch), once per --qdq-scheme, and onnxruntime-node runs the float model and every file on the
 held-out photos. Printed per model and scheme: the cosine of each output to the float model's,
 worst and mean over the outputs and the held-out photos (QDQ and QOperator files pooled), the
-figures of docs/performance.md ("onnxruntime int8"). With --floor, exit 1 when a model's worst
+figures of docs/performance.md ("onnxruntime int8"). --extra-eval adds the photos of DIR (under
+SHARED_DIR) but the calibration ones to every model's held-out ones (a steadier worst figure). With --floor, exit 1 when a model's worst
 cosine under that scheme is below WORST (the ctest gate peer.int8_accuracy).
 Exit 0 / 1 / 77 (onnxruntime-node, python3-opencv or a shared file missing).
 """
@@ -80,7 +82,7 @@ def main():
         print(__doc__)
         return 2
     calq, shared = argv[:2]
-    opt = {"--only": ",".join(MODELS), "--schemes": "layers,int8", "--formats": "qdq,qoperator", "--keep": None}
+    opt = {"--only": ",".join(MODELS), "--schemes": "layers,int8", "--formats": "qdq,qoperator", "--keep": None, "--extra-eval": None}
     floors = {}
     i = 2
     while i < len(argv):
@@ -109,6 +111,9 @@ def main():
                 print("SKIP: %s or %s is missing" % (model, folder))
                 return 77
             ph = photos(os.path.join(shared, folder))
+            if opt["--extra-eval"]:
+                more = set(photos(os.path.join(shared, opt["--extra-eval"]))) - set(ph[:n_cal])
+                ph = ph[:n_cal] + sorted(set(ph[n_cal:]) | more)
             wd = os.path.join(work, name)
             cal, ev = os.path.join(wd, "cal"), os.path.join(wd, "eval")
             os.makedirs(cal, exist_ok=True)

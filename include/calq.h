@@ -622,7 +622,7 @@ CALQ_API calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, 
 CALQ_API calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err);
 /* Valid once end_pass reported done. */
 CALQ_API calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err);
-CALQ_API int calq_ifmr_stream_pass(const calq_ifmr_stream *s);     /* 1: statistics, 2: losses, 0: done */
+CALQ_API int calq_ifmr_stream_pass(const calq_ifmr_stream *s);     /* 1: statistics, 2-3: losses, 0: done */
 CALQ_API size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s); /* current heap memory of the state */
 CALQ_API void calq_ifmr_stream_free(calq_ifmr_stream *s);
 

@@ -242,7 +242,8 @@ static void losses_simd(calq__isa isa, const float *x, size_t n, uint64_t g0, co
     enum { MAXG = 64 };
     const calq__ifmr_cand *c[MAXG];
     calq__ifmr_acc *a[MAXG];
-    const int skip = zeros_neutral(cand, idx, k);
+    /* compacting costs about what 4-8 candidates' sums over the zeros would: worth it for more */
+    const int skip = k >= 8 && zeros_neutral(cand, idx, k);
     float buf[ZBLOCK + CALQ__IFMR_LANES];
     for (unsigned q0 = 0; q0 < k; q0 += MAXG) {
         unsigned kk = k - q0 < MAXG ? k - q0 : MAXG;
@@ -262,6 +263,24 @@ static void losses_simd(calq__isa isa, const float *x, size_t n, uint64_t g0, co
     }
 }
 #endif
+
+size_t calq__compact_nonzero_ref(const float *x, size_t n, float *out)
+{
+    size_t c = 0;
+    for (size_t j = 0; j < n; j++) {
+        out[c] = x[j];
+        c += x[j] != 0.0f;
+    }
+    return c;
+}
+
+size_t calq__compact_nonzero(calq__isa isa, const float *x, size_t n, float *out)
+{
+#ifdef CALQ__IFMR_X86
+    if (isa == CALQ__ISA_AVX512) return calq__compact_nonzero_avx512(x, n, out);
+#endif
+    return calq__compact_nonzero_ref(x, n, out);
+}
 
 void calq__ifmr_losses(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *cand,
                        const unsigned *idx, unsigned k, int amct, float Lf, calq__ifmr_acc *acc)

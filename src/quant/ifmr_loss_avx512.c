@@ -143,4 +143,23 @@ T512 void calq__ifmr_fsum_avx512(const float *x, size_t n, unsigned k, const cal
         for (unsigned q = 0; q < kb; q++) a[b + q]->f = f[q];
     }
 }
+
+/* compress in a register, then a full store (the memory form of vcompressps is slow on some
+ * CPUs); out has 16 floats of room past the count */
+T512 size_t calq__compact_nonzero_avx512(const float *x, size_t n, float *out)
+{
+    size_t c = 0, i = 0;
+    const __m512 zero = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_NEQ_UQ); /* NaN is kept, +-0 dropped */
+        _mm512_storeu_ps(out + c, _mm512_maskz_compress_ps(m, v));
+        c += (size_t)__builtin_popcount((unsigned)m);
+    }
+    for (; i < n; i++) {
+        out[c] = x[i];
+        c += x[i] != 0.0f;
+    }
+    return c;
+}
 #endif

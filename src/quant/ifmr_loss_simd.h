@@ -28,6 +28,8 @@ void calq__ifmr_lanes_avx512(const float *x, size_t m, unsigned k, const calq__i
                              calq__ifmr_acc *const *a);
 void calq__ifmr_fsum_avx512(const float *x, size_t n, unsigned k, const calq__ifmr_cand *const *c, float Lf,
                             calq__ifmr_acc *const *a);
+/* The nonzero elements of x[0..n) in order into out (which has room for n + 16); returns how many */
+size_t calq__compact_nonzero_avx512(const float *x, size_t n, float *out);
 #endif
 
 #endif

@@ -22,6 +22,11 @@
 #define SCAN_BLOCK 64    /* elements per pass-1 screening step */
 #define LOSS_CHUNK 16384 /* elements per pass-2 step (64 KB: stays in L2 across candidates) */
 
+#define PRUNE_MIN    (1u << 20) /* smaller tensors: the exact search costs less than the histogram */
+#define PRUNE_BINS   16384      /* ~50 bins per quantization step at ratio 1: bounds within ~0.5 % */
+#define PRUNE_MARGIN 0.02       /* a candidate this close to the first batches' best keeps its sum */
+#define PRUNE_LEGAL  4          /* fewer legal candidates than this: nothing to gain */
+
 struct calq_ifmr_stream {
     calq_ifmr_opts o;
     char layer[CALQ_ERROR_NAME_MAX];
@@ -45,6 +50,17 @@ struct calq_ifmr_stream {
     calq__isa isa; /* the loss kernels (the CPU's best; a test may choose) */
     float max_init, min_init;
     calq_ifmr_result res;
+
+    /* pruning (ifmr_bound.c; docs/numerics.md "Pruning the candidate search") */
+    uint64_t prune_min;     /* the least element count that prunes (tests lower it) */
+    int prune;              /* this loss pass prunes */
+    int decided;            /* the candidates that keep exact sums are chosen */
+    calq__ifmr_hist *thist; /* one histogram per loss-pass thread, merged when read */
+    int n_thist;
+    unsigned char *exact; /* per candidate: its sum covers every element fed so far */
+    unsigned *active;     /* the candidates the kernels run on, in index order */
+    unsigned n_active;
+    unsigned n_exact; /* statistics: candidates whose exact sums were computed */
 };
 
 static void stats_reset(calq_ifmr_stream *s)
@@ -77,11 +93,14 @@ calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count,
     s->pass = 1;
     s->max_count = max_count;
     s->isa = calq__ifmr_isa_best();
+    s->prune_min = PRUNE_MIN;
     stats_reset(s);
     s->cand = calloc(n_cand, sizeof *s->cand);
     s->acc = calloc(n_cand, sizeof *s->acc);
     s->legal = calloc(n_cand, sizeof *s->legal);
-    if (!s->cand || !s->acc || !s->legal || !tails_sized_for(s, 0)) {
+    s->active = calloc(n_cand, sizeof *s->active);
+    s->exact = calloc(n_cand, 1);
+    if (!s->cand || !s->acc || !s->legal || !s->active || !s->exact || !tails_sized_for(s, 0)) {
         calq_ifmr_stream_free(s);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "IFMR: out of memory for the percentile tails");
     }
@@ -89,15 +108,37 @@ calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count,
     return CALQ_OK;
 }
 
+static void hists_free(calq_ifmr_stream *s)
+{
+    for (int t = 0; t < s->n_thist; t++) calq__ifmr_hist_free(&s->thist[t]);
+    free(s->thist);
+    s->thist = NULL;
+    s->n_thist = 0;
+}
+
 void calq_ifmr_stream_free(calq_ifmr_stream *s)
 {
     if (!s) return;
     calq__tail_free(&s->top);
     calq__tail_free(&s->bottom);
+    hists_free(s);
     free(s->cand);
     free(s->acc);
     free(s->legal);
+    free(s->active);
+    free(s->exact);
     free(s);
+}
+
+void calq__ifmr_stream_set_prune(calq_ifmr_stream *s, uint64_t min_count)
+{
+    s->prune_min = min_count;
+}
+
+void calq__ifmr_stream_prune_info(const calq_ifmr_stream *s, unsigned *n_exact, unsigned *n_legal)
+{
+    *n_exact = s->n_exact;
+    *n_legal = s->n_legal;
 }
 
 void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa)
@@ -112,8 +153,10 @@ int calq_ifmr_stream_pass(const calq_ifmr_stream *s)
 
 size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s)
 {
-    return sizeof *s + (s->top.alloc + s->bottom.alloc) * sizeof(float) +
-           s->n_cand * (sizeof *s->cand + sizeof *s->acc + sizeof *s->legal);
+    size_t hist = 0;
+    for (int t = 0; t < s->n_thist; t++) hist += ((size_t)s->thist[t].nb + 2) * sizeof(calq__ifmr_bin);
+    return sizeof *s + (s->top.alloc + s->bottom.alloc) * sizeof(float) + hist +
+           s->n_cand * (sizeof *s->cand + sizeof *s->acc + sizeof *s->legal + sizeof *s->active + 1);
 }
 
 static void scan_one(calq_ifmr_stream *s, float v)
@@ -154,6 +197,7 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
         /* screen the block: its extremes, and whether it holds a NaN or an inf (v - v is NaN) */
         float mx = -INFINITY, mn = INFINITY;
         int finite = 1;
+#pragma omp simd reduction(max : mx) reduction(min : mn) reduction(& : finite)
         for (size_t i = 0; i < m; i++) {
             float v = b[i];
             mx = v > mx ? v : mx;
@@ -164,8 +208,12 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
             for (size_t i = 0; i < m; i++) scan_one(s, b[i]);
             continue;
         }
-        if (mn < s->st.data_min) s->st.data_min = mn;
-        if (mx > s->st.data_max) s->st.data_max = mx;
+        /* a new extreme is taken element by element: the first of equal values (+0 before -0 or
+         * after) is the one kept, as a sequential minimum keeps it */
+        if (mn < s->st.data_min)
+            for (size_t i = 0; i < m; i++) s->st.data_min = b[i] < s->st.data_min ? b[i] : s->st.data_min;
+        if (mx > s->st.data_max)
+            for (size_t i = 0; i < m; i++) s->st.data_max = b[i] > s->st.data_max ? b[i] : s->st.data_max;
         if (calq__tail_rejects(&s->top, mx))
             calq__tail_drop(&s->top, mx);
         else
@@ -178,22 +226,196 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
     return CALQ_OK;
 }
 
+static int loss_threads(const calq_ifmr_stream *s, size_t n)
+{
+    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
+    return n < LOSS_CHUNK / 4 || nt < 1 ? 1 : nt;
+}
+
+/* The merged histogram of everything fed in this pass (into thist[0]). */
+static calq__ifmr_hist *hist_merged(calq_ifmr_stream *s)
+{
+    for (int t = 1; t < s->n_thist; t++) {
+        calq__ifmr_hist_merge(&s->thist[0], &s->thist[t]);
+        calq__ifmr_hist_clear(&s->thist[t]);
+    }
+    return &s->thist[0];
+}
+
+/* The bounds are read from merged bins first (cheap, looser) and from finer ones only for the
+ * candidates the coarser cannot settle: bins merged by LEVEL[0], then LEVEL[1], ... */
+static const unsigned LEVEL[] = {64, 8, 1};
+#define N_LEVEL ((int)(sizeof LEVEL / sizeof LEVEL[0]))
+
+static int binsets_make(const calq__ifmr_hist *h, calq__ifmr_binset *bs)
+{
+    int ok = 1;
+    for (int l = 0; l < N_LEVEL; l++) ok &= calq__ifmr_binset_make(h, LEVEL[l], &bs[l]);
+    return ok;
+}
+
+static void binsets_free(calq__ifmr_binset *bs)
+{
+    for (int l = 0; l < N_LEVEL; l++) calq__ifmr_binset_free(&bs[l]);
+}
+
+/* Chooses the candidates that keep computing exact sums, from the bounds over the data seen so
+ * far: those whose lower bound is within PRUNE_MARGIN of the smallest upper bound. The others'
+ * partial sums are dropped; the end of the pass proves them unneeded or computes them again. */
+static void decide(calq_ifmr_stream *s)
+{
+    calq__ifmr_hist *h = hist_merged(s);
+    calq__ifmr_binset bs[N_LEVEL];
+    int ok = binsets_make(h, bs);
+    double *lower = ok ? malloc(2 * (size_t)s->n_legal * sizeof *lower) : NULL;
+    double *upper = lower ? lower + s->n_legal : NULL, min_up = INFINITY;
+    ok = lower != NULL;
+    for (int l = 0; ok && l < N_LEVEL; l++) {
+        double cut = min_up * (1.0 + PRUNE_MARGIN); /* the candidates the previous level kept */
+        min_up = INFINITY;
+        for (unsigned q = 0; ok && q < s->n_legal; q++) {
+            if (l > 0 && lower[q] > cut) continue;
+            ok = calq__ifmr_binset_bounds(&bs[l], &s->cand[s->legal[q]], &lower[q], &upper[q]);
+            if (ok && upper[q] < min_up) min_up = upper[q];
+        }
+    }
+    binsets_free(bs);
+    if (!ok) { /* no bounds (or no memory): every candidate keeps its exact sum */
+        free(lower);
+        s->prune = 0;
+        hists_free(s);
+        return;
+    }
+    s->n_active = 0;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        unsigned i = s->legal[q];
+        s->exact[i] = lower[q] <= min_up * (1.0 + PRUNE_MARGIN);
+        if (s->exact[i]) s->active[s->n_active++] = i;
+    }
+    free(lower);
+    s->decided = 1;
+}
+
+/* At the end of a pruned loss pass: the candidates without exact sums whose lower bound over all
+ * the data does not exceed the best exact total could still win (or tie with a smaller index):
+ * they go to a third pass. Returns how many; 0 when the search is settled. A candidate that
+ * gets no bound is needed. */
+static unsigned still_needed(calq_ifmr_stream *s)
+{
+    double best = INFINITY;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        unsigned i = s->legal[q];
+        double t = s->exact[i] ? calq__ifmr_acc_total(&s->acc[i]) : INFINITY;
+        if (t < best) best = t;
+    }
+    calq__ifmr_hist *h = hist_merged(s);
+    calq__ifmr_binset bs[N_LEVEL];
+    int ok = binsets_make(h, bs);
+    s->n_active = 0;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        unsigned i = s->legal[q];
+        if (s->exact[i]) continue;
+        int settled = 0;
+        for (int l = 0; ok && !settled && l < N_LEVEL; l++) {
+            double lo = 0.0, up = 0.0;
+            settled = calq__ifmr_binset_bounds(&bs[l], &s->cand[i], &lo, &up) && lo > best;
+        }
+        if (!settled) s->active[s->n_active++] = i;
+    }
+    binsets_free(bs);
+    return s->n_active;
+}
+
+/* Prepares the histograms of a pruned loss pass, or leaves pruning off. */
+static void prune_setup(calq_ifmr_stream *s)
+{
+    hists_free(s);
+    s->prune = s->decided = 0;
+    s->n_active = 0;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        s->active[s->n_active++] = s->legal[q];
+        s->exact[s->legal[q]] = 1;
+    }
+    if (s->o.amct_float_loss || s->st.count < s->prune_min || s->n_legal < PRUNE_LEGAL) return;
+    float flo = INFINITY, fhi = -INFINITY;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        const calq__ifmr_cand *c = &s->cand[s->legal[q]];
+        flo = c->lo < flo ? c->lo : flo;
+        fhi = c->hi > fhi ? c->hi : fhi;
+    }
+    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
+    s->thist = calloc((size_t)(nt > 0 ? nt : 1), sizeof *s->thist);
+    if (!s->thist) return;
+    s->n_thist = nt > 0 ? nt : 1;
+    for (int t = 0; t < s->n_thist; t++)
+        if (!calq__ifmr_hist_init(&s->thist[t], PRUNE_BINS, flo, fhi, s->st.data_min, s->st.data_max)) {
+            hists_free(s);
+            return;
+        }
+    s->prune = 1;
+}
+
+/* Sets the sums of the candidates left without exact sums to +inf: never the first minimum. */
+static void exclude_pruned(calq_ifmr_stream *s)
+{
+    s->n_exact = 0;
+    for (unsigned q = 0; q < s->n_legal; q++) {
+        unsigned i = s->legal[q];
+        if (s->exact[i]) {
+            s->n_exact++;
+            continue;
+        }
+        for (int l = 0; l < CALQ__IFMR_LANES; l++) s->acc[i].lane[l] = INFINITY;
+    }
+}
+
 static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
 {
     const uint64_t g = s->seen;
     const int amct = s->o.amct_float_loss;
     const float Lf = (float)s->st.count;
-    int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
-    if (nt > (int)s->n_legal) nt = (int)s->n_legal;
-    if (n < LOSS_CHUNK / 4) nt = 1;
+    int nt = loss_threads(s, n);
+    if (s->prune && s->pass == 2 && s->decided && nt >= 2) {
+        /* thread 0 bins the batch while the others compute the few exact sums left */
+#pragma omp parallel num_threads(nt)
+        {
+            unsigned T = (unsigned)omp_get_num_threads(), t = (unsigned)omp_get_thread_num();
+            if (t == 0) calq__ifmr_hist_add(&s->thist[0], x, n);
+            if (t > 0 || T == 1) { /* (the runtime may give fewer threads than asked) */
+                unsigned W = T > 1 ? T - 1 : 1, w = T > 1 ? t - 1 : 0;
+                unsigned c0 = (unsigned)((uint64_t)s->n_active * w / W);
+                unsigned c1 = (unsigned)((uint64_t)s->n_active * (w + 1) / W);
+                for (size_t j = 0; j < n && c1 > c0; j += LOSS_CHUNK) {
+                    size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
+                    calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
+                }
+            }
+        }
+        return;
+    }
+    if (s->prune && s->pass == 2) {
+        int nh = nt < s->n_thist ? nt : s->n_thist;
+        /* each thread bins a contiguous share of the batch into its own histogram */
+#pragma omp parallel num_threads(nh)
+        {
+            int T = omp_get_num_threads(), t = omp_get_thread_num();
+            size_t j0 = (size_t)((uint64_t)n * (uint64_t)t / (uint64_t)T);
+            size_t j1 = (size_t)((uint64_t)n * (uint64_t)(t + 1) / (uint64_t)T);
+            calq__ifmr_hist_add(&s->thist[t], x + j0, j1 - j0);
+        }
+        /* decide once the histogram holds a sixteenth of the data (the first batch of most runs) */
+        uint64_t at = s->st.count / 16 > (1u << 16) ? s->st.count / 16 : (1u << 16);
+        if (!s->decided && s->seen + n >= (at < s->st.count ? at : s->st.count)) decide(s);
+    }
+    if (nt > (int)s->n_active) nt = (int)s->n_active;
         /* each thread owns whole candidates and walks the batch in order, chunk by chunk */
 #pragma omp parallel num_threads(nt > 0 ? nt : 1)
     {
         unsigned T = (unsigned)omp_get_num_threads(), t = (unsigned)omp_get_thread_num();
-        unsigned c0 = (unsigned)((uint64_t)s->n_legal * t / T), c1 = (unsigned)((uint64_t)s->n_legal * (t + 1) / T);
+        unsigned c0 = (unsigned)((uint64_t)s->n_active * t / T), c1 = (unsigned)((uint64_t)s->n_active * (t + 1) / T);
         for (size_t j = 0; j < n; j += LOSS_CHUNK) {
             size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
-            if (c1 > c0) calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->legal + c0, c1 - c0, amct, Lf, s->acc);
+            if (c1 > c0) calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
         }
     }
 }
@@ -202,7 +424,7 @@ calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n,
 {
     if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR: data pointer is NULL");
     if (s->pass == 1) return feed_statistics(s, x, n, err);
-    if (s->pass == 2) {
+    if (s->pass == 2 || s->pass == 3) {
         if (s->seen + n > s->st.count)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
                               "IFMR of layer \"%s\": the loss pass received more than the %" PRIu64
@@ -258,6 +480,7 @@ static calq_status end_statistics(calq_ifmr_stream *s, int *done, calq_error *er
     for (unsigned i = 0; i < s->n_cand; i++)
         if (s->cand[i].rule == CALQ__SCALE_OK) s->legal[s->n_legal++] = i;
     memset(s->acc, 0, s->n_cand * sizeof *s->acc);
+    prune_setup(s);
     s->seen = 0;
     s->psum1 = s->psum2 = 0;
     s->pass = 2;
@@ -271,13 +494,27 @@ calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error
     calq_status st;
     if (s->pass == 1) {
         st = end_statistics(s, done, err);
-    } else if (s->pass == 2) {
+    } else if (s->pass == 2 || s->pass == 3) {
         if (s->seen != s->st.count || s->psum1 != s->sum1 || s->psum2 != s->sum2) {
             st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
                             "IFMR of layer \"%s\": the loss pass saw different data than the statistics pass (%" PRIu64
                             " elements, statistics pass %" PRIu64 "); feed the same batches in the same order",
                             calq__name(s->layer), s->seen, s->st.count);
+        } else if (s->pass == 2 && s->prune && still_needed(s)) {
+            /* a rare third pass computes the exact sums of the candidates the bounds cannot rule out */
+            hists_free(s);
+            for (unsigned q = 0; q < s->n_active; q++) {
+                memset(&s->acc[s->active[q]], 0, sizeof s->acc[0]);
+                s->exact[s->active[q]] = 1;
+            }
+            s->prune = 0;
+            s->seen = 0;
+            s->psum1 = s->psum2 = 0;
+            s->pass = 3;
+            return CALQ_OK;
         } else {
+            hists_free(s);
+            exclude_pruned(s);
             st = calq__ifmr_select(&s->st, &s->o, s->n_cand, s->cand, s->acc, s->max_init, s->min_init, s->layer,
                                    &s->res, err);
             if (st == CALQ_OK) {

@@ -116,10 +116,56 @@ const char *calq__isa_name(calq__isa isa);
  * what calq__ifmr_loss_ref gives over the same elements, bit for bit, for any n, g0 and k. */
 void calq__ifmr_losses(calq__isa isa, const float *x, size_t n, uint64_t g0, const calq__ifmr_cand *cand,
                        const unsigned *idx, unsigned k, int amct, float Lf, calq__ifmr_acc *acc);
+/* The nonzero elements (+-0 dropped, NaN kept) of x[0..n) in order into out, which has room for
+ * n + 16; returns how many. */
+size_t calq__compact_nonzero_ref(const float *x, size_t n, float *out);
+size_t calq__compact_nonzero(calq__isa isa, const float *x, size_t n, float *out);
 /* The kernels a stream's loss pass uses (tests compare them; an unsupported one is ignored). */
 void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa);
+/* The least element count at which a stream prunes its candidate search (default 2^20;
+ * UINT64_MAX: never), and what the search computed: the legal candidates whose exact sums were
+ * computed, of n_legal (tests and bench_ifmr read them). */
+void calq__ifmr_stream_set_prune(calq_ifmr_stream *s, uint64_t min_count);
+void calq__ifmr_stream_prune_info(const calq_ifmr_stream *s, unsigned *n_exact, unsigned *n_legal);
 /* The fixed-order total of the lanes. */
 double calq__ifmr_acc_total(const calq__ifmr_acc *acc);
+
+/* Bounds on the candidates' exact sums from a histogram with moments (ifmr_bound.c): the
+ * stream's loss pass computes exact sums only for candidates that can still win. */
+typedef struct calq__ifmr_bin {
+    uint64_t n;
+    double s1, s2; /* sums of e and e^2, e = x - the bin's base */
+} calq__ifmr_bin;
+typedef struct calq__ifmr_hist {
+    unsigned nb;         /* interior bins over [flo, fhi]; bin 0 below flo, bin nb + 1 above fhi */
+    float flo, fhi;      /* the union of the candidates' clip ranges */
+    float dmin, dmax;    /* the data's finite range: the outer bins' far edges */
+    double w, inv_w;     /* interior bin width */
+    uint64_t added;      /* elements added (zeros included: they count for the rounding bound) */
+    int bad;             /* a NaN was added: no bounds */
+    calq__ifmr_bin *bin; /* nb + 2, owned */
+} calq__ifmr_hist;
+/* Returns 0 when the range is degenerate or memory runs out (no pruning then). */
+int calq__ifmr_hist_init(calq__ifmr_hist *h, unsigned nb, float flo, float fhi, float dmin, float dmax);
+void calq__ifmr_hist_free(calq__ifmr_hist *h);
+void calq__ifmr_hist_clear(calq__ifmr_hist *h);
+void calq__ifmr_hist_add(calq__ifmr_hist *h, const float *x, size_t n);
+/* into += from (the same geometry) */
+void calq__ifmr_hist_merge(calq__ifmr_hist *into, const calq__ifmr_hist *from);
+/* The non-empty bins of a histogram, `group` interior bins merged into one (1: as they are),
+ * laid out for calq__ifmr_binset_bounds. Returns 0 after a NaN or when memory runs out. */
+typedef struct calq__ifmr_binset {
+    size_t m;
+    float *a, *b;                    /* float edges every element of the bin lies in */
+    double *base, *n, *s1, *s2, *a1; /* a1: a bound of the sum of |e| */
+    uint64_t added;
+} calq__ifmr_binset;
+int calq__ifmr_binset_make(const calq__ifmr_hist *h, unsigned group, calq__ifmr_binset *bs);
+void calq__ifmr_binset_free(calq__ifmr_binset *bs);
+/* lower <= the lane-sum total calq__ifmr_losses would give candidate c over the histogram's
+ * elements <= upper; coarser bins give looser bounds. Returns 0 (no bounds) for a candidate
+ * whose clip range misses 0 or whose scale is not finite and positive. */
+int calq__ifmr_binset_bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper);
 
 /* Checks options; fills the number of candidates. */
 calq_status calq__ifmr_check_opts(const calq_ifmr_opts *o, const char *layer, unsigned *n_cand, calq_error *err);

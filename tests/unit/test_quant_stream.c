@@ -105,6 +105,8 @@ static int same(const calq_ifmr_result *a, const calq_ifmr_result *b)
 }
 
 static calq__isa stream_isa; /* the loss kernels of the next stream_run */
+static int stream_prune;     /* the next stream_run prunes whatever the count (ifmr_bound.c) */
+static unsigned prune_exact, prune_legal;
 
 static calq_status stream_run(const float *x, size_t n, const calq_ifmr_opts *o, enum split sp, int declare,
                               calq_ifmr_result *res, int *passes, size_t *bytes, calq_error *err)
@@ -112,6 +114,7 @@ static calq_status stream_run(const float *x, size_t n, const calq_ifmr_opts *o,
     calq_ifmr_stream *s = NULL;
     calq_status st = calq_ifmr_stream_create(o, declare ? (uint64_t)n : 0, "t", &s, err);
     if (st == CALQ_OK) calq__ifmr_stream_set_isa(s, stream_isa);
+    if (st == CALQ_OK && stream_prune) calq__ifmr_stream_set_prune(s, 0);
     int done = 0;
     *passes = 0;
     *bytes = 0;
@@ -129,6 +132,7 @@ static calq_status stream_run(const float *x, size_t n, const calq_ifmr_opts *o,
         ++*passes;
     }
     if (st == CALQ_OK) st = calq_ifmr_stream_result(s, res, err);
+    if (st == CALQ_OK) calq__ifmr_stream_prune_info(s, &prune_exact, &prune_legal);
     calq_ifmr_stream_free(s);
     return st;
 }
@@ -170,17 +174,32 @@ static void run_case(const tcase *c)
     calq_status s2 =
         stream_run(x, c->n, &o, c->split == S_ONE ? S_RANDOM : S_ONE, !c->declare_count, &st2, &passes2, &bytes2, &e);
     EXPECT(s2 == CALQ_OK);
-    int ok = s1 == CALQ_OK && s2 == CALQ_OK && same(&ref, &st1) && same(&ref, &st2);
+    /* a third with the candidate search pruned whatever the size (the default prunes from 2^20
+     * elements): the bounds must never drop the winner */
+    calq_ifmr_result st3;
+    int passes3 = 0;
+    size_t bytes3 = 0;
+    o.n_threads = 2;
+    stream_isa = calq__ifmr_isa_best();
+    stream_prune = 1;
+    rs = 99;
+    calq_status s3 = stream_run(x, c->n, &o, S_RANDOM, 0, &st3, &passes3, &bytes3, &e);
+    stream_prune = 0;
+    EXPECT(s3 == CALQ_OK);
+    int ok =
+        s1 == CALQ_OK && s2 == CALQ_OK && s3 == CALQ_OK && same(&ref, &st1) && same(&ref, &st2) && same(&ref, &st3);
     EXPECT(ok);
     printf("%-28s n=%-8zu %s %s p=%.6g/%.6g: scale %.9g offset %4d idx %2d loss %.6e illegal %2d | passes %d/%d, "
-           "state %zu B, ref %.2fs  %s\n",
+           "state %zu B, ref %.2fs | pruned: %u/%u exact, %d passes  %s\n",
            c->name, c->n, c->asym ? "asym" : "sym ", c->amct ? "float " : "double", (double)o.max_percentile,
            (double)o.min_percentile, (double)ref.scale, ref.offset, ref.best_index, ref.best_loss, ref.n_illegal,
-           passes1, passes2, bytes1, t_ref, ok ? "same" : "DIFFERENT");
+           passes1, passes2, bytes1, t_ref, prune_exact, prune_legal, passes3, ok ? "same" : "DIFFERENT");
     if (!ok && s1 == CALQ_OK)
         fprintf(stderr, "  ref %.9g/%d/%d/%.17g  stream %.9g/%d/%d/%.17g  stream2 %.9g/%d/%d/%.17g\n",
                 (double)ref.scale, ref.offset, ref.best_index, ref.best_loss, (double)st1.scale, st1.offset,
                 st1.best_index, st1.best_loss, (double)st2.scale, st2.offset, st2.best_index, st2.best_loss);
+    if (!ok && s3 == CALQ_OK)
+        fprintf(stderr, "  pruned %.9g/%d/%d/%.17g\n", (double)st3.scale, st3.offset, st3.best_index, st3.best_loss);
     free(x);
 }
 
@@ -257,9 +276,93 @@ static void test_kernels(void)
     free(x);
 }
 
+/* The pruning bounds (ifmr_bound.c) hold the exact sums of the _ref kernel between them, at
+ * every bin grouping, on data built to be hard for them (exact halves, +-0, subnormals, +-1e30,
+ * outliers) and candidates from ordinary to a scale near 1/FLT_EPSILON; with the histogram over
+ * the candidates' clip ranges (as the stream builds it) and over a narrower range (more elements
+ * in the outer bins). And the nonzero compaction of every ISA equals the plain one. */
+static void test_bounds(void)
+{
+    enum { N = 200000, NC = 60 };
+    float *x = malloc(N * sizeof *x);
+    float *buf = malloc((N + 16) * sizeof *buf), *ref = malloc((N + 16) * sizeof *ref);
+    rs = 4242;
+    generate(G_OUTLIERS, x, N);
+    for (int i = 100; i < 400; i++) x[i] = (float)(i - 250) * 0.5f;
+    x[401] = -0.0f;
+    x[402] = 1e30f;
+    x[403] = -1e30f;
+    x[404] = 1e-40f;
+    for (int i = 1000; i < 90000; i++)
+        if (next64() % 2) x[i] = i % 3 ? 0.0f : -0.0f;
+    x[N - 1] = NAN; /* only for the compaction check below */
+    size_t c_ref = calq__compact_nonzero_ref(x, N, ref);
+    for (int isa = CALQ__ISA_C; isa <= CALQ__ISA_AVX512; isa++) {
+        if (!calq__ifmr_isa_supported((calq__isa)isa)) continue;
+        size_t c = calq__compact_nonzero((calq__isa)isa, x, N, buf);
+        EXPECT(c == c_ref && !memcmp(buf, ref, c * sizeof *buf));
+    }
+    x[N - 1] = 0.25f;
+    int checked = 0, held = 0;
+    for (int huge = 1; huge >= 0; huge--) { /* with +-1e30 (they dominate every sum), then without */
+        x[402] = huge ? 1e30f : 3.0f;
+        x[403] = huge ? -1e30f : -3.0f;
+        float dmin = INFINITY, dmax = -INFINITY;
+        for (int i = 0; i < N; i++) {
+            dmin = x[i] < dmin ? x[i] : dmin;
+            dmax = x[i] > dmax ? x[i] : dmax;
+        }
+        calq__ifmr_cand c[NC];
+        for (int k = 0; k < NC; k++) {
+            float r = 0.7f + 0.01f * (float)k;
+            switch (k % 4) {
+            case 0: c[k] = (calq__ifmr_cand){-2.0f, 3.0f * r, 5.0f * r / 255.0f, 0, CALQ__SCALE_OK}; break;
+            case 1: c[k] = (calq__ifmr_cand){-1.0f, 0.75f * r, 0.0068627f * r, 0, CALQ__SCALE_OK}; break;
+            case 2: c[k] = (calq__ifmr_cand){-100.0f * r, 100.0f * r, 0.787f * r, 0, CALQ__SCALE_OK}; break;
+            default: c[k] = (calq__ifmr_cand){-1e9f, 2e9f * r, 8e6f * r, 0, CALQ__SCALE_OK}; break;
+            }
+        }
+        for (int range = 0; range < 2; range++) {
+            float flo = range ? -1.5f : INFINITY, fhi = range ? 2.0f : -INFINITY;
+            for (int k = 0; !range && k < NC; k++) {
+                flo = c[k].lo < flo ? c[k].lo : flo;
+                fhi = c[k].hi > fhi ? c[k].hi : fhi;
+            }
+            calq__ifmr_hist h;
+            EXPECT(calq__ifmr_hist_init(&h, 16384, flo, fhi, dmin, dmax));
+            calq__ifmr_hist_add(&h, x, N / 3); /* in two calls */
+            calq__ifmr_hist_add(&h, x + N / 3, N - N / 3);
+            for (unsigned group = 1; group <= 64; group *= 8) {
+                calq__ifmr_binset bs;
+                EXPECT(calq__ifmr_binset_make(&h, group, &bs));
+                for (int k = 0; k < NC; k++) {
+                    calq__ifmr_acc acc;
+                    memset(&acc, 0, sizeof acc);
+                    calq__ifmr_loss_ref(x, N, 0, &c[k], 0, (float)N, &acc);
+                    double t = calq__ifmr_acc_total(&acc), lo = 0, up = 0;
+                    EXPECT(calq__ifmr_binset_bounds(&bs, &c[k], &lo, &up));
+                    checked++;
+                    held += lo <= t && t <= up;
+                    if (!(lo <= t && t <= up))
+                        fprintf(stderr, "bounds: candidate %d group %u range %d: %.17g not in [%.17g, %.17g]\n", k,
+                                group, range, t, lo, up);
+                }
+                calq__ifmr_binset_free(&bs);
+            }
+            calq__ifmr_hist_free(&h);
+        }
+    }
+    EXPECT(held == checked);
+    printf("bounds: %d of %d exact sums within their bounds; compaction equal on every ISA\n", held, checked);
+    free(x);
+    free(buf);
+    free(ref);
+}
+
 int main(void)
 {
     test_kernels();
+    test_bounds();
     const tcase cases[] = {
         {"uniform", G_UNIFORM, 200000, 1, 0, 0, 0, S_RANDOM, 0, 2},
         {"uniform sym", G_UNIFORM, 200000, 0, 0, 0, 0, S_FIXED, 1, 1},

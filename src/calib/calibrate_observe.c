@@ -20,35 +20,60 @@ double calq__now(void)
 }
 
 /* Per-batch scan: counts, finite range, first non-finite value and the largest |x|, each with
- * its sample (dim 0 of the activation). */
+ * its sample (dim 0 of the activation). The element-by-element rules are scan_one's. */
+static void scan_one(calq__tensor_stats *s, float v, int64_t j, int64_t per_sample, int batch)
+{
+    if (!isfinite(v)) {
+        int kind = isnan(v) ? 0 : v > 0 ? 1 : 2;
+        if (kind == 0)
+            s->nan_count++;
+        else if (kind == 1)
+            s->pos_inf_count++;
+        else
+            s->neg_inf_count++;
+        if (s->bad_batch < 0) {
+            s->bad_batch = batch;
+            s->bad_sample = (int)(j / per_sample);
+            s->bad_kind = kind;
+        }
+        return;
+    }
+    if (s->min > s->max) s->min = s->max = v;
+    if (v < s->min) s->min = v;
+    if (v > s->max) s->max = v;
+    float a = fabsf(v);
+    if (s->absmax_batch < 0 || a > s->absmax) {
+        s->absmax = a;
+        s->absmax_batch = batch;
+        s->absmax_sample = (int)(j / per_sample);
+    }
+}
+
+#define SCAN_BLOCK 256
+
+/* A block that is finite and holds no new extreme changes nothing: that is screened with a
+ * vectorized loop; any other block goes element by element. */
 static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_sample, int batch)
 {
-    for (int64_t j = 0; j < n; j++) {
-        float v = x[j];
-        if (!isfinite(v)) {
-            int kind = isnan(v) ? 0 : v > 0 ? 1 : 2;
-            if (kind == 0)
-                s->nan_count++;
-            else if (kind == 1)
-                s->pos_inf_count++;
-            else
-                s->neg_inf_count++;
-            if (s->bad_batch < 0) {
-                s->bad_batch = batch;
-                s->bad_sample = (int)(j / per_sample);
-                s->bad_kind = kind;
-            }
+    for (int64_t j0 = 0; j0 < n; j0 += SCAN_BLOCK) {
+        int64_t m = n - j0 < SCAN_BLOCK ? n - j0 : SCAN_BLOCK;
+        const float *b = x + j0;
+        float mn = INFINITY, mx = -INFINITY, amx = 0.0f;
+        int finite = 1;
+#pragma omp simd reduction(min : mn) reduction(max : mx, amx) reduction(& : finite)
+        for (int64_t i = 0; i < m; i++) {
+            float v = b[i];
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+            float a = fabsf(v);
+            amx = a > amx ? a : amx;
+            finite &= (v - v) == 0.0f;
+        }
+        /* nothing in the block would change the statistics (compared, not copied: which of +0
+         * and -0 the range keeps stays the element loop's choice) */
+        if (finite && s->absmax_batch >= 0 && !(amx > s->absmax) && !(s->min > s->max) && mn >= s->min && mx <= s->max)
             continue;
-        }
-        if (s->min > s->max) s->min = s->max = v;
-        if (v < s->min) s->min = v;
-        if (v > s->max) s->max = v;
-        float a = fabsf(v);
-        if (s->absmax_batch < 0 || a > s->absmax) {
-            s->absmax = a;
-            s->absmax_batch = batch;
-            s->absmax_sample = (int)(j / per_sample);
-        }
+        for (int64_t i = 0; i < m; i++) scan_one(s, b[i], j0 + i, per_sample, batch);
     }
     s->count += (uint64_t)n;
 }

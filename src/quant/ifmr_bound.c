@@ -233,7 +233,8 @@ static inline double dist_to(double q, double a, double b)
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-static int bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper)
+static int
+bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper)
 {
     if (!bs->a || !(c->lo <= 0.0f && c->hi >= 0.0f && c->scale > 0.0f && c->scale < INFINITY)) return 0;
     const float s = c->scale, clo = c->lo, chi = c->hi;

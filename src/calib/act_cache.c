@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "calib/act_cache.h"
+#include "calib/calibrate.h" /* calq__now */
 
 #define BATCH_END (-1)
 
@@ -53,6 +54,9 @@ struct calq__act_cache {
     size_t buf_n;
     arena *arenas; /* owned, with their memory */
     size_t n_arenas, cap_arenas;
+    bool stopped;        /* calq__act_cache_stop: nothing more is stored */
+    int batches;         /* complete batches stored */
+    double file_seconds; /* time spent writing the file */
 };
 
 /* n bytes (64-aligned) from the current arena, or from a new one; NULL when memory runs out */
@@ -149,6 +153,7 @@ static bool open_file(calq__act_cache *c)
 
 static void file_put(calq__act_cache *c, int group, const float *x, size_t n)
 {
+    double t0 = calq__now();
     if (!c->fp && !open_file(c)) return;
     file_head h = {.group = group, .zero = 0, .n = n};
     if (fwrite(&h, sizeof h, 1, c->fp) != 1 || (n && fwrite(x, sizeof *x, n, c->fp) != n)) {
@@ -156,11 +161,13 @@ static void file_put(calq__act_cache *c, int group, const float *x, size_t n)
         return;
     }
     c->file_bytes += sizeof h + n * sizeof *x;
+    c->file_seconds += calq__now() - t0;
 }
 
 static void put(calq__act_cache *c, int group, const float *x, size_t n)
 {
-    if (c->broken) return;
+    if (c->broken || c->stopped) return;
+    if (group == BATCH_END) c->batches++;
     size_t bytes = n * sizeof *x + sizeof(rec);
     if (!c->spilling && c->used + bytes > c->budget) c->spilling = true; /* from here on, in order, to the file */
     if (c->spilling) {
@@ -201,6 +208,21 @@ void calq__act_cache_put(calq__act_cache *c, int group, const float *x, size_t n
 void calq__act_cache_end_batch(calq__act_cache *c)
 {
     put(c, BATCH_END, NULL, 0);
+}
+
+void calq__act_cache_stop(calq__act_cache *c)
+{
+    if (c) c->stopped = true;
+}
+
+int calq__act_cache_batches(const calq__act_cache *c)
+{
+    return c ? c->batches : 0;
+}
+
+double calq__act_cache_file_seconds(const calq__act_cache *c)
+{
+    return c ? c->file_seconds : 0.0;
 }
 
 bool calq__act_cache_usable(const calq__act_cache *c)

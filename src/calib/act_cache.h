@@ -31,6 +31,11 @@ void calq__act_cache_free(calq__act_cache *c);
 void calq__act_cache_put(calq__act_cache *c, int group, const float *x, size_t n);
 void calq__act_cache_end_batch(calq__act_cache *c);
 bool calq__act_cache_usable(const calq__act_cache *c);
+/* Stores nothing more (the batches after the last complete one are then run again by the later
+ * passes); the number of complete batches stored; the seconds spent writing the file so far. */
+void calq__act_cache_stop(calq__act_cache *c);
+int calq__act_cache_batches(const calq__act_cache *c);
+double calq__act_cache_file_seconds(const calq__act_cache *c);
 /* Why it gave up (a sentence), or "". */
 const char *calq__act_cache_why(const calq__act_cache *c);
 
@@ -39,7 +44,8 @@ uint64_t calq__act_cache_mem_bytes(const calq__act_cache *c);
 uint64_t calq__act_cache_file_bytes(const calq__act_cache *c);
 
 /* Calls tensor(user, batch, group, x, n) for every stored tensor and end_batch(user, batch, err)
- * after each batch, in the order they were stored. Fails when the file cannot be read back, or
+ * after each complete batch, in the order they were stored (a batch cut by calq__act_cache_stop
+ * is not replayed). Fails when the file cannot be read back, or
  * with end_batch's status when it is not CALQ_OK (the replay stops there). */
 typedef void (*calq__act_cache_tensor_fn)(void *user, int batch, int group, const float *x, size_t n);
 typedef calq_status (*calq__act_cache_batch_fn)(void *user, int batch, calq_error *err);

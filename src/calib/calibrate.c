@@ -79,11 +79,36 @@ static bool end_pass(calq__calib *cal)
     return again;
 }
 
-/* Runs batch_num batches once (one pass). */
-static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, calq_error *err)
+/* CALQ_CACHE_SPILL (docs/cli.md, "--cache-mb"): auto (default), always (write every batch that
+ * does not fit the memory to the file), never (run the model again for those) */
+enum { CACHE_SPILL_AUTO = 0, CACHE_SPILL_ALWAYS, CACHE_SPILL_NEVER };
+
+static int cache_spill_mode(void)
 {
-    for (int b = 0; b < cal->batch_num; b++) {
+    const char *v = getenv("CALQ_CACHE_SPILL");
+    return v && !strcmp(v, "always")  ? CACHE_SPILL_ALWAYS
+           : v && !strcmp(v, "never") ? CACHE_SPILL_NEVER
+                                      : CACHE_SPILL_AUTO;
+}
+
+/* In pass 1, after batch b: spilling the cache to its file costs a write now and a read in every
+ * later pass; running the model again costs about the batch's time without the writes. When
+ * the writes of this batch alone cost more than half of that, the cache keeps what it has and
+ * stores nothing more: the later passes replay it and run the model for the remaining batches
+ * (a depthwise MobileNetV2 infers its 8 batches in 0.3 s but spills 570 MB of layer inputs in
+ * 2.3 s of system time; a ResNet-18's inference is dearer than writing its inputs). */
+static void cache_policy(calq__calib *cal, double batch_s, double file_s)
+{
+    if (!cal->cache || file_s <= 0.0 || cal->cache_spill == CACHE_SPILL_ALWAYS) return;
+    if (cal->cache_spill == CACHE_SPILL_NEVER || 2.0 * file_s > batch_s - file_s) calq__act_cache_stop(cal->cache);
+}
+
+/* Runs batches first..batch_num-1 once (one pass, or the part of one the cache does not hold). */
+static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, int first, calq_error *err)
+{
+    for (int b = first; b < cal->batch_num; b++) {
         cal->batch = b;
+        double t0 = calq__now(), f0 = calq__act_cache_file_seconds(cal->cache);
         CALQ_TRY(calq_data_read_batch(cal->data, b, ins, n_in, err));
         calq_status st = calq_session_run(s, ins, n_in, err);
         if (st != CALQ_OK) {
@@ -92,7 +117,10 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
                                 calq_data_batch_source(cal->data, b, src, sizeof src));
         }
         cal->runs_done++;
-        if (cal->pass == 1 && cal->cache) calq__act_cache_end_batch(cal->cache);
+        if (cal->pass == 1 && cal->cache) {
+            calq__act_cache_end_batch(cal->cache);
+            cache_policy(cal, calq__now() - t0, calq__act_cache_file_seconds(cal->cache) - f0);
+        }
         if (cal->pass == 1 && cal->log) log_stored(cal);
         CALQ_TRY(calq__calib_progress(cal, err));
     }
@@ -111,8 +139,9 @@ static calq_status replayed_batch(void *user, int batch, calq_error *err)
 /* A later pass: from the activation cache when it holds every batch, else by running the model. */
 static calq_status later_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, calq_error *err)
 {
-    if (!calq__act_cache_usable(cal->cache)) return run_pass(cal, s, ins, n_in, err);
-    return calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, err);
+    if (!calq__act_cache_usable(cal->cache)) return run_pass(cal, s, ins, n_in, 0, err);
+    CALQ_TRY(calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, err));
+    return run_pass(cal, s, ins, n_in, calq__act_cache_batches(cal->cache), err);
 }
 
 /* The cache of the later passes, when some group needs one and opts allow it (cache_mb >= 0).
@@ -122,6 +151,7 @@ static calq_status open_cache(calq__calib *cal, int cache_mb, const char *record
     bool multi = false;
     for (int k = 0; k < cal->n_groups; k++) multi |= calq__group_multipass(&cal->groups[k]);
     if (!multi || cache_mb < 0) return CALQ_OK;
+    cal->cache_spill = cache_spill_mode();
     char dir[1024];
     calq__dirname(record_out, dir, sizeof dir);
     const char *dirs[3] = {dir, getenv("TMPDIR"), "/tmp"};
@@ -134,12 +164,14 @@ static void log_cache(const calq__calib *cal)
     if (!calq__act_cache_usable(cal->cache))
         calq__log(CALQ_LOG_INFO, "calq: the activation cache gave up (%s); the later passes ran the model again",
                   calq__act_cache_why(cal->cache));
-    else if (calq__act_cache_file_bytes(cal->cache))
+    else if (calq__act_cache_file_bytes(cal->cache) || calq__act_cache_batches(cal->cache) < cal->batch_num)
         calq__log(CALQ_LOG_INFO,
-                  "calq: activation cache: %.1f MB in memory, %.1f MB in a temporary file (--cache-mb sets the "
+                  "calq: activation cache: %.1f MB in memory, %.1f MB in a temporary file, %d of %d batches (the "
+                  "later passes ran the model for the others, cheaper than writing them; --cache-mb sets the "
                   "memory part)",
                   (double)calq__act_cache_mem_bytes(cal->cache) / 1048576.0,
-                  (double)calq__act_cache_file_bytes(cal->cache) / 1048576.0);
+                  (double)calq__act_cache_file_bytes(cal->cache) / 1048576.0, calq__act_cache_batches(cal->cache),
+                  cal->batch_num);
 }
 
 calq_status calq__calib_inputs_alloc(const calq_model *m, const calq_data *d, calq_tensor *ins, int n_in,
@@ -197,7 +229,7 @@ static calq_status run_batches(calq__calib *cal, int cache_mb, const char *recor
     }
     cal->runs_expected = cal->batch_num * ((two ? 2 : 1) + (any_auto ? 1 : 0) + (dmq ? 1 : 0));
     for (cal->pass = 1; st == CALQ_OK && cal->n_groups; cal->pass++) {
-        st = cal->pass == 1 ? run_pass(cal, s, ins, n_in, err) : later_pass(cal, s, ins, n_in, err);
+        st = cal->pass == 1 ? run_pass(cal, s, ins, n_in, 0, err) : later_pass(cal, s, ins, n_in, err);
         if (st == CALQ_OK && !end_pass(cal)) break;
         if (cal->pass == 2) cal->runs_expected += cal->batch_num; /* a rare third pass (numerics.md) */
     }

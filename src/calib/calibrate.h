@@ -112,6 +112,7 @@ typedef struct calq__calib {
     int pass, batch, batch_num;
     /* the activation cache of the later passes (owned; NULL: every pass runs the model) */
     calq__act_cache *cache;
+    int cache_spill; /* calibrate.c's CACHE_SPILL_* (CALQ_CACHE_SPILL) */
     /* progress */
     calq_progress_fn progress; /* the caller's, or NULL */
     void *progress_user;

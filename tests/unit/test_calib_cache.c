@@ -87,14 +87,17 @@ static void check_model(const char *label, calq_model *m, const char *images, co
     EXPECT(want && n0 > 0);
     const struct {
         int mb, threads;
-        const char *what;
-    } runs[] = {{mixed_mb, 1, "memory, then file, 1 thread"},
-                {CALQ_CALIBRATE_CACHE_MB_DEFAULT, 2, "memory"},
-                {0, 2, "file only"}};
-    int same = 0, n_runs = all ? 3 : 1; /* not all: the mixed case only */
+        const char *what, *spill; /* CALQ_CACHE_SPILL */
+    } runs[] = {{mixed_mb, 1, "memory, then file, 1 thread", "always"},
+                {mixed_mb, 2, "memory, then the model again for the other batches", "never"},
+                {CALQ_CALIBRATE_CACHE_MB_DEFAULT, 2, "memory", "auto"},
+                {0, 2, "file only", "always"}};
+    int same = 0, n_runs = all ? 4 : 2; /* not all: the mixed cases only */
     for (int r = 0; r < n_runs; r++) {
         size_t n = 0;
+        setenv("CALQ_CACHE_SPILL", runs[r].spill, 1);
         char *got = calibrate(m, images, io, algo, batch_num, runs[r].mb, runs[r].threads, dir, "cache", &n);
+        unsetenv("CALQ_CACHE_SPILL");
         bool eq = want && got && n == n0 && memcmp(want, got, n) == 0;
         if (!eq) fprintf(stderr, "%s, %s: the record with the cache (%s) differs\n", label, algo, runs[r].what);
         EXPECT(eq);
@@ -102,7 +105,7 @@ static void check_model(const char *label, calq_model *m, const char *images, co
         free(got);
     }
     printf("%s, %s, %d batches: the record is the same %zu bytes without a cache (2 threads) and with it (%d of %d "
-           "runs: memory then file at 1 thread%s)\n",
+           "runs: memory then file at 1 thread, memory then the model%s)\n",
            label, algo, batch_num, n0, same, n_runs, all ? ", memory only, file only" : "");
     free(want);
 }
@@ -167,6 +170,29 @@ static void test_cache_unit(const char *dir)
                           "stopped after batch");
             EXPECT(l.batches == stop && l.n == 3 * stop && l.bad == 0);
         }
+        calq__act_cache_free(c);
+    }
+    /* stopped after 6 batches: only those are replayed (the run's later passes infer the rest) */
+    {
+        calq__act_cache *c = NULL;
+        const char *dirs[1] = {dir};
+        EXPECT_STATUS(calq__act_cache_create(3000, dirs, 1, &c, &err), CALQ_OK, &err, NULL);
+        float next = 0;
+        for (int b = 0, k = 0; b < 10; b++) {
+            for (int t = 0; t < 3; t++, k++) {
+                size_t n = (size_t)(k * 37 % 1000);
+                for (size_t i = 0; i < n; i++) x[i] = next + (float)i;
+                next += b < 6 ? (float)n : 0.0f;
+                calq__act_cache_put(c, k % 3, x, n);
+            }
+            calq__act_cache_end_batch(c);
+            if (b == 5) calq__act_cache_stop(c);
+        }
+        EXPECT(calq__act_cache_batches(c) == 6 && calq__act_cache_file_bytes(c) > 0);
+        EXPECT(calq__act_cache_file_seconds(c) > 0.0);
+        replay_log l = {0};
+        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_OK, &err, NULL);
+        EXPECT(l.n == 18 && l.batches == 6 && l.bad == 0 && l.next == next);
         calq__act_cache_free(c);
     }
     /* no folder takes the file: the cache gives up and says why */

@@ -60,7 +60,9 @@ static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_s
         const float *b = x + j0;
         float mn = INFINITY, mx = -INFINITY, amx = 0.0f;
         int finite = 1;
+#if !defined(__clang__) /* clang refuses (-Wpass-failed) what GCC vectorizes here */
 #pragma omp simd reduction(min : mn) reduction(max : mx, amx) reduction(& : finite)
+#endif
         for (int64_t i = 0; i < m; i++) {
             float v = b[i];
             mn = v < mn ? v : mn;

@@ -243,7 +243,9 @@ bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, dou
     double lo_sum = 0.0, up_sum = 0.0;
     /* both cases computed and one selected, so that the loop vectorizes (the order of these two
      * sums is free: their rounding is inside the margin below) */
+#if !defined(__clang__) /* clang refuses (-Wpass-failed) what GCC vectorizes here */
 #pragma omp simd reduction(+ : lo_sum, up_sum)
+#endif
     for (size_t j = 0; j < bs->m; j++) {
         const float a = pa[j], b = pb[j];
         const double n = pn[j];

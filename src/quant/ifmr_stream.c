@@ -197,7 +197,9 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
         /* screen the block: its extremes, and whether it holds a NaN or an inf (v - v is NaN) */
         float mx = -INFINITY, mn = INFINITY;
         int finite = 1;
+#if !defined(__clang__) /* clang refuses (-Wpass-failed) what GCC vectorizes here */
 #pragma omp simd reduction(max : mx) reduction(min : mn) reduction(& : finite)
+#endif
         for (size_t i = 0; i < m; i++) {
             float v = b[i];
             mx = v > mx ? v : mx;

@@ -421,6 +421,33 @@ static void test_pow_dropout_identity(void)
     EXPECT_OK(run_op(&c, in2, 2, out, 1));
     expect(&out[0], CALQ_DTYPE_INT64, 1, d3, wi, "Pow int64^int64");
 
+    /* Pow(x, 2) with a one-element exponent of any rank is the correctly rounded square x * x
+     * (the fast path), for negative, tiny and huge x alike. */
+    {
+        int64_t dn[1] = {4096}, d1[1] = {1};
+        calq_tensor sq[2] = {t_rand_f32(11, 1, dn, -1e3f, 1e3f), t_f32(&e, 1, d1)};
+        float *xs = sq[0].data;
+        xs[0] = -0.0f;
+        xs[1] = 3e-23f;
+        xs[2] = -2e19f;
+        xs[3] = 1.0000001f;
+        float *keep = malloc(sizeof(float) * 4096);
+        memcpy(keep, xs, sizeof(float) * 4096);
+        xs = keep;
+        c = op_case_new("Pow", 15, 2, 1);
+        EXPECT_OK(run_op(&c, sq, 2, out, 1));
+        const float *ys = out[0].data;
+        int bad = 0;
+        for (int i = 0; i < 4096; i++) {
+            float w = xs[i] * xs[i];
+            if (memcmp(&ys[i], &w, sizeof w) != 0 && bad++ < 3)
+                fprintf(stderr, "pow %d: %a %a %a\n", i, xs[i], ys[i], w);
+        }
+        EXPECT(bad == 0);
+        free(keep);
+        calq_tensor_free_data(&out[0]);
+    }
+
     float wf[3] = {4, 3, 16};
     int32_t ex[3] = {2, 1, 2};
     calq_tensor in3[2] = {t_f32(x, 1, d3), mk(CALQ_DTYPE_INT32, 1, d3, ex)};

@@ -6,8 +6,8 @@ usage: int8_accuracy.py CALQ SHARED_DIR [--only NAME[,NAME...]] [--schemes int8,
                         [--extra-eval DIR]
                         [-- extra calq calibration flags]
 
-Each trained model is calibrated by calq on its first photos (`calq calibration --npy`, one photo
-per batch), once per --qdq-scheme, and onnxruntime-node runs the float model and every file on the
+Each trained model is calibrated by calq on its first (or its named) photos (`calq calibration
+--npy`, one photo per batch), once per --qdq-scheme, and onnxruntime-node runs the float model and every file on the
 held-out photos. Printed per model and scheme: the cosine of each output to the float model's,
 worst and mean over the outputs and the held-out photos (QDQ and QOperator files pooled), the
 figures of docs/performance.md ("onnxruntime int8"). --extra-eval adds the photos of DIR (under
@@ -26,10 +26,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from zoo_vs_ort import cv2, image  # noqa: E402  (the zoo's preprocessing)
+from save_compare import ort_int8_exact  # noqa: E402
 
 
 def photos(folder):
-    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.lower().endswith((".jpg", ".png")))
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.lower().endswith((".jpg", ".png", ".webp")))
 
 
 NANODET_MEAN, NANODET_STD = [103.53, 116.28, 123.675], [57.375, 57.12, 58.395]
@@ -44,8 +45,9 @@ MODELS = {
                    lambda p: image(p, 352, 352, scale=1 / 255)),
     "hyperlpr3": ("models/zoo/hyperlpr3_plate_color_cls_96/litemodel_cls_96x_r1.onnx", "data",
                   "models/zoo/hyperlpr3_plate_color_cls_96/images", 3, lambda p: image(p, 96, 96, scale=1 / 255)),
+    # Its own photos (the two samples and two street scenes), calibrated on one of each kind.
     "pan_seg": ("models/zoo/pan_mnv3s_skin_clothes_hair_512/pan_mobilenetv3_small_100_simplifier.onnx", "x.1",
-                "models/zoo/fastestdet_352/images", 3,
+                "models/zoo/pan_mnv3s_skin_clothes_hair_512/images", ("fastestdet_data_2.jpg", "sample1.webp"),
                 lambda p: image(p, 512, 512, rgb=True, scale=1 / 255, mean=[0.485, 0.456, 0.406],
                                 std=[0.229, 0.224, 0.225])),
 }
@@ -102,7 +104,7 @@ def main():
     env = dict(os.environ, NODE_PATH=node_path)
     schemes, formats = opt["--schemes"].split(","), opt["--formats"].split(",")
     work = opt["--keep"] or tempfile.mkdtemp(prefix="calq_int8acc_")
-    fails = 0
+    fails = floor_fails = 0
     try:
         for name in opt["--only"].split(","):
             mpath, input_name, folder, n_cal, prep = MODELS[name]
@@ -111,6 +113,9 @@ def main():
                 print("SKIP: %s or %s is missing" % (model, folder))
                 return 77
             ph = photos(os.path.join(shared, folder))
+            if isinstance(n_cal, tuple):  # named calibration photos first, the rest held out
+                named = [p for p in ph if os.path.basename(p) in n_cal]
+                ph, n_cal = named + [p for p in ph if p not in named], len(named)
             if opt["--extra-eval"]:
                 more = set(photos(os.path.join(shared, opt["--extra-eval"]))) - set(ph[:n_cal])
                 ph = ph[:n_cal] + sorted(set(ph[n_cal:]) | more)
@@ -151,9 +156,14 @@ def main():
                 if floor is not None and not worst >= floor:
                     print("FAIL %s %s: worst cosine %.5f below the floor %.5f" % (name, scheme, worst, floor))
                     fails += 1
+                    floor_fails += 1
     finally:
         if not opt["--keep"]:
             shutil.rmtree(work, ignore_errors=True)
+    if fails and fails == floor_fails and not ort_int8_exact():
+        print("SKIP: the floors hold for exact int8 kernels; onnxruntime's saturate without VNNI on this CPU "
+              "(save_compare.ort_int8_exact), so the figures above are not counted")
+        return 77
     return 1 if fails else 0
 
 

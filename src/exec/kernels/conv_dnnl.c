@@ -123,8 +123,10 @@ static dnnl_status_t onnx_weights_md(const calq_conv_geom *g, dnnl_memory_desc_t
     return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, tag);
 }
 
-/* Channel-blocked-by-16 activation tags for 1-D, 2-D, 3-D. */
-static const dnnl_format_tag_t blocked_tags[] = {dnnl_aBc16b, dnnl_aBcd16b, dnnl_aBcde16b};
+/* Channel-blocked activation tags for 1-D, 2-D, 3-D: by 16 (AVX-512's direct kernels), then by
+ * 8 (AVX2's: on a CPU without AVX-512 oneDNN has only its reference code for nChw16c). */
+static const dnnl_format_tag_t blocked_tags[2][3] = {{dnnl_aBc16b, dnnl_aBcd16b, dnnl_aBcde16b},
+                                                     {dnnl_aBc8b, dnnl_aBcd8b, dnnl_aBcde8b}};
 
 typedef struct conv_descs {
     dnnl_dims_t sdims, ddims, wdims, bdims, strides, dil, pad_l, pad_r;
@@ -364,10 +366,13 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
          * directly into a blocked output, which oneDNN's blocked kernels support, saving the
          * input conversion. */
         static const dnnl_format_tag_t plain_tags[] = {dnnl_abc, dnnl_abcd, dnnl_abcde};
-        const dnnl_format_tag_t ptag = plain_tags[g.nsp - 1], btag = blocked_tags[g.nsp - 1];
-        const bool narrow_in = g.group == 1 && g.c_in < 16;
-        pd = try_pd(&g, &d, narrow_in ? ptag : btag, btag, NULL);
-        if (!pd && narrow_in) pd = try_pd(&g, &d, btag, btag, NULL);
+        const dnnl_format_tag_t ptag = plain_tags[g.nsp - 1];
+        for (int b = 0; b < 2 && !pd; b++) {
+            const dnnl_format_tag_t btag = blocked_tags[b][g.nsp - 1];
+            const bool narrow_in = g.group == 1 && g.c_in < (b == 0 ? 16 : 8);
+            pd = try_pd(&g, &d, narrow_in ? ptag : btag, btag, NULL);
+            if (!pd && narrow_in) pd = try_pd(&g, &d, btag, btag, NULL);
+        }
         if (!pd) return CALQ_OK;
     }
 

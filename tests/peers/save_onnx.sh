@@ -121,7 +121,7 @@ for model in version-slim-320 version-slim-320_simplified; do
         # AMCT documents (skip that layer) at 0.99.
         spec=0.99
         [ $model = version-slim-320_simplified ] && spec=0.99,boxes=0.97
-        $CMP cosine "$e/float" "$e/qdq" "$model fake-quant vs float, $b" $spec || fail "$model $b: cosine too low"
+        $CMP cosine "$e/float" "$e/qdq" "$model fake-quant (qdq in onnxruntime) vs float, $b" $spec || fail "$model $b: cosine too low"
         # (c) on every photo: the int8 tensors of calq and onnxruntime within one step, both files
         mkdir -p "$e/ort_qdq" "$e/calq_qdq" "$e/ort_qop" "$e/calq_qop"
         node "$ORT_OPT" run "$T/$model/probe_qdq.onnx" "$e/ort_qdq" "input=$e/in/input.npy" &&

@@ -8,10 +8,12 @@
  *   QOperator             <X>_quantized -> QLinearConv / QLinearMatMul L -> <Y>_quantized (int8; Y may be the
  *                         output of a Relu the layer absorbed), or X -> QuantizeLinear first; else QDQ form
  *   AMCT Caffe            X -> <L>_quant_layer (AscendQuant [-> AscendAntiQuant]) -> L -> <L>_dequant_layer -> Y
- * Y and X keep the float model's tensor names, except Caffe's in-place writes: a blob written by
- * the layer and by a later in-place layer is "<blob>/<L>_out" in the float model and, after
- * the added DeQuant write, "<blob>/<L>_dequant_layer_out" in the quantized one (caffe.h's
- * naming of in-place writes). */
+ * Y and X keep the float model's tensor names, except Caffe's in-place writes (caffe.h's naming):
+ * every write of a blob but its last is "<blob>/<writer>_out", so the names of one blob's
+ * versions depend on which layers write it in each model. The quantized model adds a DeQuant
+ * write ("<blob>/<L>_dequant_layer_out") and lacks the BatchNorm / Scale writes folded into L,
+ * which the float model still names ("<blob>/<bn>_out") until compare folds them too: such a
+ * name is matched by the layer that writes it rather than by the name itself. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,32 +63,54 @@ typedef struct mctx {
     int *n_readers, *reader; /* per Q value: number of reading nodes, the last one */
     int *mark;               /* per Q node: in the current chain */
     int *tail;               /* per Q node: the current layer or its dequantization */
+    const char *layer;       /* the float layer being matched */
     calq_error *err;
 } mctx;
 
+/* A float activation by name: a value the float run computes (a node output or a graph input;
+ * a value whose writer the BatchNorm folding removed is no longer computed). */
 static int f_activation(const mctx *c, const char *name)
 {
     int v = calq__graph_find(c->f, name);
-    return v >= 0 && !c->f->values[v].constant ? v : -1;
+    if (v < 0 || c->f->values[v].constant) return -1;
+    return c->f->values[v].producer >= 0 || c->f->values[v].is_input ? v : -1;
 }
 
-/* The float value a Q value stands for, by name: the same name, or Caffe's in-place rename
- * "<blob>/<L>_dequant_layer_out" -> "<blob>/<L>_out"; -1 when neither exists. */
+/* The float node named `name` of the op `op` (any op when NULL), or -1. */
+static int f_node_named(const mctx *c, const char *name, size_t len, const char *op)
+{
+    for (int i = 0; i < c->f->n_nodes; i++) {
+        const calq_node *n = &c->f->nodes[i];
+        if (strncmp(n->name, name, len) == 0 && !n->name[len] && (!op || is_op(n, op))) return i;
+    }
+    return -1;
+}
+
+/* The float value a Q value stands for: the same name, else, for a Caffe in-place version
+ * "<blob>/<writer>_out", the same output of the float node that writes it there: the node of the
+ * same name and operator, or layer L for L's DeQuant "<L>_dequant_layer" (L's output after any
+ * folding); -1 when there is none. */
 static int f_value_of(const mctx *c, const char *qname)
 {
     int v = f_activation(c, qname);
     if (v >= 0) return v;
-    static const char sfx[] = "_dequant_layer_out";
-    size_t n = strlen(qname), k = sizeof sfx - 1;
-    if (n > k && strcmp(qname + n - k, sfx) == 0 && strchr(qname, '/')) {
-        char *alt = malloc(n + 1);
-        if (!alt) return -1;
-        memcpy(alt, qname, n - k);
-        strcpy(alt + n - k, "_out");
-        v = f_activation(c, alt);
-        free(alt);
-    }
-    return v;
+    size_t n = strlen(qname);
+    int qv = calq__graph_find(c->q, qname);
+    int p = qv >= 0 ? c->q->values[qv].producer : -1;
+    if (p < 0 || n < 5 || strcmp(qname + n - 4, "_out") != 0 || !strchr(qname, '/')) return -1;
+    const calq_node *pn = &c->q->nodes[p];
+    static const char deq[] = "_dequant_layer";
+    size_t ln = strlen(pn->name), k = sizeof deq - 1;
+    int fi = -1;
+    if (ln > k && strcmp(pn->name + ln - k, deq) == 0) /* AscendDequant, or Identity in fake-quant */
+        fi = f_node_named(c, pn->name, ln - k, NULL);
+    else
+        fi = f_node_named(c, pn->name, ln, pn->op_type);
+    if (fi < 0) return -1;
+    for (int o = 0; o < pn->n_outputs; o++)
+        if (pn->outputs[o] == qv && o < c->f->nodes[fi].n_outputs && c->f->nodes[fi].outputs[o] >= 0)
+            return c->f->nodes[fi].outputs[o];
+    return -1;
 }
 
 /* "<T>_quantized" with T a float activation: T's index, else -1 (QOperator's int8 tensors). */
@@ -225,6 +249,14 @@ static int input_stop(mctx *c, int v, calq__cmp_match *m)
     return -1;
 }
 
+/* A node the frontend made for the layer being matched ("<L>/<what>": a Caffe InnerProduct's
+ * output-shape computation), which the float model has under the same names. */
+static bool own_node(const mctx *c, int p)
+{
+    size_t nl = strlen(c->layer);
+    return strncmp(c->q->nodes[p].name, c->layer, nl) == 0 && c->q->nodes[p].name[nl] == '/';
+}
+
 /* Adds to the chain every node needed to compute Q value v from the stop and constants; false
  * when it needs another activation (then the layer is not isolated). */
 static bool chain_add(mctx *c, int v, int stop, calq__cmp_match *m)
@@ -233,7 +265,9 @@ static bool chain_add(mctx *c, int v, int stop, calq__cmp_match *m)
     int p = c->q->values[v].producer;
     /* another float tensor read on the way (not the layer's own outputs, which Caffe's in-place
      * naming may give a float name) */
-    if (p < 0 || (!c->tail[p] && !shape_op(&c->q->nodes[p]) && f_value_of(c, c->q->values[v].name) >= 0)) return false;
+    if (p < 0 ||
+        (!c->tail[p] && !shape_op(&c->q->nodes[p]) && !own_node(c, p) && f_value_of(c, c->q->values[v].name) >= 0))
+        return false;
     if (c->mark[p]) return true;
     c->mark[p] = 1;
     for (int k = 0; k < c->q->nodes[p].n_inputs; k++)
@@ -251,8 +285,11 @@ static int output_tail(const mctx *c, int qi, const char *flayer)
     for (int steps = 0; v >= 0 && steps < 8; steps++) {
         if (c->n_readers[v] != 1) break;
         const calq_node *r = &c->q->nodes[c->reader[v]];
+        /* "<L>.dequant", "<L>_dequant_layer", or a reshape of L's own ("<L>/...": a Caffe
+         * InnerProduct with axis > 1 restores its shape before the DeQuant) */
         bool named =
-            strncmp(r->name, flayer, nl) == 0 && (r->name[nl] == '.' || strncmp(r->name + nl, "_dequant", 8) == 0);
+            strncmp(r->name, flayer, nl) == 0 &&
+            (r->name[nl] == '.' || strncmp(r->name + nl, "_dequant", 8) == 0 || (r->name[nl] == '/' && shape_op(r)));
         bool deq = is_op(r, "AscendDequant") || is_op(r, "Mul") || is_op(r, "Add") || is_op(r, "Identity");
         if (r->n_outputs < 1 || is_op(r, "QuantizeLinear") || is_op(r, "AscendQuant")) break;
         if (!named && !(deq && f_value_of(c, c->q->values[v].name) < 0)) break;
@@ -293,6 +330,7 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
     const calq_graph *f = c->f, *q = c->q;
     const calq_node *qn = &q->nodes[qi];
     memset(m, 0, sizeof *m);
+    c->layer = f->nodes[fi].name;
     m->f_node = fi;
     m->q_node = qi;
     m->f_in = f->nodes[fi].inputs[0];

@@ -81,6 +81,61 @@ for q in fake_quant deploy; do
 done
 sed 's/^/    /' "$T/d3_deploy.txt" | head -12
 
+# Caffe in-place chains (bottom == top) the quantized model writes otherwise: WeChat's QR detector
+# has Convolution -> BatchNorm -> Scale -> ReLU on one blob, folded into the layer in the quantized
+# model, which adds its DeQuant write instead; the float model's names of the blob's versions are
+# not the quantized model's (a "tensor ... is not computed" error before). 1-channel input: the
+# photos in grey, /255, as .npy.
+WQ=$SHARED/models/zoo/wechat_qrcode_detect_caffe/detect
+if need_python PIL >/dev/null && [ -f "$WQ.prototxt" ]; then
+    mkdir -p "$T/wq/calib" "$T/wq/val"
+    $PY -c "
+import sys, numpy as np
+from PIL import Image
+for i, f in enumerate(sys.argv[2:]):
+    a = np.asarray(Image.open(f).convert('L').resize((384, 384)), np.float32) / 255
+    np.save('%s/%s/%d.npy' % (sys.argv[1], 'calib' if i < 2 else 'val', i), a[None, None])
+" "$T/wq" "$FACES/mtcnn_test1.jpg" "$FACES/ultraface_1.jpg" "$FACES/ultraface_2.jpg" "$FACES/mtcnn_test2.jpg" ||
+        fail "grey .npy photos"
+    "$CALQ" calibration --model "$WQ.prototxt" --weights "$WQ.caffemodel" --npy "$T/wq/calib" \
+        --save_path "$T/wq/q" >"$T/wq.log" 2>&1 || { fail "WeChat detect calibration"; tail -5 "$T/wq.log"; }
+    for q in fake_quant deploy; do
+        "$CALQ" compare --model "$WQ.prototxt" --weights "$WQ.caffemodel" --quantized "$T/wq/q_${q}_model.prototxt" \
+            --quantized-weights "$T/wq/q_${q}_weights.caffemodel" --npy "$T/wq/val" --isolated \
+            --json "$T/wq_$q.json" >"$T/wq_$q.txt" 2>&1 || { fail "WeChat detect compare $q"; cat "$T/wq_$q.txt"; continue; }
+        $CHECK json "$T/wq_$q.json" 80 detection_output --isolated || fail "WeChat detect compare $q: JSON"
+        # the first layer's output is the folded Conv + BatchNorm + Scale, before the in-place ReLU
+        $PY -c "
+import json, sys
+l = json.load(open(sys.argv[1]))['layers'][0]
+assert l['name'] == 'stage1' and l['output'] == 'stage1/stage1/bn/scale_out', l
+assert l['cosine'] > 0.999 and l['isolated_cosine'] > 0.999, l
+" "$T/wq_$q.json" || fail "WeChat detect compare $q: stage1 is not matched to its folded output"
+    done
+    sed 's/^/    /' "$T/wq_deploy.txt" | head -8
+else
+    echo "SKIP (part): no PIL or no WeChat QR detector"
+fi
+# the same on caffe_opencv_run.py's zoo net: in-place BatchNorm / Scale / ReLU / PReLU / Dropout,
+# an InnerProduct with axis 2 (a Reshape of its own before the DeQuant)
+$PY "$(dirname "$0")/caffe_opencv_run.py" zoo "$T/zoo" && mkdir -p "$T/zoo/d" && cp "$T/zoo/data.npy" "$T/zoo/d/" ||
+    fail "zoo net"
+"$CALQ" calibration --model "$T/zoo/zoo.prototxt" --weights "$T/zoo/zoo.caffemodel" --npy "$T/zoo/d" \
+    --save_path "$T/zoo/q" >"$T/zoo.log" 2>&1 || { fail "zoo calibration"; tail -5 "$T/zoo.log"; }
+for q in fake_quant deploy; do
+    iso=--isolated
+    [ $q = deploy ] && iso= # the integer InnerProduct (axis 2) is not isolated: its Flatten reads the Quant
+    "$CALQ" compare --model "$T/zoo/zoo.prototxt" --weights "$T/zoo/zoo.caffemodel" --quantized "$T/zoo/q_${q}_model.prototxt" \
+        --quantized-weights "$T/zoo/q_${q}_weights.caffemodel" --npy "$T/zoo/d" $iso \
+        --json "$T/zoo_$q.json" >"$T/zoo_$q.txt" 2>&1 || { fail "zoo compare $q"; cat "$T/zoo_$q.txt"; continue; }
+    $CHECK json "$T/zoo_$q.json" 6 pm,gap,prob,ip2,prob2 $iso || fail "zoo compare $q: JSON"
+    $PY -c "
+import json, sys
+for l in json.load(open(sys.argv[1]))['layers']:
+    assert l['cosine'] is not None and l['cosine'] > 0.999, l
+" "$T/zoo_$q.json" || fail "zoo compare $q: a layer without figures"
+done
+
 # act_algo auto is never worse than IFMR on the error it minimises: each layer's output with its
 # own input fake-quantized, i.e. compare's isolated error on the calibration data (layers that
 # share an input share one calibrator and are judged together, so only the others are checked)

@@ -120,6 +120,13 @@ add_test(NAME peer.int8_accuracy
                  ${CALQ_SHARED_DIR} --only nanodet,fastestdet,ultraface --schemes int8
                  --floor nanodet:int8=0.9895 --floor fastestdet:int8=0.795 --floor ultraface:int8=0.9999)
 set_tests_properties(peer.int8_accuracy PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+# HyperLPR3's plate-colour classifier calibrated on one photo per colour (its first 3 photos, all
+# blue, gave 0.09 on the yellow plate), run by calq itself so that the figure is exact on any CPU.
+add_test(NAME peer.int8_accuracy_hyperlpr3
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/int8_accuracy.py $<TARGET_FILE:calq_cli>
+                 ${CALQ_SHARED_DIR} --only hyperlpr3 --runtime calq
+                 --floor hyperlpr3:layers=0.9997 --floor hyperlpr3:int8=0.9997)
+set_tests_properties(peer.int8_accuracy_hyperlpr3 PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)
 # AMCT's ONNX fake-quant / deploy models (issue 6): deploy vs fake-quant within one step.
 add_test(NAME peer.save_ascend_onnx
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_ascend.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

@@ -1,11 +1,15 @@
 #!/bin/sh
-# Peak resident memory of `calq calibration` on UltraFace slim-320 with batch_num 8 and with
-# batch_num 1 at the same batch size (1 photo), from /usr/bin/time -v. calq streams the batches
+# Peak resident memory of `calq calibration` on UltraFace slim-320 with batch_num 16 and with
+# batch_num 1 at the same batch size (1 photo), from /usr/bin/time -v (the 13 face photos, cycled
+# through 16 links, so the largest photo is decoded in both runs' first batches and the image
+# decoder's buffers do not make a difference). calq streams the batches
 # (IFMR keeps bounded percentile tails, src/quant/ifmr_stream.c) and its activation cache holds
 # at most --cache-mb in memory (the rest goes to a temporary file, src/calib/act_cache.h), so
 # beyond that budget the peak must not grow with batch_num: with a budget of 4 MB (one photo's
-# layer inputs are 12.9 MB, so both runs spill) the ratio must be <= 1.25 (AMCT keeps every
-# batch, amct-reference.md §3.2).
+# layer inputs are 12.9 MB, so both runs spill) the ratio must be <= 1.05 (issue 13; AMCT keeps
+# every batch, amct-reference.md §3.2). IFMR's pruning histograms (one per layer, ~0.4 MB) are
+# chosen by the size of one batch, not by batch_num (src/quant/ifmr_stream.c, PRUNE_MIN): when
+# the total decided, the layers crossing it as batches were added grew the peak by 29 %.
 # Usage: calib_memory.sh CALQ SHARED_DIR
 set -u
 CALQ=$1
@@ -14,15 +18,24 @@ SHARED=$2
 need_files "$SHARED/models/ultraface/version-slim-320.onnx" "$SHARED/data/faces/ultraface_1.jpg"
 T=$(mktemp -d "${TMPDIR:-/tmp}"/calq_calib_mem.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+mkdir "$T/photos"
+# the largest photo first, then every photo in turn
+set -- "$SHARED/data/faces/ultraface_11.jpg" "$SHARED"/data/faces/*.jpg "$SHARED"/data/faces/*.jpg
+i=0
+for f in "$@"; do
+    [ $i -lt 16 ] || break
+    ln -s "$f" "$T/photos/$(printf %02d $i).jpg"
+    i=$((i + 1))
+done
 peak() {
     /usr/bin/time -v "$CALQ" calibration --model "$SHARED/models/ultraface/version-slim-320.onnx" \
-        --images "$SHARED/data/faces" --resize 320x240 --mean 127 --std 128 --input_shape input:1,3,240,320 \
+        --images "$T/photos" --resize 320x240 --mean 127 --std 128 --input_shape input:1,3,240,320 \
         --batch_num "$1" --threads 2 --cache-mb 4 --save_path "$T/b$1" >/dev/null 2>"$T/time$1.log" ||
         { echo "calibration with batch_num $1 failed:" >&2; tail -5 "$T/time$1.log" >&2; exit 1; }
     sed -n 's/.*Maximum resident set size (kbytes): //p' "$T/time$1.log"
 }
 one=$(peak 1)
-eight=$(peak 8)
-ratio=$(awk -v a="$eight" -v b="$one" 'BEGIN { printf "%.3f", a / b }')
-echo "peak RSS: batch_num 1: $one kB, batch_num 8: $eight kB, ratio $ratio (limit 1.25)"
-awk -v r="$ratio" 'BEGIN { exit !(r <= 1.25) }'
+many=$(peak 16)
+ratio=$(awk -v a="$many" -v b="$one" 'BEGIN { printf "%.3f", a / b }')
+echo "peak RSS: batch_num 1: $one kB, batch_num 16: $many kB, ratio $ratio (limit 1.05)"
+awk -v r="$ratio" 'BEGIN { exit !(r <= 1.05) }'

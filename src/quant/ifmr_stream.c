@@ -22,10 +22,15 @@
 #define SCAN_BLOCK 64    /* elements per pass-1 screening step */
 #define LOSS_CHUNK 16384 /* elements per pass-2 step (64 KB: stays in L2 across candidates) */
 
-#define PRUNE_MIN    (1u << 20) /* smaller tensors: the exact search costs less than the histogram */
-#define PRUNE_BINS   16384      /* ~50 bins per quantization step at ratio 1: bounds within ~0.5 % */
-#define PRUNE_MARGIN 0.02       /* a candidate this close to the first batches' best keeps its sum */
-#define PRUNE_LEGAL  4          /* fewer legal candidates than this: nothing to gain */
+/* Pruning is chosen by the largest single feed (one batch's elements), not by the total: the
+ * histogram's memory (PRUNE_BINS bins of 24 bytes, ~0.4 MB per layer) then does not depend on
+ * batch_num, so peak memory stays flat as batches are added (bench/calib_memory.sh). A batch of
+ * 64K elements costs the exact search 60 x 64K element steps; the histogram, its bounds and the few
+ * exact sums left cost a fraction of that. */
+#define PRUNE_MIN    (1u << 16)
+#define PRUNE_BINS   16384 /* ~50 bins per quantization step at ratio 1: bounds within ~0.5 % */
+#define PRUNE_MARGIN 0.02  /* a candidate this close to the first batches' best keeps its sum */
+#define PRUNE_LEGAL  4     /* fewer legal candidates than this: nothing to gain */
 
 struct calq_ifmr_stream {
     calq_ifmr_opts o;
@@ -52,10 +57,12 @@ struct calq_ifmr_stream {
     calq_ifmr_result res;
 
     /* pruning (ifmr_bound.c; docs/numerics.md "Pruning the candidate search") */
-    uint64_t prune_min;     /* the least element count that prunes (tests lower it) */
+    uint64_t prune_min;     /* the least largest-feed element count that prunes (tests lower it) */
+    uint64_t max_feed;      /* the largest feed of the statistics pass */
     int prune;              /* this loss pass prunes */
     int decided;            /* the candidates that keep exact sums are chosen */
-    calq__ifmr_hist *thist; /* one histogram per loss-pass thread, merged when read */
+    calq__ifmr_hist *thist; /* [0]: the pass's histogram; [1..]: a feed's other threads, merged into [0]
+                             * and freed at the end of the feed (memory: one histogram per layer) */
     int n_thist;
     unsigned char *exact; /* per candidate: its sum covers every element fed so far */
     unsigned *active;     /* the candidates the kernels run on, in index order */
@@ -71,6 +78,7 @@ static void stats_reset(calq_ifmr_stream *s)
     calq__tail_reset(&s->top);
     calq__tail_reset(&s->bottom);
     s->sum1 = s->sum2 = 0;
+    s->max_feed = 0;
 }
 
 static int tails_sized_for(calq_ifmr_stream *s, uint64_t count)
@@ -154,7 +162,8 @@ int calq_ifmr_stream_pass(const calq_ifmr_stream *s)
 size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s)
 {
     size_t hist = 0;
-    for (int t = 0; t < s->n_thist; t++) hist += ((size_t)s->thist[t].nb + 2) * sizeof(calq__ifmr_bin);
+    for (int t = 0; t < s->n_thist; t++)
+        if (s->thist[t].bin) hist += ((size_t)s->thist[t].nb + 2) * sizeof(calq__ifmr_bin);
     return sizeof *s + (s->top.alloc + s->bottom.alloc) * sizeof(float) + hist +
            s->n_cand * (sizeof *s->cand + sizeof *s->acc + sizeof *s->legal + sizeof *s->active + 1);
 }
@@ -191,6 +200,7 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, s->layer, "IFMR: out of memory for the percentile tails");
     calq__values_checksum(x, n, &s->sum1, &s->sum2);
     s->st.count = after;
+    if (n > s->max_feed) s->max_feed = n;
     for (size_t j = 0; j < n; j += SCAN_BLOCK) {
         size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
         const float *b = x + j;
@@ -234,13 +244,20 @@ static int loss_threads(const calq_ifmr_stream *s, size_t n)
     return n < LOSS_CHUNK / 4 || nt < 1 ? 1 : nt;
 }
 
-/* The merged histogram of everything fed in this pass (into thist[0]). */
+/* Merges the other threads' histograms of a feed into thist[0] and frees them. */
+static void hists_fold(calq_ifmr_stream *s)
+{
+    for (int t = 1; t < s->n_thist; t++)
+        if (s->thist[t].bin) {
+            calq__ifmr_hist_merge(&s->thist[0], &s->thist[t]);
+            calq__ifmr_hist_free(&s->thist[t]);
+        }
+}
+
+/* The histogram of everything fed in this pass. */
 static calq__ifmr_hist *hist_merged(calq_ifmr_stream *s)
 {
-    for (int t = 1; t < s->n_thist; t++) {
-        calq__ifmr_hist_merge(&s->thist[0], &s->thist[t]);
-        calq__ifmr_hist_clear(&s->thist[t]);
-    }
+    hists_fold(s);
     return &s->thist[0];
 }
 
@@ -338,7 +355,7 @@ static void prune_setup(calq_ifmr_stream *s)
         s->active[s->n_active++] = s->legal[q];
         s->exact[s->legal[q]] = 1;
     }
-    if (s->o.amct_float_loss || s->st.count < s->prune_min || s->n_legal < PRUNE_LEGAL) return;
+    if (s->o.amct_float_loss || s->max_feed < s->prune_min || s->n_legal < PRUNE_LEGAL) return;
     float flo = INFINITY, fhi = -INFINITY;
     for (unsigned q = 0; q < s->n_legal; q++) {
         const calq__ifmr_cand *c = &s->cand[s->legal[q]];
@@ -349,11 +366,10 @@ static void prune_setup(calq_ifmr_stream *s)
     s->thist = calloc((size_t)(nt > 0 ? nt : 1), sizeof *s->thist);
     if (!s->thist) return;
     s->n_thist = nt > 0 ? nt : 1;
-    for (int t = 0; t < s->n_thist; t++)
-        if (!calq__ifmr_hist_init(&s->thist[t], PRUNE_BINS, flo, fhi, s->st.data_min, s->st.data_max)) {
-            hists_free(s);
-            return;
-        }
+    if (!calq__ifmr_hist_init(&s->thist[0], PRUNE_BINS, flo, fhi, s->st.data_min, s->st.data_max)) {
+        hists_free(s);
+        return;
+    }
     s->prune = 1;
 }
 
@@ -397,7 +413,10 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
     }
     if (s->prune && s->pass == 2) {
         int nh = nt < s->n_thist ? nt : s->n_thist;
-        /* each thread bins a contiguous share of the batch into its own histogram */
+        const calq__ifmr_hist *h0 = &s->thist[0];
+        for (int t = 1; t < nh; t++) /* without memory for another thread's bins, fewer threads bin */
+            if (!calq__ifmr_hist_init(&s->thist[t], h0->nb, h0->flo, h0->fhi, h0->dmin, h0->dmax)) nh = t;
+                /* each thread bins a contiguous share of the batch into its own histogram */
 #pragma omp parallel num_threads(nh)
         {
             int T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -405,6 +424,7 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
             size_t j1 = (size_t)((uint64_t)n * (uint64_t)(t + 1) / (uint64_t)T);
             calq__ifmr_hist_add(&s->thist[t], x + j0, j1 - j0);
         }
+        hists_fold(s);
         /* decide once the histogram holds a sixteenth of the data (the first batch of most runs) */
         uint64_t at = s->st.count / 16 > (1u << 16) ? s->st.count / 16 : (1u << 16);
         if (!s->decided && s->seen + n >= (at < s->st.count ? at : s->st.count)) decide(s);

@@ -206,6 +206,11 @@ static calq_status try_elementwise(fast_ctx *f, calq_plan_step *st, bool *done)
         int ch = 1 - (r - t->ndim); /* the input's axis under the channel axis, if any */
         if (p->vals[v].layout == CALQ_LAYOUT_PLAIN && ch >= 0 && t->dims[ch] != 1)
             CALQ_TRY(get_copy(f, v, f->native, r, st->node, &st->in_v[k])); /* varies per channel */
+        else if (p->vals[v].layout > CALQ_LAYOUT_CHANNELS_LAST && t->dims[1] != y->dims[1])
+            /* one channel broadcast over many: in a channel-blocked layout its one value sits in
+             * lane 0 of the block (the other lanes are padding), so read it as a plain tensor
+             * (PAN's attention Mul of a [N,1,H,W] map with [N,32,H,W] features, on AVX2's 8c) */
+            CALQ_TRY(get_copy(f, v, CALQ_LAYOUT_PLAIN, 0, st->node, &st->in_v[k]));
         v = st->in_v[k];
         const calq_plan_value *pv = &p->vals[v];
         if (pv->layout != CALQ_LAYOUT_PLAIN) {

@@ -9,6 +9,7 @@
  * fusion of the other layers, through the public session API. */
 #include <math.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,9 +159,9 @@ static calq_graph *gb_finish(gb *b)
  * residual sums (one whose other operand dies there, one whose operand lives on), Relu, Clip,
  * LeakyRelu, HardSwish (written out and as one node), Sigmoid, Tanh, Elu, HardSigmoid,
  * per-channel Add / Mul, depthwise and 1x1 convolutions, MaxPool, Resize (nearest and linear),
- * Concat, a lone BatchNormalization after a ConvTranspose, GlobalAveragePool, an SE-style
- * broadcast Mul, and channel counts that are not multiples of 8 or 16. Returns the graph; *names get the tensors
- * a calibration would observe (convolution inputs). */
+ * a one-channel attention map broadcast over the channels, Concat, a lone BatchNormalization after a ConvTranspose,
+ * GlobalAveragePool, an SE-style broadcast Mul, and channel counts that are not multiples of 8 or 16. Returns the
+ * graph; *names get the tensors a calibration would observe (convolution inputs). */
 static calq_graph *mixed_graph(int64_t batch, const char **observe, int *n_observe)
 {
     gb b = gb_new();
@@ -214,7 +215,11 @@ static calq_graph *mixed_graph(int64_t batch, const char **observe, int *n_obser
     observe[n++] = "pool.out";
     int c6 = gb_conv(&b, "c6", mp, 32, 32, 3, 1, 1);
     int th = gb_unary(&b, "hswish_op", "HardSwish", gb_unary(&b, "tanh", "Tanh", c6));
-    int up_in[3] = {th, -1, -1};
+    /* spatial attention: a one-channel map broadcast over 32 channels (PAN's pattern; in nChw8c
+     * the map's value sits in lane 0 of its block) */
+    int att = gb_unary(&b, "att_sig", "Sigmoid", gb_conv(&b, "att", th, 32, 1, 1, 1, 1));
+    int am = gb_binary(&b, "att_mul", "Mul", th, att);
+    int up_in[3] = {am, -1, -1};
     float sc[4] = {1, 1, 2, 2};
     int64_t scd[1] = {4};
     up_in[2] = gb_const_t(&b, "scales", t_f32(sc, 1, scd));
@@ -323,10 +328,12 @@ static const calq_layout layouts[] = {0, CALQ_LAYOUT_CHANNELS_LAST, 16, 8};
 static const char *const layout_names[] = {"native", "channels last", "nChw16c", "nChw8c"};
 
 /* nChw16c has oneDNN direct kernels only with AVX-512; without it the executor never picks that
- * layout (calq__layout_native gives nChw8c), so forcing it there tests nothing. */
+ * layout (calq__layout_native gives nChw8c), so forcing it there tests nothing. oneDNN's own ISA
+ * is asked, so ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 machine tests what an AVX2 machine runs. */
 static bool layout_available(calq_layout l)
 {
-    return l != 16 || __builtin_cpu_supports("avx512f");
+    const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    return l != 16 || ((unsigned)dnnl_get_effective_cpu_isa() & avx512) == avx512;
 }
 
 /* Fast fused runs against the reference, across thread counts and layouts. */

@@ -71,7 +71,17 @@ for model in version-slim-320 version-slim-320_simplified; do
         if [ "$b" = ultraface_5 ]; then
             node "$HERE/ort_run.js" "${P}_fake_quant_model.onnx" "$e/ort_fake" "input=$e/in/input.npy" ||
                 fail "$model: onnxruntime cannot run the fake-quant file"
-            $CMP cosine "$e/ort_fake" "$e/out_fake" "  $model fake-quant, calq vs onnxruntime" 0.99999 ||
+            # Two float runtimes round differently, so a value on a rounding tie of a quantization
+            # can land one step apart, and an ill-conditioned output (the simplified file's boxes)
+            # amplifies that as it amplifies quantization itself: the bound is 0.99999, or 1% of
+            # the output's quantization damage (1 - fake-quant vs float cosine) where that is
+            # looser. Measured on the simplified boxes: 0.99998 with oneDNN's AVX2 kernels against
+            # onnxruntime's AVX-512 ones (damage 0.007), 1.000000 with both on AVX-512.
+            rt=$($PY -c 'import sys, numpy as np
+a, b = (np.load(f).astype(np.float64).ravel() for f in sys.argv[1:3])
+c = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+print("%.7f" % min(0.99999, 1 - 0.01 * (1 - c)))' "$e/float/boxes.npy" "$e/out_fake/boxes.npy")
+            $CMP cosine "$e/ort_fake" "$e/out_fake" "  $model fake-quant, calq vs onnxruntime" "0.99999,boxes=$rt" ||
                 fail "$model: fake-quant calq vs onnxruntime"
         fi
     done

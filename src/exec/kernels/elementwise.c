@@ -8,9 +8,15 @@
 
 /* ---- broadcasting driver ------------------------------------------------------------------- */
 
-/* Blocks are the unit of parallel work; small tensors run as one block on the calling thread. */
-#define EW_BLOCK   (1 << 14)
-#define EW_PAR_MIN (1 << 15)
+/* Blocks are the unit of parallel work; tensors with less work than EW_PAR_WORK (elements times
+ * ew_par.cost) run as one block on the calling thread. Waking the other threads costs more than
+ * it saves below that: with passive OpenMP waiting (docs/cli.md, "Threads") one parallel region
+ * took 60-70 us on this 2-core VM whatever its size, against 9 us for an Add over 196x192
+ * elements on one thread, so a ViT's 150 small element-wise layers spent more time waking
+ * threads than computing (docs/performance.md, "Small layers on one thread"). The decision
+ * depends on the shape and the op only, so results stay identical for any thread count. */
+#define EW_BLOCK    (1 << 14)
+#define EW_PAR_WORK ((int64_t)1 << 18)
 
 typedef struct ew_plan {
     ew_row row;
@@ -89,7 +95,8 @@ void calq__ew_apply(ew_row row, const ew_par *p, calq_tensor *out, const calq_te
         pl.dims[0] = 1;
         pl.nd = 1;
     }
-    int64_t blk = total >= EW_PAR_MIN ? EW_BLOCK : total;
+    int64_t cost = p->cost > 0 ? p->cost : 1;
+    int64_t blk = total * cost >= EW_PAR_WORK ? EW_BLOCK : total;
     int64_t nblk = (total + blk - 1) / blk;
 #pragma omp parallel for schedule(static) if (nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {

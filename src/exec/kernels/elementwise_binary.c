@@ -379,6 +379,7 @@ calq_status calq__ew_pow_run(calq_op_ctx *c)
     p.to = c->out[0]->dtype;
     ew_row row = pow_mixed;
     if (p.ta == CALQ_DTYPE_FLOAT32 && p.tb == CALQ_DTYPE_FLOAT32) row = pow_is_square(c->in[1]) ? square_f32 : pow_f32;
+    p.cost = row == square_f32 ? 1 : CALQ__EW_COST_LIBM;
     if (p.ta == CALQ_DTYPE_FLOAT64 && p.tb == CALQ_DTYPE_FLOAT64) row = pow_f64;
     const calq_tensor *in[2] = {c->in[0], c->in[1]};
     calq__ew_apply(row, &p, c->out[0], in, 2);

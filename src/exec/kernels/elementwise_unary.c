@@ -135,6 +135,7 @@ typedef struct un_desc {
     const char *attr[3];
     float dflt[3];
     bool bool_out;
+    bool libm; /* each element is a libm call (cost CALQ__EW_COST_LIBM) */
 } un_desc;
 
 /* Selu's default constants, as float32 values like the ONNX spec states them. */
@@ -142,47 +143,47 @@ typedef struct un_desc {
 #define SELU_GAMMA 1.05070102214813232421875f
 
 static const un_desc un_ops[] = {
-    {"Relu", relu_tab, EW_F | EW_SI, {0}, {0}, false},
-    {"LeakyRelu", lrelu_tab, EW_F, {"alpha"}, {0.01f}, false},
-    {"Sigmoid", sigmoid_tab, EW_F, {0}, {0}, false},
-    {"Tanh", tanh__tab, EW_F, {0}, {0}, false},
-    {"HardSigmoid", hsigmoid_tab, EW_F, {"alpha", "beta"}, {0.2f, 0.5f}, false},
-    {"HardSwish", hswish_tab, EW_F, {0}, {0}, false},
-    {"Elu", elu_tab, EW_F, {"alpha"}, {1.0f}, false},
-    {"Selu", selu_tab, EW_F, {"alpha", NULL, "gamma"}, {SELU_ALPHA, 0, SELU_GAMMA}, false},
-    {"Celu", celu_tab, EW_F, {"alpha"}, {1.0f}, false},
-    {"Softplus", softplus_tab, EW_F, {0}, {0}, false},
-    {"Softsign", softsign_tab, EW_F, {0}, {0}, false},
-    {"ThresholdedRelu", trelu_tab, EW_F, {"alpha"}, {1.0f}, false},
-    {"Exp", exp__tab, EW_F, {0}, {0}, false},
-    {"Log", log__tab, EW_F, {0}, {0}, false},
-    {"Sqrt", sqrt__tab, EW_F, {0}, {0}, false},
-    {"Erf", erf__tab, EW_F, {0}, {0}, false},
-    {"Neg", neg_tab, EW_F | EW_SI, {0}, {0}, false},
-    {"Abs", abs__tab, EW_NUM, {0}, {0}, false},
-    {"Reciprocal", recip_tab, EW_F, {0}, {0}, false},
-    {"Floor", floor__tab, EW_F, {0}, {0}, false},
-    {"Ceil", ceil__tab, EW_F, {0}, {0}, false},
-    {"Round", round__tab, EW_F, {0}, {0}, false},
-    {"Sign", sign_tab, EW_NUM, {0}, {0}, false},
-    {"Sin", sin__tab, EW_F, {0}, {0}, false},
-    {"Cos", cos__tab, EW_F, {0}, {0}, false},
-    {"Tan", tan__tab, EW_F, {0}, {0}, false},
-    {"Asin", asin__tab, EW_F, {0}, {0}, false},
-    {"Acos", acos__tab, EW_F, {0}, {0}, false},
-    {"Atan", atan__tab, EW_F, {0}, {0}, false},
-    {"Sinh", sinh__tab, EW_F, {0}, {0}, false},
-    {"Cosh", cosh__tab, EW_F, {0}, {0}, false},
-    {"Asinh", asinh__tab, EW_F, {0}, {0}, false},
-    {"Acosh", acosh__tab, EW_F, {0}, {0}, false},
-    {"Atanh", atanh__tab, EW_F, {0}, {0}, false},
-    {"Not", not_tab, EW_BOOL, {0}, {0}, false},
-    {"IsNaN", isnan_tab, EW_F, {0}, {0}, true},
-    {"IsInf", isinf_tab, EW_F, {"detect_positive", "detect_negative"}, {1, 1}, true},
-    {"Shrink", shrink_tab, EW_F, {"lambd", "bias"}, {0.5f, 0.0f}, false},
-    {"Mish", mish_tab, EW_F, {0}, {0}, false},
-    {"Gelu", gelu_tab, EW_F, {0}, {0}, false},
-    {"BitwiseNot", bitnot_tab, EW_SI | EW_UI, {0}, {0}, false},
+    {"Relu", relu_tab, EW_F | EW_SI, {0}, {0}, false, false},
+    {"LeakyRelu", lrelu_tab, EW_F, {"alpha"}, {0.01f}, false, false},
+    {"Sigmoid", sigmoid_tab, EW_F, {0}, {0}, false, true},
+    {"Tanh", tanh__tab, EW_F, {0}, {0}, false, true},
+    {"HardSigmoid", hsigmoid_tab, EW_F, {"alpha", "beta"}, {0.2f, 0.5f}, false, false},
+    {"HardSwish", hswish_tab, EW_F, {0}, {0}, false, false},
+    {"Elu", elu_tab, EW_F, {"alpha"}, {1.0f}, false, true},
+    {"Selu", selu_tab, EW_F, {"alpha", NULL, "gamma"}, {SELU_ALPHA, 0, SELU_GAMMA}, false, true},
+    {"Celu", celu_tab, EW_F, {"alpha"}, {1.0f}, false, true},
+    {"Softplus", softplus_tab, EW_F, {0}, {0}, false, true},
+    {"Softsign", softsign_tab, EW_F, {0}, {0}, false, false},
+    {"ThresholdedRelu", trelu_tab, EW_F, {"alpha"}, {1.0f}, false, false},
+    {"Exp", exp__tab, EW_F, {0}, {0}, false, true},
+    {"Log", log__tab, EW_F, {0}, {0}, false, true},
+    {"Sqrt", sqrt__tab, EW_F, {0}, {0}, false, false},
+    {"Erf", erf__tab, EW_F, {0}, {0}, false, true},
+    {"Neg", neg_tab, EW_F | EW_SI, {0}, {0}, false, false},
+    {"Abs", abs__tab, EW_NUM, {0}, {0}, false, false},
+    {"Reciprocal", recip_tab, EW_F, {0}, {0}, false, false},
+    {"Floor", floor__tab, EW_F, {0}, {0}, false, false},
+    {"Ceil", ceil__tab, EW_F, {0}, {0}, false, false},
+    {"Round", round__tab, EW_F, {0}, {0}, false, false},
+    {"Sign", sign_tab, EW_NUM, {0}, {0}, false, false},
+    {"Sin", sin__tab, EW_F, {0}, {0}, false, true},
+    {"Cos", cos__tab, EW_F, {0}, {0}, false, true},
+    {"Tan", tan__tab, EW_F, {0}, {0}, false, true},
+    {"Asin", asin__tab, EW_F, {0}, {0}, false, true},
+    {"Acos", acos__tab, EW_F, {0}, {0}, false, true},
+    {"Atan", atan__tab, EW_F, {0}, {0}, false, true},
+    {"Sinh", sinh__tab, EW_F, {0}, {0}, false, true},
+    {"Cosh", cosh__tab, EW_F, {0}, {0}, false, true},
+    {"Asinh", asinh__tab, EW_F, {0}, {0}, false, true},
+    {"Acosh", acosh__tab, EW_F, {0}, {0}, false, true},
+    {"Atanh", atanh__tab, EW_F, {0}, {0}, false, true},
+    {"Not", not_tab, EW_BOOL, {0}, {0}, false, false},
+    {"IsNaN", isnan_tab, EW_F, {0}, {0}, true, false},
+    {"IsInf", isinf_tab, EW_F, {"detect_positive", "detect_negative"}, {1, 1}, true, false},
+    {"Shrink", shrink_tab, EW_F, {"lambd", "bias"}, {0.5f, 0.0f}, false, false},
+    {"Mish", mish_tab, EW_F, {0}, {0}, false, true},
+    {"Gelu", gelu_tab, EW_F, {0}, {0}, false, true},
+    {"BitwiseNot", bitnot_tab, EW_SI | EW_UI, {0}, {0}, false, false},
 };
 
 /* The kernels of ops whose string attributes pick the formula; NULL for an invalid one. */
@@ -228,6 +229,7 @@ calq_status calq__ew_unary_run(calq_op_ctx *c)
     double *dst[3] = {&p.a, &p.b, &p.g};
     for (int k = 0; k < 3; k++)
         if (d->attr[k]) *dst[k] = calq__attr_float(c->node, d->attr[k], d->dflt[k]);
+    p.cost = d->libm ? CALQ__EW_COST_LIBM : 1;
     const calq_tensor *in[1] = {c->in[0]};
     calq__ew_apply(row, &p, c->out[0], in, 1);
     return CALQ_OK;

@@ -15,7 +15,9 @@
 #include "exec/kernels/values.h"
 #include "exec/op.h"
 
-#define PAR_WORK 32768
+/* Below this many elements the normalizations run on the calling thread (a parallel region's
+ * wake-up costs more: exec/kernels/elementwise.c, EW_PAR_WORK); an element costs about 3 adds. */
+#define PAR_WORK ((int64_t)1 << 16)
 
 /* Where the scale and bias of element j of row r are: s[(r % mod) * rstride + j / jdiv]. */
 typedef struct affine_map {

@@ -20,8 +20,11 @@
 /* Values are converted through a small double buffer: one dtype switch per chunk and tight
  * loops within it. */
 #define CHUNK 256
-/* Below this many input elements a parallel region costs more than it saves. */
-#define PAR_WORK 32768
+/* Below this many input elements a parallel region costs more than it saves (waking a thread
+ * took 60-70 us on this 2-core VM, exec/kernels/elementwise.c, EW_PAR_WORK): a reduction reads
+ * an element in about 0.8 ns, Softmax and the arg ops spend 4-5 ns on one (an exp). */
+#define PAR_WORK    ((int64_t)1 << 17)
+#define SM_PAR_WORK ((int64_t)1 << 15)
 
 /* ---- reductions --------------------------------------------------------------------------- */
 
@@ -545,7 +548,7 @@ static calq_status softmax_run(calq_op_ctx *c)
     int64_t rows = g.outer * g.inner;
     if (rows == 0 || g.len == 0) return CALQ_OK;
     int oom = 0;
-#pragma omp parallel if (rows > 1 && rows * g.len > PAR_WORK)
+#pragma omp parallel if (rows > 1 && rows * g.len > SM_PAR_WORK)
     {
         double *v = malloc(sizeof(double) * (size_t)g.len);
         if (!v) {
@@ -605,7 +608,7 @@ static calq_status arg_run(calq_op_ctx *c)
     const calq_tensor *x = c->in[0];
     int64_t *y = c->out[0]->data, rows = g.outer * g.inner;
     int oom = 0;
-#pragma omp parallel if (rows > 1 && rows * g.len > PAR_WORK)
+#pragma omp parallel if (rows > 1 && rows * g.len > SM_PAR_WORK)
     {
         double *v = malloc(sizeof(double) * (size_t)g.len);
         if (!v) {

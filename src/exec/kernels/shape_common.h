@@ -8,8 +8,10 @@
 
 #include "exec/op.h"
 
-/* Copies below this many bytes stay on one thread: starting a parallel region costs more. */
-#define CALQ_SHP_PAR_BYTES ((int64_t)1 << 16)
+/* Copies below this many bytes stay on one thread: starting a parallel region costs more (60-70
+ * us on this 2-core VM with passive waiting, exec/kernels/elementwise.c, EW_PAR_WORK; a
+ * Transpose of 450 KB took 27 us on one thread and 67 us on two). */
+#define CALQ_SHP_PAR_BYTES ((int64_t)1 << 20)
 
 /* Fails unless input i is present and carries data (for infer of data-dependent shapes). */
 calq_status calq__shp_need_data(calq_op_ctx *c, int i, const char *what);

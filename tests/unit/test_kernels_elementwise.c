@@ -1,6 +1,8 @@
 /* Elementwise kernels against hand-computed values: broadcasting, dtypes, optional inputs,
  * error paths, and the parallel path against a plain index-arithmetic reference. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +30,48 @@ static void free_all(calq_tensor *t, int n)
     for (int i = 0; i < n; i++) calq_tensor_free_data(&t[i]);
 }
 
+/* The ops whose float32 fast kernel is glibc's vector math (exec/kernels/elementwise_mvec.c):
+ * within a few ulp of the reference, not bit-identical to it. */
+static int mvec_op(const op_case *c, const calq_tensor *in)
+{
+    static const char *const ops[] = {"Erf", "Exp", "Tanh", "Sigmoid", "Gelu"};
+    if (in[0].dtype != CALQ_DTYPE_FLOAT32) return 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(c->g->nodes[c->node].op_type, ops[i]) == 0) return 1;
+    return 0;
+}
+
+/* Distance in units in the last place between two floats (0 for two NaNs; huge for NaN vs a
+ * number or for opposite infinities). */
+static double ulp_dist(float a, float b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : 1e30;
+    if (a == b) return 0;
+    if (isinf(a) || isinf(b)) return 1e30;
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = INT32_MIN - ia; /* sign-magnitude to a monotonic integer line */
+    if (ib < 0) ib = INT32_MIN - ib;
+    return fabs((double)ia - (double)ib);
+}
+
+/* fast is within tol ulp of ref, or within abs_tol absolutely (results formed by cancellation,
+ * as Gelu's 1 + erf(x) near x = -4, inherit erf's absolute error, not a relative one). */
+static int close_ulp(const calq_tensor *fast, const calq_tensor *ref, double tol, double abs_tol, const char *what)
+{
+    const float *f = fast->data, *r = ref->data;
+    for (int64_t i = 0, n = calq_tensor_numel(ref); i < n; i++) {
+        if (ulp_dist(f[i], r[i]) <= tol || fabs((double)f[i] - (double)r[i]) <= abs_tol) continue;
+        fprintf(stderr, "%s: element %lld: fast %.9g, reference %.9g (%.0f ulp)\n", what, (long long)i, f[i], r[i],
+                ulp_dist(f[i], r[i]));
+        return 0;
+    }
+    return 1;
+}
+
 /* Runs op on inputs (freed afterwards) into out[0..n_out); both kernels (reference and fast)
- * must agree bit for bit. Returns the status. */
+ * must agree bit for bit (within 8 ulp for the vector-math ops). Returns the status. */
 static calq_status run_op(op_case *c, calq_tensor *in, int n_in, calq_tensor *out, int n_out)
 {
     calq_error err = {0};
@@ -39,7 +81,10 @@ static calq_status run_op(op_case *c, calq_tensor *in, int n_in, calq_tensor *ou
         calq_error e2 = {0};
         EXPECT(op_case_run(c, in, n_in, fast, n_out, 1, &e2) == CALQ_OK);
         for (int i = 0; i < n_out; i++) {
-            EXPECT(memcmp(fast[i].data, out[i].data, calq__tensor_nbytes(&out[i])) == 0);
+            if (mvec_op(c, in))
+                EXPECT(close_ulp(&fast[i], &out[i], 8, 1e-6, c->g->nodes[c->node].op_type));
+            else
+                EXPECT(memcmp(fast[i].data, out[i].data, calq__tensor_nbytes(&out[i])) == 0);
             calq_tensor_free_data(&fast[i]);
         }
     } else {
@@ -625,8 +670,74 @@ static void test_parallel(void)
 #endif
 }
 
+/* The vector-math kernels against the reference on 2^18 values per op: uniform over wide ranges,
+ * every exponent, and the special values (signed zeros, infinities, NaN, subnormals, the points
+ * where exp overflows or underflows); the fast kernel must run where the CPU has AVX2, and its
+ * results must not depend on the thread count. */
+static void test_mvec_accuracy(void)
+{
+    enum { N = 1 << 18 };
+    const int64_t d[1] = {N};
+    calq_tensor x = mk(CALQ_DTYPE_FLOAT32, 1, d, NULL);
+    float *v = x.data;
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        if (i % 4 == 0) {
+            v[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 20.0f; /* [-10, 10): the activations' range */
+        } else if (i % 4 == 1) {
+            v[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 200.0f; /* exp's overflow and underflow */
+        } else {
+            uint32_t bits = r; /* any float: every exponent */
+            memcpy(&v[i], &bits, 4);
+        }
+    }
+    const float special[] = {0.0f,    -0.0f,           INFINITY,  -INFINITY, NAN,         1e-45f,
+                             -1e-45f, 1.17549435e-38f, 88.72283f, 88.72284f, -103.97208f, -87.33655f,
+                             1e-8f,   -1e-8f,          3.9f,      -3.9f,     9.5f,        -9.5f};
+    memcpy(v, special, sizeof special);
+    static const char *const ops[] = {"Erf", "Exp", "Tanh", "Sigmoid", "Gelu"};
+#ifdef __x86_64__
+    const int want_fast = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    const int want_fast = 0;
+#endif
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        calq_tensor ref, fast1, fast2;
+        op_case c = op_case_new(ops[k], 20, 1, 1);
+        calq_error e = {0};
+        EXPECT(op_case_run(&c, &x, 1, &ref, 1, 0, &e) == CALQ_OK);
+        bool took = false;
+#ifdef _OPENMP
+        int prev = omp_get_max_threads();
+        omp_set_num_threads(1);
+#endif
+        EXPECT(op_case_run_ex(&c, &x, 1, &fast1, 1, 1, &took, &e) == CALQ_OK);
+#ifdef _OPENMP
+        omp_set_num_threads(2);
+#endif
+        EXPECT(op_case_run(&c, &x, 1, &fast2, 1, 1, &e) == CALQ_OK);
+#ifdef _OPENMP
+        omp_set_num_threads(prev);
+#endif
+        if ((int)took != want_fast) {
+            fprintf(stderr, "%s: fast kernel %s on a CPU %s AVX2\n", ops[k], took ? "ran" : "did not run",
+                    want_fast ? "with" : "without");
+            failures++;
+        }
+        EXPECT(close_ulp(&fast1, &ref, 8, 1e-6, ops[k]));
+        EXPECT(memcmp(fast1.data, fast2.data, sizeof(float) * N) == 0);
+        calq_tensor_free_data(&ref);
+        calq_tensor_free_data(&fast1);
+        calq_tensor_free_data(&fast2);
+        op_case_free(&c);
+    }
+    calq_tensor_free_data(&x);
+}
+
 int main(void)
 {
+    test_mvec_accuracy();
     test_add_broadcast();
     test_int64_mul_div();
     test_div_by_zero();

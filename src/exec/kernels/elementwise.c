@@ -465,6 +465,12 @@ static calq_status cast_run(calq_op_ctx *c)
     {                                                                                                                  \
         name, 1, 1, 1, 1, 0, false, calq__ew_unary_infer, calq__ew_unary_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE    \
     }
+/* the ones with a vectorized float32 kernel (elementwise_mvec.c) */
+#define UNARY_MVEC(name)                                                                                               \
+    {                                                                                                                  \
+        name, 1, 1, 1, 1, 0, false, calq__ew_unary_infer, calq__ew_unary_run, calq__ew_unary_prepare,                  \
+            calq__ew_unary_run_fast, calq__ew_unary_release, CALQ_OP_ELEMENTWISE                                       \
+    }
 #define BINARY(name, max_in)                                                                                           \
     {                                                                                                                  \
         name, max_in == 2 ? 2 : 1, max_in, 1, 1, 0, false, calq__ew_binary_infer, calq__ew_binary_run, NULL, NULL,     \
@@ -474,8 +480,8 @@ static calq_status cast_run(calq_op_ctx *c)
 const calq_op_def calq__ops_elementwise[] = {
     UNARY("Relu"),
     UNARY("LeakyRelu"),
-    UNARY("Sigmoid"),
-    UNARY("Tanh"),
+    UNARY_MVEC("Sigmoid"),
+    UNARY_MVEC("Tanh"),
     UNARY("HardSigmoid"),
     UNARY("HardSwish"),
     UNARY("Elu"),
@@ -484,13 +490,13 @@ const calq_op_def calq__ops_elementwise[] = {
     UNARY("Softplus"),
     UNARY("Softsign"),
     UNARY("Mish"),
-    UNARY("Gelu"),
+    UNARY_MVEC("Gelu"),
     UNARY("BitwiseNot"),
     UNARY("ThresholdedRelu"),
-    UNARY("Exp"),
+    UNARY_MVEC("Exp"),
     UNARY("Log"),
     UNARY("Sqrt"),
-    UNARY("Erf"),
+    UNARY_MVEC("Erf"),
     UNARY("Neg"),
     UNARY("Abs"),
     UNARY("Reciprocal"),

@@ -64,6 +64,11 @@ ew_row calq__ew_cast_row(calq_dtype from, calq_dtype to);
 /* Exported op entry points (the op table lives in elementwise.c). */
 calq_status calq__ew_unary_infer(calq_op_ctx *c);
 calq_status calq__ew_unary_run(calq_op_ctx *c);
+/* The fast path of the ops elementwise_mvec.c vectorizes: prepare leaves c->state NULL (the
+ * reference row runs) unless the input is float32 and the CPU has a vector row for the op. */
+calq_status calq__ew_unary_prepare(calq_op_ctx *c);
+calq_status calq__ew_unary_run_fast(calq_op_ctx *c);
+void calq__ew_unary_release(void *state);
 calq_status calq__ew_clip_infer(calq_op_ctx *c);
 calq_status calq__ew_clip_run(calq_op_ctx *c);
 calq_status calq__ew_binary_infer(calq_op_ctx *c);

@@ -1,9 +1,11 @@
 /* One-input elementwise operators (activations, float math, Neg/Abs/Sign/Not, IsNaN/IsInf,
  * Shrink) and Clip. */
 #include <float.h>
+#include <stdlib.h>
 #include <tgmath.h>
 
 #include "exec/kernels/elementwise_common.h"
+#include "exec/kernels/elementwise_mvec.h"
 
 /* Expressions of x (the input element) and p; T is the element type. <tgmath.h> picks the
  * float or double function from x's type, and constants are cast to T so float32 math stays
@@ -215,6 +217,41 @@ calq_status calq__ew_unary_infer(calq_op_ctx *c)
                              calq__attr_str(c->node, "approximate", ""));
     calq__set_shape(c->out[0], d->bool_out ? CALQ_DTYPE_BOOL : c->in[0]->dtype, c->in[0]->dims, c->in[0]->ndim);
     return CALQ_OK;
+}
+
+typedef struct un_fast {
+    ew_row row; /* libmvec's row for the op (elementwise_mvec.c) */
+} un_fast;
+
+calq_status calq__ew_unary_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32) return CALQ_OK;
+    if (strcmp(c->node->op_type, "Gelu") == 0 && strcmp(calq__attr_str(c->node, "approximate", "none"), "none") != 0)
+        return CALQ_OK; /* the tanh form stays on the reference row */
+    ew_row row = calq__ew_mvec_row(c->node->op_type);
+    if (!row) return CALQ_OK;
+    un_fast *f = malloc(sizeof *f);
+    if (!f) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    f->row = row;
+    c->state = f;
+    return CALQ_OK;
+}
+
+calq_status calq__ew_unary_run_fast(calq_op_ctx *c)
+{
+    const un_fast *f = c->state;
+    ew_par p;
+    memset(&p, 0, sizeof p);
+    p.cost = 2; /* a vector libm call per 8 or 16 elements */
+    const calq_tensor *in[1] = {c->in[0]};
+    calq__ew_apply(f->row, &p, c->out[0], in, 1);
+    return CALQ_OK;
+}
+
+void calq__ew_unary_release(void *state)
+{
+    free(state);
 }
 
 calq_status calq__ew_unary_run(calq_op_ctx *c)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/softmax_dnnl.h"
 #include "exec/kernels/values.h"
 #include "exec/op.h"
 
@@ -628,6 +629,15 @@ static calq_status arg_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* Softmax / LogSoftmax on float32: oneDNN's JIT kernel (softmax_dnnl.c) when it has one. */
+static calq_status softmax_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    axis_geo g;
+    CALQ_TRY(axis_geo_make(c, softmax_default_axis(c), &g)); /* infer accepted it already */
+    return calq__softmax_dnnl_prepare(c, g.outer, g.len, g.inner, strcmp(c->node->op_type, "LogSoftmax") == 0);
+}
+
 #define REDUCE_OP(name)                                                                                                \
     {                                                                                                                  \
         name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, NULL, NULL, NULL, 0                                \
@@ -648,8 +658,10 @@ const calq_op_def calq__ops_reduce[] = {
     REDUCE_OP("ReduceSumSquare"),
     REDUCE_OP("ReduceLogSum"),
     REDUCE_OP("ReduceLogSumExp"),
-    SOFTMAX_OP("Softmax"),
-    SOFTMAX_OP("LogSoftmax"),
+    {"Softmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__softmax_dnnl_run,
+     calq__softmax_dnnl_release, 0},
+    {"LogSoftmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__softmax_dnnl_run,
+     calq__softmax_dnnl_release, 0},
     SOFTMAX_OP("Hardmax"),
     {"ArgMax", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},
     {"ArgMin", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},

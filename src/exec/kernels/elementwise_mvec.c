@@ -19,13 +19,14 @@ typedef enum mvec_fn { MV_ERF, MV_EXP, MV_TANH, MV_SIGMOID, MV_GELU } mvec_fn;
 
 #ifdef MVEC_X86
 /* ---- AVX-512: libmvec's "e" variants (x86-64 vector function ABI, 16 lanes) ---------------- */
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-__m512 _ZGVeN16v_erff(__m512);
-__m512 _ZGVeN16v_expf(__m512);
-__m512 _ZGVeN16v_tanhf(__m512);
+/* per-function target attributes (clang ignores #pragma GCC target) */
+#define T512 __attribute__((target("avx512f")))
+#define T256 __attribute__((target("avx2,fma")))
+T512 __m512 _ZGVeN16v_erff(__m512);
+T512 __m512 _ZGVeN16v_expf(__m512);
+T512 __m512 _ZGVeN16v_tanhf(__m512);
 
-static inline __m512 f16(mvec_fn f, __m512 x)
+T512 static inline __m512 f16(mvec_fn f, __m512 x)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     switch (f) {
@@ -42,7 +43,7 @@ static inline __m512 f16(mvec_fn f, __m512 x)
     }
 }
 
-static void rows16(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
+T512 static void rows16(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
 {
     if (sx == 0) { /* a broadcast scalar: one value */
         float v[16], r[16];
@@ -60,16 +61,13 @@ static void rows16(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
         memcpy(y + i, r, sizeof(float) * (size_t)(n - i));
     }
 }
-#pragma GCC pop_options
 
 /* ---- AVX2: the "d" variants (8 lanes) ------------------------------------------------------- */
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-__m256 _ZGVdN8v_erff(__m256);
-__m256 _ZGVdN8v_expf(__m256);
-__m256 _ZGVdN8v_tanhf(__m256);
+T256 __m256 _ZGVdN8v_erff(__m256);
+T256 __m256 _ZGVdN8v_expf(__m256);
+T256 __m256 _ZGVdN8v_tanhf(__m256);
 
-static inline __m256 f8(mvec_fn f, __m256 x)
+T256 static inline __m256 f8(mvec_fn f, __m256 x)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     switch (f) {
@@ -86,7 +84,7 @@ static inline __m256 f8(mvec_fn f, __m256 x)
     }
 }
 
-static void rows8(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
+T256 static void rows8(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
 {
     if (sx == 0) {
         float v[8], r[8];
@@ -104,7 +102,6 @@ static void rows8(mvec_fn f, float *y, const float *x, int64_t sx, int64_t n)
         memcpy(y + i, r, sizeof(float) * (size_t)(n - i));
     }
 }
-#pragma GCC pop_options
 
 /* One row function per (width, function): ew_row has no room for the function's id. */
 #define MVEC_ROWS(NAME, FN)                                                                                            \

@@ -178,6 +178,9 @@ calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float
     dnnl_status_t fail_status = dnnl_success;
     int nthr = omp_get_max_threads();
     if (nthr > p->n_tasks) nthr = (int)p->n_tasks;
+    /* a small product on the calling thread: waking another costs more (dnnl_common.h); the
+     * blocks, and so the sums, are the same either way */
+    if (p->batch * d->M * d->N * d->K < CALQ_DNNL_SERIAL_WORK) nthr = 1;
     size_t scratch_bytes = round_up((int64_t)(p->scratch_bytes ? p->scratch_bytes : 64), 64);
 
 #pragma omp parallel num_threads(nthr)

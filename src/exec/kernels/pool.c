@@ -12,8 +12,11 @@
 #include "exec/kernels/pool_dnnl.h"
 #include "exec/op.h"
 
-/* Below this many output elements the OpenMP fork costs more than the work. */
-#define POOL_PAR_MIN 4096
+/* Below this many elements (outputs of a window, inputs of a global pool) the parallel region
+ * costs more than the work: waking the other thread took 60-70 us on this 2-core VM
+ * (exec/kernels/elementwise.c, EW_PAR_WORK), a squeeze-excite GlobalAveragePool of 96x14x14 took
+ * 50 us on two threads. */
+#define POOL_PAR_MIN ((int64_t)1 << 16)
 
 /* Attribute values far beyond any real window; bounding them keeps the index arithmetic
  * below from overflowing on hostile models. */

@@ -24,6 +24,7 @@ typedef struct pool_dnnl_state {
     dnnl_primitive_t prim;
     dnnl_stream_t stream;
     dnnl_memory_t src, dst;
+    bool serial; /* created and run on the calling thread (a small input, dnnl_common.h) */
 } pool_dnnl_state;
 
 void calq__pool_dnnl_release(void *state)
@@ -134,7 +135,16 @@ calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, boo
         c->in_layout && c->out_layout && dt == dnnl_f32 && c->in_layout[0] == c->native ? c->native : CALQ_LAYOUT_PLAIN;
     pool_dnnl_state *st = calloc(1, sizeof *st);
     if (!st) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN pooling state");
-    if (build(st, g, dt, pad_r, jit_only, block, eng) != dnnl_success) {
+    /* Pooling reads an input element in well under a nanosecond: below 2^18 elements a wake-up of
+     * the other thread (60-70 us on this VM) costs more than the work (the squeeze-excite pools
+     * of a MobileNetV3 took 50 us each on two threads). Each output is one thread's either way. */
+    int64_t in_elems = g->n * g->c;
+    for (int i = 0; i < g->nsp; i++) in_elems *= g->in[i];
+    st->serial = in_elems < ((int64_t)1 << 18);
+    int prev = calq__dnnl_serial_begin(st->serial);
+    dnnl_status_t built = build(st, g, dt, pad_r, jit_only, block, eng);
+    calq__dnnl_serial_end(st->serial, prev);
+    if (built != dnnl_success) {
         calq__pool_dnnl_release(st);
         return CALQ_OK;
     }
@@ -149,7 +159,10 @@ calq_status calq__pool_dnnl_run(calq_op_ctx *c)
     CALQ_DNNL(c, dnnl_memory_set_data_handle(st->src, c->in[0]->data));
     CALQ_DNNL(c, dnnl_memory_set_data_handle(st->dst, c->out[0]->data));
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_DST, st->dst}};
-    CALQ_DNNL(c, dnnl_primitive_execute(st->prim, st->stream, 2, args));
-    CALQ_DNNL(c, dnnl_stream_wait(st->stream));
+    int prev = calq__dnnl_serial_begin(st->serial);
+    dnnl_status_t s = dnnl_primitive_execute(st->prim, st->stream, 2, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(st->stream);
+    calq__dnnl_serial_end(st->serial, prev);
+    CALQ_DNNL(c, s);
     return CALQ_OK;
 }

@@ -96,6 +96,7 @@ MODELS = {
     "mobilenet_v2": (tv("mobilenet_v2"), (224, 224)),
     "mobilenet_v3_small": (tv("mobilenet_v3_small"), (224, 224)),
     "mobilenet_v3_large": (tv("mobilenet_v3_large"), (224, 224)),
+    "efficientnet_b0": (tv("efficientnet_b0"), (224, 224)),  # SiLU (x * Sigmoid(x)), SE blocks
     "detector_fpn": (DetectorFPN, (640, 640)),
     "transformer_vit": (TransformerBlocks, (224, 224)),
 }

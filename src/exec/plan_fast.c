@@ -4,8 +4,8 @@
  *
  * Layouts: a value's layout is decided by its producer. Layers that read blocked data
  * (CALQ_OP_LAYOUTS: convolutions, pooling, ...) get it as it is; element-wise layers
- * (CALQ_OP_ELEMENTWISE) run their ordinary kernel on the physical view when an input is
- * blocked; every other consumer, every graph output and every kept (observed) value gets a plain
+ * (CALQ_OP_ELEMENTWISE) run their kernel (the fast one when they have one) on the physical
+ * view when an input is blocked; every other consumer, every graph output and every kept (observed) value gets a plain
  * copy, made by a conversion step right before the first reader that needs it (right after the
  * producer for kept values). A value has at most one copy, so it is converted at most once.
  *
@@ -227,6 +227,15 @@ static calq_status try_elementwise(fast_ctx *f, calq_plan_step *st, bool *done)
     calq__layout_phys(&ov->t, f->native, &st->views[st->n_in]);
     st->zero_pads = calq__layout_has_pads(&ov->t, f->native);
     calq__plan_bind(p, st);
+    if (st->def->prepare && st->def->run_fast) {
+        /* the op's fast kernel (libmvec's Sigmoid of a SiLU, say): element by element, it reads
+         * the physical views as it reads plain tensors */
+        calq_op_ctx c;
+        calq__plan_ctx(p, st, &c, f->err);
+        CALQ_TRY(st->def->prepare(&c));
+        st->state = c.state;
+        st->fast = c.state != NULL;
+    }
     *done = true;
     return CALQ_OK;
 }

@@ -157,7 +157,7 @@ static calq_graph *gb_finish(gb *b)
 
 /* A MobileNet / ResNet-like graph with every fusable layer kind and the layout-aware layers:
  * residual sums (one whose other operand dies there, one whose operand lives on), Relu, Clip,
- * LeakyRelu, HardSwish (written out and as one node), Sigmoid, Tanh, Elu, HardSigmoid,
+ * LeakyRelu, HardSwish (written out and as one node), Sigmoid, Tanh, SiLU, Elu, HardSigmoid,
  * per-channel Add / Mul, depthwise and 1x1 convolutions, MaxPool, Resize (nearest and linear),
  * a one-channel attention map broadcast over the channels, Concat, a lone BatchNormalization after a ConvTranspose,
  * GlobalAveragePool, an SE-style broadcast Mul, and channel counts that are not multiples of 8 or 16. Returns the
@@ -228,11 +228,15 @@ static calq_graph *mixed_graph(int64_t batch, const char **observe, int *n_obser
     int lin_in[3] = {mp, up_in[1], up_in[2]};
     int upl = gb_node(&b, "upl", "Resize", lin_in, 3);
     gb_str(&b, "mode", "linear");
-    int cat_in[2] = {up, upl};
-    int cat = gb_node(&b, "cat", "Concat", cat_in, 2);
+    /* SiLU as exporters write it, x * Sigmoid(x): the convolution's output is read twice, so no
+     * post-op chain forms and the Sigmoid runs on the blocked view, with its fast kernel (libmvec) */
+    int cs = gb_conv(&b, "cs", upl, 32, 32, 3, 1, 1);
+    int silu = gb_binary(&b, "silu", "Mul", cs, gb_unary(&b, "silu_sig", "Sigmoid", cs));
+    int cat_in[3] = {up, upl, silu};
+    int cat = gb_node(&b, "cat", "Concat", cat_in, 3);
     gb_int(&b, "axis", 1);
     observe[n++] = "cat.out";
-    int c7 = gb_conv(&b, "c7", cat, 64, 20, 3, 1, 1);
+    int c7 = gb_conv(&b, "c7", cat, 96, 20, 3, 1, 1);
     int el = gb_unary(&b, "elu", "Elu", c7);
     int64_t td[4] = {20, 12, 2, 2}, cd[1] = {12};
     int ct_in[3] = {el, gb_const(&b, "ct.w", td, 4, -0.3f, 0.3f), gb_const(&b, "ct.b", cd, 1, -0.1f, 0.1f)};

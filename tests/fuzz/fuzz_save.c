@@ -37,10 +37,20 @@ static void clear(const char *dir)
     if (d) closedir(d);
 }
 
+static char dir[64], record[96], prefix[96];
+
+/* The run's folder and record go when the process exits (libFuzzer's -max_total_time ends with
+ * exit(): every run left /tmp/calq_fuzz_save_<pid> and its record behind). */
+static void remove_files(void)
+{
+    clear(dir);
+    rmdir(dir);
+    unlink(record);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static calq_model *model;
-    static char dir[64], record[96], prefix[96];
     calq_error err = {0};
     if (!model) {
         model = calib_test_model(&err);
@@ -48,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mkdir(dir, 0700);
         snprintf(record, sizeof record, "%s.record.txt", dir);
         snprintf(prefix, sizeof prefix, "%s/m", dir);
+        atexit(remove_files);
     }
     if (!model) abort();
     FILE *f = fopen(record, "wb");

@@ -53,11 +53,7 @@ static double forward_once(void *user)
 
 int main(int argc, char **argv)
 {
-    /* Measure what the calq command line runs with (tools/calq.c). */
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
-        execv("/proc/self/exe", argv);
-        unsetenv("OMP_WAIT_POLICY");
-    }
+    bench_wait_policy(argv);
     const char *model = NULL, *shapes = NULL, *spec = NULL, *mode = NULL, *record = "/tmp/calq_bench_record.txt";
     calib_bench b = {.threads = 2, .batch_num = 1};
     for (int i = 1; i < argc; i++) {

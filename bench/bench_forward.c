@@ -44,12 +44,7 @@ static void safe_name(const char *in, char *out, size_t n)
 
 int main(int argc, char **argv)
 {
-    /* Measure what the calq command line runs with (tools/calq.c: its OpenMP waiting policy
-     * unless the user chose one). */
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
-        execv("/proc/self/exe", argv);
-        unsetenv("OMP_WAIT_POLICY");
-    }
+    bench_wait_policy(argv);
     const char *model = NULL, *shapes = NULL, *save = NULL;
     int threads = 2, ref = 0, no_fusion = 0;
     long batch = 0;

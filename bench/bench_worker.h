@@ -15,8 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "calq.h"
+
+/* Measure what the calq command line runs with (tools/calq.c): unless the caller chose an
+ * OpenMP waiting policy, the library's advice for this machine's load, set before libgomp
+ * loads by re-executing once. */
+static inline void bench_wait_policy(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    calq_wait_policy w = calq_wait_policy_advice();
+    if (setenv("OMP_WAIT_POLICY", w.omp_wait_policy, 1) != 0) return;
+    if (!w.gomp_spincount || setenv("GOMP_SPINCOUNT", w.gomp_spincount, 1) == 0) execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+}
 
 static inline double bench_now_ms(void)
 {

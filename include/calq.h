@@ -235,6 +235,24 @@ typedef struct calq_session calq_session;
  * CALQ_ERR_BAD_PARAMETERS; results never depend on the count (docs/cli.md "Threads"). */
 CALQ_API int calq_thread_limit(void);
 
+/* How OpenMP's threads should wait between parallel regions on this machine now. libgomp reads
+ * its environment once, when it loads, so a program sets these before that (the calq command
+ * re-executes itself with them unless the user set either variable). Each field is the value
+ * for the environment variable it names; NULL leaves that variable unset.
+ *   - Idle cores (the 1-minute load average below the online processors): a bounded spin,
+ *     GOMP_SPINCOUNT=10000 with OMP_WAIT_POLICY=passive. A thread that sleeps at once costs a
+ *     futex wake-up (60-70 us on a 2-core VM) at every parallel region, which made 2 threads no
+ *     faster than 1; spinning briefly halves a 2-thread forward on such a machine.
+ *   - A loaded machine: OMP_WAIT_POLICY=passive alone. Spinning holds the core a partner
+ *     thread needs (a 2-thread MobileNetV2 at load 24 on 2 cores: 17 ms passive, 330 ms with
+ *     the bounded spin).
+ * Results never depend on it. docs/performance.md, "Threads and waiting". */
+typedef struct calq_wait_policy {
+    const char *omp_wait_policy; /* OMP_WAIT_POLICY */
+    const char *gomp_spincount;  /* GOMP_SPINCOUNT, or NULL */
+} calq_wait_policy;
+CALQ_API calq_wait_policy calq_wait_policy_advice(void);
+
 /* Which kernels a session runs. */
 typedef enum calq_kernels {
     CALQ_KERNELS_DEFAULT = 0, /* the fast paths (oneDNN) where calq has them, the plain-C kernel elsewhere */

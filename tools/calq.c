@@ -29,21 +29,22 @@ static void usage(FILE *f)
     fprintf(f, "\n'calq <command> --help' describes a command's options.\n");
 }
 
-/* How OpenMP threads wait between parallel regions. libgomp reads OMP_WAIT_POLICY when it loads,
- * before main, so when the user has not chosen a policy, choose "passive" (a waiting thread
- * sleeps at once) and re-execute once. Spinning was tried and measured (docs/performance.md,
- * "Threads and waiting"): on this shared 2-core machine at load 24, a 2-thread MobileNetV2 took
- * 17 ms passive, 330 ms with a bounded spin (GOMP_SPINCOUNT=10000) and 2.8 s active, because a
- * spinning thread burns the core its partner needs and loses the scheduler's wake-up credit.
- * The cost of sleeping (a futex wake-up per parallel region) is kept small by running small
- * layers on one thread (exec/kernels/dnnl_common.h). Results do not depend on the policy.
- * docs/cli.md, "Threads". */
+/* How OpenMP threads wait between parallel regions: libgomp reads its variables when it loads,
+ * before main, so unless the user chose (either variable set, or CALQ_NO_REEXEC), take the
+ * library's advice for this machine's load (calq_wait_policy_advice, calq.h) and re-execute
+ * once. Results do not depend on the policy. docs/cli.md, "Threads". */
 static void choose_wait_policy(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("CALQ_NO_REEXEC")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("CALQ_NO_REEXEC")) return;
+    calq_wait_policy w = calq_wait_policy_advice();
+    if (setenv("OMP_WAIT_POLICY", w.omp_wait_policy, 1) != 0) return;
+    if (w.gomp_spincount && setenv("GOMP_SPINCOUNT", w.gomp_spincount, 1) != 0) {
+        unsetenv("OMP_WAIT_POLICY");
+        return;
+    }
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY"); /* exec failed: carry on with the default */
+    unsetenv("GOMP_SPINCOUNT");
 }
 
 int main(int argc, char **argv)

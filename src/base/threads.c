@@ -1,5 +1,6 @@
 #include "base/threads.h"
 
+#include <stdio.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -14,6 +15,30 @@ int calq_thread_limit(void)
     if (cpus < 1) cpus = 1;
     if (cpus > 1024) cpus = 1024;
     return (int)cpus * THREADS_PER_CPU;
+}
+
+/* A bounded spin of this many polls (a few microseconds to tens of them) before sleeping:
+ * 10000 and 30000 measured the same on the bench zoo; libgomp's own default, 300000, spins
+ * long enough to hurt a machine with other work (docs/performance.md). */
+#define SPIN_POLLS "10000"
+
+calq_wait_policy calq__wait_policy_for(double load, long cpus)
+{
+    calq_wait_policy passive = {"passive", NULL}, spin = {"passive", SPIN_POLLS};
+    /* unknown load or processors: the choice that is never ruinous */
+    if (cpus < 1 || !(load >= 0)) return passive;
+    return load < (double)cpus ? spin : passive;
+}
+
+calq_wait_policy calq_wait_policy_advice(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1) load = -1;
+        fclose(f);
+    }
+    return calq__wait_policy_for(load, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 calq_status calq__threads_resolve(int requested, const char *what, int *out, calq_error *err)

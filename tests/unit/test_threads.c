@@ -2,11 +2,13 @@
  * 2147483647 in a session, a calibration or IFMR is used as the limit (before, libgomp crashed
  * creating the threads), a negative one is an error, and results equal those of one thread. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/threads.h"
 #include "calib_model.h"
 #include "expect.h"
 
@@ -28,6 +30,27 @@ static void test_limit(void)
     int limit = calq_thread_limit();
     EXPECT(limit >= 4 && limit % 4 == 0);
     EXPECT(limit == 4 * (int)sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* The waiting policy (calq_wait_policy_advice): a bounded spin only while the 1-minute load
+ * leaves a processor idle; passive when the load is unknown or the machine is busy. */
+static void test_wait_policy(void)
+{
+    calq_wait_policy w = calq__wait_policy_for(0.3, 2);
+    EXPECT(w.omp_wait_policy && !strcmp(w.omp_wait_policy, "passive"));
+    EXPECT(w.gomp_spincount && atol(w.gomp_spincount) > 0 && atol(w.gomp_spincount) < 300000);
+    w = calq__wait_policy_for(1.99, 2);
+    EXPECT(w.gomp_spincount != NULL);
+    static const double busy[] = {2.0, 24.0, -1.0, NAN};
+    for (int i = 0; i < 4; i++) {
+        w = calq__wait_policy_for(busy[i], 2);
+        EXPECT(w.omp_wait_policy && !strcmp(w.omp_wait_policy, "passive") && w.gomp_spincount == NULL);
+    }
+    w = calq__wait_policy_for(0.1, 0);
+    EXPECT(w.gomp_spincount == NULL);
+    /* this machine's advice is one of the two */
+    w = calq_wait_policy_advice();
+    EXPECT(w.omp_wait_policy && !strcmp(w.omp_wait_policy, "passive"));
 }
 
 /* Runs the test model with n threads; the outputs go to out[2] (caller frees). */
@@ -149,6 +172,7 @@ int main(void)
     calq_model *m = calib_test_model(&err);
     EXPECT(m != NULL);
     test_limit();
+    test_wait_policy();
     test_ifmr();
     if (m) {
         test_session(m);

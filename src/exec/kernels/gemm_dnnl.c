@@ -7,10 +7,13 @@
 #include "base/log.h"
 #include "exec/kernels/dnnl_common.h"
 
-/* Blocking targets. Enough blocks to keep a many-core machine busy, but blocks big enough
- * that per-block overhead (a primitive launch, packing a slice of B) stays small. These only
- * depend on the shape, never on the thread count, which is what keeps results stable. */
-enum { MM_TARGET_BLOCKS = 64, MM_MIN_BLOCK_WORK = 1 << 16 };
+/* Blocking targets. Enough blocks to share a product among a few cores, but blocks big
+ * enough that per-block overhead stays small: each block is its own oneDNN gemm call, which
+ * packs its slices of A and B again (oneDNN 2.6 has no pre-packed float matmul). Measured on
+ * the bench zoo's ViT (2 threads, 196x192 activations): 64 blocks of at least 2^16
+ * multiply-adds took 1.67x onnxruntime's time, 8 blocks of at least 2^20 1.38x, 4 blocks 1.35x.
+ * These only depend on the shape, never on the thread count, which keeps results stable. */
+enum { MM_TARGET_BLOCKS = 8, MM_MIN_BLOCK_WORK = 1 << 20 };
 
 /* A block is (rows x cols) of one batch; the last row/column block may be shorter, so at most
  * four distinct block shapes exist: index (short rows) * 2 + (short cols). */

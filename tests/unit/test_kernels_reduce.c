@@ -543,9 +543,80 @@ static void test_softmax_fast(void)
     }
 }
 
+/* ReduceSum / ReduceMean's oneDNN path (reduce_dnnl.c): taken for long runs of innermost reduced
+ * elements and declined otherwise (a middle axis, short runs); within float rounding of the
+ * reference's double sums, measured against the sum of |x| per output; the same bits for 1
+ * and 2 threads. */
+static void test_reduce_fast(void)
+{
+    static const struct {
+        const char *op;
+        int opset, keep, jit;
+        int n_axes;
+        int64_t axes[2];
+        float lo, hi;
+    } cases[] = {
+        {"ReduceMean", 13, 1, 1, 1, {-1}, -3, 3},      {"ReduceMean", 11, 0, 1, 2, {1, 2}, -3, 3},
+        {"ReduceSum", 11, 1, 1, 1, {2}, -1000, 1000},  {"ReduceSum", 11, 1, 1, 2, {2, 1}, 0, 1},
+        {"ReduceMean", 13, 1, 0, 1, {1}, -3, 3},       {"ReduceSum", 11, 1, 0, 1, {0}, -3, 3},
+        {"ReduceMean", 13, 1, 1, 1, {-1}, 1000, 1001}, /* large common offset */
+    };
+    const int64_t d[] = {5, 37, 197};
+#ifdef __x86_64__
+    const int avx2 = __builtin_cpu_supports("avx2");
+#else
+    const int avx2 = 0;
+#endif
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        calq_tensor x = t_rand_f32(31 + (unsigned)k, 3, d, cases[k].lo, cases[k].hi);
+        op_case oc = op_case_new(cases[k].op, cases[k].opset, 1, 1);
+        op_attr_ints(&oc, "axes", cases[k].axes, cases[k].n_axes);
+        op_attr_int(&oc, "keepdims", cases[k].keep);
+        calq_tensor ref, f1, f2;
+        bool took = false;
+        EXPECT_OK(op_case_run(&oc, &x, 1, &ref, 1, 0, &e_));
+        int prev = omp_get_max_threads();
+        omp_set_num_threads(1);
+        EXPECT_OK(op_case_run_ex(&oc, &x, 1, &f1, 1, 1, &took, &e_));
+        omp_set_num_threads(2);
+        EXPECT_OK(op_case_run(&oc, &x, 1, &f2, 1, 1, &e_));
+        omp_set_num_threads(prev);
+        if (avx2 && (int)took != cases[k].jit) {
+            fprintf(stderr, "%s case %zu: fast kernel %s\n", cases[k].op, k,
+                    took ? "ran, expected the reference" : "did not run");
+            failures++;
+        }
+        EXPECT(same_bits(&f1, &f2));
+        EXPECT(calq_tensor_numel(&f1) == calq_tensor_numel(&ref));
+        /* the scale of each output's rounding: the mean (or sum) of |x| over the reduced elements */
+        bool red[3] = {false, false, false};
+        for (int a = 0; a < cases[k].n_axes; a++) red[(cases[k].axes[a] + 3) % 3] = true;
+        int64_t count = 1;
+        for (int i = 0; i < 3; i++) count *= red[i] ? d[i] : 1;
+        const double mag =
+            fmax(fabs(cases[k].lo), fabs(cases[k].hi)) * (strcmp(cases[k].op, "ReduceSum") == 0 ? (double)count : 1.0);
+        const float *a = f1.data, *b = ref.data;
+        double worst = 0;
+        for (int64_t i = 0; i < calq_tensor_numel(&ref); i++) {
+            double e = fabs((double)a[i] - (double)b[i]) / mag;
+            if (!(e <= worst)) worst = e;
+        }
+        if (!(worst <= 1e-6)) { /* float32 partial sums: a few ulp of the magnitude */
+            fprintf(stderr, "%s case %zu: fast vs reference error %g of the magnitude\n", cases[k].op, k, worst);
+            failures++;
+        }
+        calq_tensor_free_data(&ref);
+        calq_tensor_free_data(&f1);
+        calq_tensor_free_data(&f2);
+        calq_tensor_free_data(&x);
+        op_case_free(&oc);
+    }
+}
+
 int main(void)
 {
     test_softmax_fast();
+    test_reduce_fast();
     test_reduce_hand();
     test_reduce_axes_input();
     test_reduce_errors();

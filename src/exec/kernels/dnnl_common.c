@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
@@ -31,6 +32,45 @@ dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *
     ds = dnnl_primitive_create(r, rpd);
     dnnl_primitive_desc_destroy(rpd);
     return ds;
+}
+
+dnnl_status_t calq__dnnl_unary_init(calq_dnnl_unary *u, const_dnnl_primitive_desc_t pd, bool jit_only)
+{
+    const char *impl = NULL;
+    if (jit_only && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+                     strncmp(impl, "jit", 3) != 0))
+        return dnnl_unimplemented;
+    dnnl_engine_t eng = calq__dnnl_engine();
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *dmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    if (!eng || !smd || !dmd) return dnnl_unimplemented;
+    dnnl_status_t s = dnnl_primitive_create(&u->prim, pd);
+    if (s == dnnl_success) s = dnnl_stream_create(&u->stream, eng, dnnl_stream_default_flags);
+    if (s == dnnl_success) s = dnnl_memory_create(&u->src, smd, eng, DNNL_MEMORY_NONE);
+    if (s == dnnl_success) s = dnnl_memory_create(&u->dst, dmd, eng, DNNL_MEMORY_NONE);
+    return s;
+}
+
+calq_status calq__dnnl_unary_run(calq_op_ctx *c, const calq_dnnl_unary *u, const void *src, void *dst)
+{
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->src, (void *)src));
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->dst, dst));
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, u->src}, {DNNL_ARG_DST, u->dst}};
+    int prev = calq__dnnl_serial_begin(u->serial);
+    dnnl_status_t s = dnnl_primitive_execute(u->prim, u->stream, 2, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(u->stream);
+    calq__dnnl_serial_end(u->serial, prev);
+    CALQ_DNNL(c, s);
+    return CALQ_OK;
+}
+
+void calq__dnnl_unary_fini(calq_dnnl_unary *u)
+{
+    if (u->src) dnnl_memory_destroy(u->src);
+    if (u->dst) dnnl_memory_destroy(u->dst);
+    if (u->stream) dnnl_stream_destroy(u->stream);
+    if (u->prim) dnnl_primitive_destroy(u->prim);
+    memset(u, 0, sizeof *u);
 }
 
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim)

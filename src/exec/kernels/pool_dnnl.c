@@ -20,22 +20,12 @@
 #include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/pool_dnnl.h"
 
-typedef struct pool_dnnl_state {
-    dnnl_primitive_t prim;
-    dnnl_stream_t stream;
-    dnnl_memory_t src, dst;
-    bool serial; /* created and run on the calling thread (a small input, dnnl_common.h) */
-} pool_dnnl_state;
-
+/* The state: calq_dnnl_unary (dnnl_common.h); `serial` for a small input. */
 void calq__pool_dnnl_release(void *state)
 {
-    pool_dnnl_state *st = state;
-    if (!st) return;
-    if (st->src) dnnl_memory_destroy(st->src);
-    if (st->dst) dnnl_memory_destroy(st->dst);
-    if (st->stream) dnnl_stream_destroy(st->stream);
-    if (st->prim) dnnl_primitive_destroy(st->prim);
-    free(st);
+    if (!state) return;
+    calq__dnnl_unary_fini(state);
+    free(state);
 }
 
 /* True when every output position along one axis has at least one tap inside the input. */
@@ -59,7 +49,7 @@ static dnnl_status_t pool_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, const 
 }
 
 /* Creates the primitive and its reusable objects; any oneDNN refusal just declines. */
-static dnnl_status_t build(pool_dnnl_state *st, const calq_pool_geom *g, dnnl_data_type_t dt, const int64_t *pad_r,
+static dnnl_status_t build(calq_dnnl_unary *st, const calq_pool_geom *g, dnnl_data_type_t dt, const int64_t *pad_r,
                            bool jit_only, calq_layout block, dnnl_engine_t eng)
 {
     int ndim = 2 + g->nsp;
@@ -86,18 +76,9 @@ static dnnl_status_t build(pool_dnnl_state *st, const calq_pool_geom *g, dnnl_da
     if (s != dnnl_success) return s;
     dnnl_primitive_desc_t pd;
     if ((s = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL)) != dnnl_success) return s;
-    const char *impl = NULL;
-    if (jit_only && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
-                     strncmp(impl, "jit", 3) != 0)) {
-        dnnl_primitive_desc_destroy(pd);
-        return dnnl_unimplemented;
-    }
-    s = dnnl_primitive_create(&st->prim, pd);
+    s = calq__dnnl_unary_init(st, pd, jit_only);
     dnnl_primitive_desc_destroy(pd);
-    if (s != dnnl_success) return s;
-    if ((s = dnnl_stream_create(&st->stream, eng, dnnl_stream_default_flags)) != dnnl_success) return s;
-    if ((s = dnnl_memory_create(&st->src, &smd, eng, DNNL_MEMORY_NONE)) != dnnl_success) return s;
-    return dnnl_memory_create(&st->dst, &dmd, eng, DNNL_MEMORY_NONE);
+    return s;
 }
 
 calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, bool jit_only)
@@ -133,7 +114,7 @@ calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, boo
     /* in the executor's layout when the input arrives in it, the output in the same */
     const calq_layout block =
         c->in_layout && c->out_layout && dt == dnnl_f32 && c->in_layout[0] == c->native ? c->native : CALQ_LAYOUT_PLAIN;
-    pool_dnnl_state *st = calloc(1, sizeof *st);
+    calq_dnnl_unary *st = calloc(1, sizeof *st);
     if (!st) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN pooling state");
     /* Pooling reads an input element in well under a nanosecond: below 2^18 elements a wake-up of
      * the other thread (60-70 us on this VM) costs more than the work (the squeeze-excite pools
@@ -155,14 +136,5 @@ calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, boo
 
 calq_status calq__pool_dnnl_run(calq_op_ctx *c)
 {
-    pool_dnnl_state *st = c->state;
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(st->src, c->in[0]->data));
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(st->dst, c->out[0]->data));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_DST, st->dst}};
-    int prev = calq__dnnl_serial_begin(st->serial);
-    dnnl_status_t s = dnnl_primitive_execute(st->prim, st->stream, 2, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(st->stream);
-    calq__dnnl_serial_end(st->serial, prev);
-    CALQ_DNNL(c, s);
-    return CALQ_OK;
+    return calq__dnnl_unary_run(c, c->state, c->in[0]->data, c->out[0]->data);
 }

@@ -1,5 +1,6 @@
 /* Reductions (ReduceSum, ReduceMean, ReduceMax, ...), Softmax, LogSoftmax, Hardmax, ArgMax
- * and ArgMin: reference kernels only.
+ * and ArgMin: the reference kernels; float32 Softmax/LogSoftmax and ReduceSum/ReduceMean also
+ * have oneDNN fast paths (softmax_dnnl.c, reduce_dnnl.c).
  *
  * Numerics: values are widened to double and accumulated in a fixed order (the input's C
  * order over the reduced elements of each output), so results are bit-identical for any
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/reduce_dnnl.h"
 #include "exec/kernels/softmax_dnnl.h"
 #include "exec/kernels/values.h"
 #include "exec/op.h"
@@ -638,6 +640,20 @@ static calq_status softmax_prepare(calq_op_ctx *c)
     return calq__softmax_dnnl_prepare(c, g.outer, g.len, g.inner, strcmp(c->node->op_type, "LogSoftmax") == 0);
 }
 
+/* ReduceSum / ReduceMean on float32: oneDNN's JIT reduction (reduce_dnnl.c) when it has one. */
+static calq_status reduce_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    /* axes given as an input must be a constant to plan with them */
+    if (axes_from_input(c) && c->n_in > 1 && c->in[1] && calq_tensor_numel(c->in[1]) > 0 && !(c->const_inputs & 2u))
+        return CALQ_OK;
+    red_plan p;
+    CALQ_TRY(red_plan_make(c, &p)); /* infer accepted it already */
+    if (p.noop || p.count <= 0) return CALQ_OK;
+    const calq_tensor *x = c->in[0];
+    return calq__reduce_dnnl_prepare(c, x->dims, x->ndim, p.red, kind_of(c) == R_MEAN);
+}
+
 #define REDUCE_OP(name)                                                                                                \
     {                                                                                                                  \
         name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, NULL, NULL, NULL, 0                                \
@@ -647,9 +663,15 @@ static calq_status softmax_prepare(calq_op_ctx *c)
         name, 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, NULL, NULL, NULL, 0                                    \
     }
 
+#define REDUCE_DNNL_OP(name)                                                                                           \
+    {                                                                                                                  \
+        name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, reduce_prepare, calq__reduce_dnnl_run,             \
+            calq__reduce_dnnl_release, 0                                                                               \
+    }
+
 const calq_op_def calq__ops_reduce[] = {
-    REDUCE_OP("ReduceSum"),
-    REDUCE_OP("ReduceMean"),
+    REDUCE_DNNL_OP("ReduceSum"),
+    REDUCE_DNNL_OP("ReduceMean"),
     REDUCE_OP("ReduceMax"),
     REDUCE_OP("ReduceMin"),
     REDUCE_OP("ReduceProd"),

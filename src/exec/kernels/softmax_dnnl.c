@@ -9,7 +9,6 @@
  * tests/unit/test_kernels_reduce.c: oneDNN's exp is an approximation of its own. Small tensors run on the calling
  * thread alone (waking the other costs more, dnnl_common.h). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/softmax_dnnl.h"
@@ -18,26 +17,14 @@
  * with AVX-512, so the work stays under a wake-up of the other thread (60-70 us here). */
 #define SOFTMAX_SERIAL_ELEMS ((int64_t)1 << 18)
 
-typedef struct softmax_dnnl_state {
-    dnnl_primitive_t prim;
-    dnnl_stream_t stream;
-    dnnl_memory_t src, dst;
-    bool serial;
-} softmax_dnnl_state;
-
 void calq__softmax_dnnl_release(void *state)
 {
-    softmax_dnnl_state *st = state;
-    if (!st) return;
-    if (st->src) dnnl_memory_destroy(st->src);
-    if (st->dst) dnnl_memory_destroy(st->dst);
-    if (st->stream) dnnl_stream_destroy(st->stream);
-    if (st->prim) dnnl_primitive_destroy(st->prim);
-    free(st);
+    if (!state) return;
+    calq__dnnl_unary_fini(state);
+    free(state);
 }
 
-static dnnl_status_t build(softmax_dnnl_state *st, int64_t outer, int64_t len, int64_t inner, bool log,
-                           dnnl_engine_t eng)
+static dnnl_status_t build(calq_dnnl_unary *u, int64_t outer, int64_t len, int64_t inner, bool log, dnnl_engine_t eng)
 {
     dnnl_dims_t dims = {outer, len, inner};
     dnnl_memory_desc_t md;
@@ -49,18 +36,9 @@ static dnnl_status_t build(softmax_dnnl_state *st, int64_t outer, int64_t len, i
     if (s != dnnl_success) return s;
     dnnl_primitive_desc_t pd;
     if ((s = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL)) != dnnl_success) return s;
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
-        strncmp(impl, "jit", 3) != 0) {
-        dnnl_primitive_desc_destroy(pd);
-        return dnnl_unimplemented;
-    }
-    s = dnnl_primitive_create(&st->prim, pd);
+    s = calq__dnnl_unary_init(u, pd, true);
     dnnl_primitive_desc_destroy(pd);
-    if (s != dnnl_success) return s;
-    if ((s = dnnl_stream_create(&st->stream, eng, dnnl_stream_default_flags)) != dnnl_success) return s;
-    if ((s = dnnl_memory_create(&st->src, &md, eng, DNNL_MEMORY_NONE)) != dnnl_success) return s;
-    return dnnl_memory_create(&st->dst, &md, eng, DNNL_MEMORY_NONE);
+    return s;
 }
 
 calq_status calq__softmax_dnnl_prepare(calq_op_ctx *c, int64_t outer, int64_t len, int64_t inner, bool log)
@@ -69,30 +47,21 @@ calq_status calq__softmax_dnnl_prepare(calq_op_ctx *c, int64_t outer, int64_t le
     if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 || outer <= 0 || len <= 0 || inner <= 0) return CALQ_OK;
     dnnl_engine_t eng = calq__dnnl_engine();
     if (!eng) return CALQ_OK;
-    softmax_dnnl_state *st = calloc(1, sizeof *st);
-    if (!st) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN softmax state");
-    st->serial = outer * len * inner < SOFTMAX_SERIAL_ELEMS;
-    int prev = calq__dnnl_serial_begin(st->serial);
-    dnnl_status_t s = build(st, outer, len, inner, log, eng);
-    calq__dnnl_serial_end(st->serial, prev);
+    calq_dnnl_unary *u = calloc(1, sizeof *u);
+    if (!u) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN softmax state");
+    u->serial = outer * len * inner < SOFTMAX_SERIAL_ELEMS;
+    int prev = calq__dnnl_serial_begin(u->serial);
+    dnnl_status_t s = build(u, outer, len, inner, log, eng);
+    calq__dnnl_serial_end(u->serial, prev);
     if (s != dnnl_success) {
-        calq__softmax_dnnl_release(st);
+        calq__softmax_dnnl_release(u);
         return CALQ_OK;
     }
-    c->state = st;
+    c->state = u;
     return CALQ_OK;
 }
 
 calq_status calq__softmax_dnnl_run(calq_op_ctx *c)
 {
-    softmax_dnnl_state *st = c->state;
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(st->src, c->in[0]->data));
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(st->dst, c->out[0]->data));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_DST, st->dst}};
-    int prev = calq__dnnl_serial_begin(st->serial);
-    dnnl_status_t s = dnnl_primitive_execute(st->prim, st->stream, 2, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(st->stream);
-    calq__dnnl_serial_end(st->serial, prev);
-    CALQ_DNNL(c, s);
-    return CALQ_OK;
+    return calq__dnnl_unary_run(c, c->state, c->in[0]->data, c->out[0]->data);
 }

@@ -239,7 +239,8 @@ CALQ_API int calq_thread_limit(void);
  * its environment once, when it loads, so a program sets these before that (the calq command
  * re-executes itself with them unless the user set either variable). Each field is the value
  * for the environment variable it names; NULL leaves that variable unset.
- *   - Idle cores (the 1-minute load average below the online processors): a bounded spin,
+ *   - Idle cores (the 1-minute load average, and the tasks running now besides this one, below
+ *     the online processors): a bounded spin,
  *     GOMP_SPINCOUNT=10000 with OMP_WAIT_POLICY=passive. A thread that sleeps at once costs a
  *     futex wake-up (60-70 us on a 2-core VM) at every parallel region, which made 2 threads no
  *     faster than 1; spinning briefly halves a 2-thread forward on such a machine.

@@ -22,23 +22,27 @@ int calq_thread_limit(void)
  * long enough to hurt a machine with other work (docs/performance.md). */
 #define SPIN_POLLS "10000"
 
-calq_wait_policy calq__wait_policy_for(double load, long cpus)
+calq_wait_policy calq__wait_policy_for(double load, long others, long cpus)
 {
     calq_wait_policy passive = {"passive", NULL}, spin = {"passive", SPIN_POLLS};
     /* unknown load or processors: the choice that is never ruinous */
-    if (cpus < 1 || !(load >= 0)) return passive;
-    return load < (double)cpus ? spin : passive;
+    if (cpus < 1 || !(load >= 0) || others < 0) return passive;
+    /* the 1-minute average lags: a test runner that just started a second job shows in the
+     * tasks running right now */
+    return load < (double)cpus && others < cpus ? spin : passive;
 }
 
 calq_wait_policy calq_wait_policy_advice(void)
 {
     double load = -1;
+    long running = 0;
     FILE *f = fopen("/proc/loadavg", "r");
     if (f) {
-        if (fscanf(f, "%lf", &load) != 1) load = -1;
+        /* "0.52 0.80 1.01 2/87 24967": the averages, then running/total tasks (this one included) */
+        if (fscanf(f, "%lf %*f %*f %ld/", &load, &running) != 2) load = -1;
         fclose(f);
     }
-    return calq__wait_policy_for(load, sysconf(_SC_NPROCESSORS_ONLN));
+    return calq__wait_policy_for(load, running - 1, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 calq_status calq__threads_resolve(int requested, const char *what, int *out, calq_error *err)

@@ -10,8 +10,8 @@
  * seconds where 2 take milliseconds; results never depend on the count). */
 calq_status calq__threads_resolve(int requested, const char *what, int *out, calq_error *err);
 
-/* calq_wait_policy_advice's rule for a 1-minute load average (negative or NaN: unknown) and a
- * number of online processors. */
-calq_wait_policy calq__wait_policy_for(double load, long cpus);
+/* calq_wait_policy_advice's rule for a 1-minute load average (negative or NaN: unknown), the
+ * tasks running now besides the caller (negative: unknown) and the online processors. */
+calq_wait_policy calq__wait_policy_for(double load, long others, long cpus);
 
 #endif

@@ -36,17 +36,22 @@ static void test_limit(void)
  * leaves a processor idle; passive when the load is unknown or the machine is busy. */
 static void test_wait_policy(void)
 {
-    calq_wait_policy w = calq__wait_policy_for(0.3, 2);
+    calq_wait_policy w = calq__wait_policy_for(0.3, 0, 2);
     EXPECT(w.omp_wait_policy && !strcmp(w.omp_wait_policy, "passive"));
     EXPECT(w.gomp_spincount && atol(w.gomp_spincount) > 0 && atol(w.gomp_spincount) < 300000);
-    w = calq__wait_policy_for(1.99, 2);
+    w = calq__wait_policy_for(1.99, 1, 2);
     EXPECT(w.gomp_spincount != NULL);
     static const double busy[] = {2.0, 24.0, -1.0, NAN};
     for (int i = 0; i < 4; i++) {
-        w = calq__wait_policy_for(busy[i], 2);
+        w = calq__wait_policy_for(busy[i], 0, 2);
         EXPECT(w.omp_wait_policy && !strcmp(w.omp_wait_policy, "passive") && w.gomp_spincount == NULL);
     }
-    w = calq__wait_policy_for(0.1, 0);
+    w = calq__wait_policy_for(0.1, 0, 0);
+    EXPECT(w.gomp_spincount == NULL);
+    /* a quiet average, but the processors busy right now (a second test job just started) */
+    w = calq__wait_policy_for(0.1, 2, 2);
+    EXPECT(w.gomp_spincount == NULL);
+    w = calq__wait_policy_for(0.1, -1, 2);
     EXPECT(w.gomp_spincount == NULL);
     /* this machine's advice is one of the two */
     w = calq_wait_policy_advice();

@@ -463,12 +463,19 @@ CALQ_API const char *calq_data_batch_source(const calq_data *d, int batch, char 
 /* Where sample k of batch i comes from: the image file, or "calib/0001.bin, sample 3". */
 CALQ_API const char *calq_data_sample_source(const calq_data *d, int batch, int sample, char *buf, size_t n);
 
+/* The shape input i of m is fed at: m's, except that data whose first batch holds another
+ * batch size of the same per-sample shape give theirs (.npy: the array's dim 0; .bin: the file
+ * size over one sample's), also when m leaves the batch dim unknown (?xCxHxW). CALQ_OK, or
+ * CALQ_ERR_INDEX_OUT_OF_RANGE for a bad i. */
+CALQ_API calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out,
+                                          calq_error *err);
+
 /* Preflight: checks, before any inference, that the source holds at least batch_num batches
  * for every input of m with the right size and type (m's input shapes must be fixed, e.g. by
- * calq_model_set_input_shape), and that the batch counts agree across inputs. batch_num 0:
- * every batch the source holds (at least one). The message says how many batches were found,
- * how many batch_num needs, and what to do. A stream is read here, up to batch_num batches (0:
- * to its end), so d is not const. */
+ * calq_model_set_input_shape, or a dynamic batch dim by the data, calq_data_input_info), and that the batch counts
+ * agree across inputs. batch_num 0: every batch the source holds (at least one). The message says how many batches were
+ * found, how many batch_num needs, and what to do. A stream is read here, up to batch_num batches (0: to its end), so d
+ * is not const. */
 CALQ_API calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, calq_error *err);
 
 /* Reads batch i into inputs[0..n_inputs), one tensor per model input in input order. The

@@ -236,6 +236,7 @@ static void print_data_summary(const calq_model *m, const calq_data *d, int batc
     for (int i = 0; i < calq_model_num_inputs(m); i++) {
         calq_value_info v;
         calq_model_input_info(m, i, &v);
+        calq_data_input_info(d, m, i, &v, NULL); /* the batches' shape (the model's may be ?x...) */
         fprintf(stderr, "%s%s:", i ? " + " : "", v.name);
         for (int k = 0; k < v.ndim; k++) fprintf(stderr, "%s%lld", k ? "x" : "", (long long)v.dims[k]);
         fprintf(stderr, " %s", calq_dtype_name(v.dtype));

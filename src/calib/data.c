@@ -386,7 +386,8 @@ calq_status calq__data_preflight(calq_data *d, const calq_value_info *inputs, in
  * rest of its shape is in's; 0 when it holds in's shape (or cannot tell). */
 static int64_t other_batch(const calq_data *d, int i, const calq_value_info *in)
 {
-    if (i >= d->n_streams || d->streams[i].n_files == 0 || in->ndim < 1 || in->dims[0] < 0) return 0;
+    /* a dynamic batch dim (?xCxHxW) takes the data's too: only the data can say it */
+    if (i >= d->n_streams || d->streams[i].n_files == 0 || in->ndim < 1) return 0;
     const char *file = d->streams[i].files[0];
     int64_t per = calq__shape_numel(in->dims + 1, in->ndim - 1), b = 0;
     if (per <= 0) return 0;
@@ -407,11 +408,19 @@ static int64_t other_batch(const calq_data *d, int i, const calq_value_info *in)
 
 calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, calq_value_info *in, int n)
 {
-    for (int i = 0; i < n; i++) {
-        calq_model_input_info(m, i, &in[i]);
-        int64_t b = other_batch(d, i, &in[i]);
-        if (b > 0) in[i].dims[0] = b;
-    }
+    for (int i = 0; i < n; i++) CALQ_TRY(calq_data_input_info(d, m, i, &in[i], NULL));
+    return CALQ_OK;
+}
+
+calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out, calq_error *err)
+{
+    int n = calq_model_num_inputs(m);
+    if (!d || !out || i < 0 || i >= n)
+        return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "input %d: the model has %d input%s", i, n,
+                          n == 1 ? "" : "s");
+    calq_model_input_info(m, i, out);
+    int64_t b = other_batch(d, i, out);
+    if (b > 0) out->dims[0] = b;
     return CALQ_OK;
 }
 

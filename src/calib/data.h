@@ -94,11 +94,12 @@ calq_status calq__data_bin_check(const calq_data *d, const calq_value_info *inpu
 calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
 calq_status calq__data_npy_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
 calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
-/* The shapes of the model's inputs as the data feed them: the model's, except that a source
- * whose first file holds another batch (dim 0) of the same per-sample shape gives that batch
- * (.npy: the array's dim 0; .bin: the file size over one sample's), so a net fixed at batch 1
- * calibrates on batches of 8, as Caffe reshapes (issue 14). The session checks that the graph
- * computes each sample on its own at that batch. */
+/* The shapes of the model's inputs as the data feed them (calq_data_input_info for each): the
+ * model's, except that a source whose first file holds another batch (dim 0) of the same
+ * per-sample shape gives that batch (.npy: the array's dim 0; .bin: the file size over one
+ * sample's), so a net fixed at batch 1 calibrates on batches of 8, as Caffe reshapes (issue 14),
+ * and a net exported with a dynamic batch dim calibrates at the data's. The session checks that
+ * the graph computes each sample on its own at that batch. */
 calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, calq_value_info *in, int n);
 
 /* Images: at most 256 MiB of file and 2^27 pixels (134 megapixels, 400 MB decoded), so a

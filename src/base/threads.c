@@ -1,4 +1,7 @@
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "base/threads.h"
+
+#include <sched.h>
 
 #include <stdio.h>
 #include <unistd.h>
@@ -42,7 +45,12 @@ calq_wait_policy calq_wait_policy_advice(void)
         if (fscanf(f, "%lf %*f %*f %ld/", &load, &running) != 2) load = -1;
         fclose(f);
     }
-    return calq__wait_policy_for(load, running - 1, sysconf(_SC_NPROCESSORS_ONLN));
+    /* the processors this process may run on (a container pinned to 2 of 64 gets 2) */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < cpus)
+        cpus = CPU_COUNT(&set);
+    return calq__wait_policy_for(load, running - 1, cpus);
 }
 
 calq_status calq__threads_resolve(int requested, const char *what, int *out, calq_error *err)

@@ -414,8 +414,10 @@ calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, cal
 
 calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out, calq_error *err)
 {
+    if (!d || !m || !out)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_input_info: no data, model or output");
     int n = calq_model_num_inputs(m);
-    if (!d || !out || i < 0 || i >= n)
+    if (i < 0 || i >= n)
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "input %d: the model has %d input%s", i, n,
                           n == 1 ? "" : "s");
     calq_model_input_info(m, i, out);

@@ -386,6 +386,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     for (int i = 0; st == CALQ_OK && i < n_in; i++) {
         calq_value_info v;
         calq_model_input_info(fm, i, &v);
+        calq_data_input_info(data, fm, i, &v, NULL); /* the batches' batch size (a dynamic one too) */
         ins[i].dtype = v.dtype == CALQ_DTYPE_UNDEFINED ? CALQ_DTYPE_FLOAT32 : v.dtype;
         ins[i].ndim = v.ndim;
         memcpy(ins[i].dims, v.dims, sizeof v.dims);

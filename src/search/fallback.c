@@ -85,7 +85,10 @@ static calq_status load_like(const search *s, const char *model, const char *wei
     for (int i = 0; st == CALQ_OK && i < calq_model_num_inputs(s->m); i++) {
         calq_value_info v;
         calq_model_input_info(s->m, i, &v);
-        st = calq_model_set_input_shape(*out, v.name, v.dims, v.ndim, err);
+        /* the shapes the user fixed; a dim left dynamic (a batch the data decide) stays so */
+        bool fixed = v.ndim >= 0;
+        for (int k = 0; k < v.ndim && fixed; k++) fixed = v.dims[k] > 0;
+        if (fixed) st = calq_model_set_input_shape(*out, v.name, v.dims, v.ndim, err);
     }
     if (st != CALQ_OK) {
         calq_model_free(*out);

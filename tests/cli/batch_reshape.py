@@ -184,6 +184,18 @@ try:
                 failures.append(f"dynamic batch: the QDQ file at batch 3: rc {r.returncode} {shapes}: {r.stderr}")
             else:
                 print("UltraFace with a dynamic batch dim calibrated on .npy batches of 2; its QDQ file ran at batch 3")
+        # the accuracy search's trial models and calq compare feed the same batches
+        r = subprocess.run([CALQ, "calibration", "--model", dyn, "--npy", d, "--batch_num", "2", "--save_path",
+                            os.path.join(T, "cal_dyn_search", "uf"), "--format", "qdq", "--target-cosine", "0.9"],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or "target met" not in r.stderr:
+            failures.append(f"dynamic batch: --target-cosine search rc {r.returncode}: {r.stderr[-1500:]}")
+        r = subprocess.run([CALQ, "compare", "--model", dyn, "--quantized", pre + "_qdq.onnx", "--npy", d,
+                            "--batch_num", "2", "--json", os.path.join(T, "cmp.json")], capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.exists(os.path.join(T, "cmp.json")):
+            failures.append(f"dynamic batch: calq compare rc {r.returncode}: {r.stderr[-1500:]}")
+        else:
+            print("the same model's --target-cosine search and calq compare ran on the batches of 2")
 except ImportError:
     print("no python3-onnx: the dynamic-batch case was not built")
 

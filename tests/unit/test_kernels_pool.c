@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/pool_dnnl.h"
 #include "op_harness.h"
 
@@ -116,8 +117,8 @@ static int run_dnnl_any(op_case *oc, const calq_tensor *x, calq_tensor *out)
         return 0;
     }
     if (!ctx.state) return 0;
-    EXPECT(calq__pool_dnnl_run(&ctx) == CALQ_OK);
-    calq__pool_dnnl_release(ctx.state);
+    EXPECT(calq__dnnl_unary_run(&ctx) == CALQ_OK);
+    calq__dnnl_unary_release(ctx.state);
     return 1;
 }
 

@@ -479,6 +479,20 @@ static void test_softmax_threads(void)
     calq_tensor_free_data(&x);
 }
 
+/* The reference kernel into ref, the fast path on 1 thread into f1 (took: it ran) and on 2
+ * threads into f2 (caller frees the three). */
+static void run_ref_fast(op_case *oc, const calq_tensor *x, calq_tensor *ref, calq_tensor *f1, calq_tensor *f2,
+                         bool *took)
+{
+    EXPECT_OK(op_case_run(oc, x, 1, ref, 1, 0, &e_));
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(1);
+    EXPECT_OK(op_case_run_ex(oc, x, 1, f1, 1, 1, took, &e_));
+    omp_set_num_threads(2);
+    EXPECT_OK(op_case_run(oc, x, 1, f2, 1, 1, &e_));
+    omp_set_num_threads(prev);
+}
+
 /* The oneDNN fast path of Softmax / LogSoftmax (exec/kernels/softmax_dnnl.c) against the
  * reference: the last axis (oneDNN's JIT kernel, which must run on an AVX2 CPU), an inner axis
  * (declined: the reference runs), opset 11's flattening of a rank-3 input, large values; close to
@@ -506,13 +520,7 @@ static void test_softmax_fast(void)
         op_attr_int(&oc, "axis", cases[k].axis);
         calq_tensor ref, f1, f2;
         bool took = false;
-        EXPECT_OK(op_case_run(&oc, &x, 1, &ref, 1, 0, &e_));
-        int prev = omp_get_max_threads();
-        omp_set_num_threads(1);
-        EXPECT_OK(op_case_run_ex(&oc, &x, 1, &f1, 1, 1, &took, &e_));
-        omp_set_num_threads(2);
-        EXPECT_OK(op_case_run(&oc, &x, 1, &f2, 1, 1, &e_));
-        omp_set_num_threads(prev);
+        run_ref_fast(&oc, &x, &ref, &f1, &f2, &took);
         if (avx2 && (int)took != cases[k].jit) {
             fprintf(stderr, "%s-%d axis %d: fast kernel %s\n", cases[k].op, cases[k].opset, cases[k].axis,
                     took ? "ran, expected the reference" : "did not run");
@@ -577,13 +585,7 @@ static void test_reduce_fast(void)
         op_attr_int(&oc, "keepdims", cases[k].keep);
         calq_tensor ref, f1, f2;
         bool took = false;
-        EXPECT_OK(op_case_run(&oc, &x, 1, &ref, 1, 0, &e_));
-        int prev = omp_get_max_threads();
-        omp_set_num_threads(1);
-        EXPECT_OK(op_case_run_ex(&oc, &x, 1, &f1, 1, 1, &took, &e_));
-        omp_set_num_threads(2);
-        EXPECT_OK(op_case_run(&oc, &x, 1, &f2, 1, 1, &e_));
-        omp_set_num_threads(prev);
+        run_ref_fast(&oc, &x, &ref, &f1, &f2, &took);
         if (avx2 && (int)took != cases[k].jit) {
             fprintf(stderr, "%s case %zu: fast kernel %s\n", cases[k].op, k,
                     took ? "ran, expected the reference" : "did not run");

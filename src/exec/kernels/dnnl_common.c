@@ -34,27 +34,68 @@ dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *
     return ds;
 }
 
-dnnl_status_t calq__dnnl_unary_init(calq_dnnl_unary *u, const_dnnl_primitive_desc_t pd, bool jit_only)
+/* A primitive with one source and one destination (softmax, pooling, reduction) and what each
+ * run needs: its stream and the two memories whose data handles a run sets. Owner: the op's
+ * state (c->state); `serial` (chosen from the shape) runs it on the calling thread. */
+typedef struct calq_dnnl_unary {
+    dnnl_primitive_t prim;
+    dnnl_stream_t stream;
+    dnnl_memory_t src, dst;
+    bool serial;
+} calq_dnnl_unary;
+
+static void unary_fini(calq_dnnl_unary *u)
 {
+    if (u->src) dnnl_memory_destroy(u->src);
+    if (u->dst) dnnl_memory_destroy(u->dst);
+    if (u->stream) dnnl_stream_destroy(u->stream);
+    if (u->prim) dnnl_primitive_destroy(u->prim);
+}
+
+static dnnl_status_t unary_init(calq_dnnl_unary *u, const_dnnl_op_desc_t desc, bool jit_only, dnnl_engine_t eng)
+{
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, desc, NULL, eng, NULL);
+    if (s != dnnl_success) return s;
     const char *impl = NULL;
     if (jit_only && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
                      strncmp(impl, "jit", 3) != 0))
-        return dnnl_unimplemented;
-    dnnl_engine_t eng = calq__dnnl_engine();
+        s = dnnl_unimplemented;
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *dmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    if (!eng || !smd || !dmd) return dnnl_unimplemented;
-    dnnl_status_t s = dnnl_primitive_create(&u->prim, pd);
+    if (s == dnnl_success && (!smd || !dmd)) s = dnnl_unimplemented;
+    if (s == dnnl_success) s = dnnl_primitive_create(&u->prim, pd);
     if (s == dnnl_success) s = dnnl_stream_create(&u->stream, eng, dnnl_stream_default_flags);
     if (s == dnnl_success) s = dnnl_memory_create(&u->src, smd, eng, DNNL_MEMORY_NONE);
     if (s == dnnl_success) s = dnnl_memory_create(&u->dst, dmd, eng, DNNL_MEMORY_NONE);
+    dnnl_primitive_desc_destroy(pd);
     return s;
 }
 
-calq_status calq__dnnl_unary_run(calq_op_ctx *c, const calq_dnnl_unary *u, const void *src, void *dst)
+calq_status calq__dnnl_unary_prepare(calq_op_ctx *c, const_dnnl_op_desc_t desc, bool serial, bool jit_only)
 {
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->src, (void *)src));
-    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->dst, dst));
+    c->state = NULL;
+    dnnl_engine_t eng = calq__dnnl_engine();
+    if (!eng) return CALQ_OK;
+    calq_dnnl_unary *u = calloc(1, sizeof *u);
+    if (!u) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN state");
+    u->serial = serial;
+    int prev = calq__dnnl_serial_begin(serial);
+    dnnl_status_t s = unary_init(u, desc, jit_only, eng);
+    calq__dnnl_serial_end(serial, prev);
+    if (s != dnnl_success) {
+        calq__dnnl_unary_release(u);
+        return CALQ_OK;
+    }
+    c->state = u;
+    return CALQ_OK;
+}
+
+calq_status calq__dnnl_unary_run(calq_op_ctx *c)
+{
+    const calq_dnnl_unary *u = c->state;
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->src, c->in[0]->data));
+    CALQ_DNNL(c, dnnl_memory_set_data_handle(u->dst, c->out[0]->data));
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, u->src}, {DNNL_ARG_DST, u->dst}};
     int prev = calq__dnnl_serial_begin(u->serial);
     dnnl_status_t s = dnnl_primitive_execute(u->prim, u->stream, 2, args);
@@ -64,13 +105,11 @@ calq_status calq__dnnl_unary_run(calq_op_ctx *c, const calq_dnnl_unary *u, const
     return CALQ_OK;
 }
 
-void calq__dnnl_unary_fini(calq_dnnl_unary *u)
+void calq__dnnl_unary_release(void *state)
 {
-    if (u->src) dnnl_memory_destroy(u->src);
-    if (u->dst) dnnl_memory_destroy(u->dst);
-    if (u->stream) dnnl_stream_destroy(u->stream);
-    if (u->prim) dnnl_primitive_destroy(u->prim);
-    memset(u, 0, sizeof *u);
+    if (!state) return;
+    unary_fini(state);
+    free(state);
 }
 
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim)

@@ -58,22 +58,16 @@ static inline void calq__dnnl_serial_end(bool serial, int prev)
     if (serial && prev != 1) omp_set_num_threads(prev);
 }
 
-/* A primitive with one source and one destination (softmax, pooling, reduction) and what each
- * run needs: its stream and the two memories whose data handles a run sets. Owner: the op's
- * state; `serial` (chosen from the shape) runs it on the calling thread. */
-typedef struct calq_dnnl_unary {
-    dnnl_primitive_t prim;
-    dnnl_stream_t stream;
-    dnnl_memory_t src, dst;
-    bool serial;
-} calq_dnnl_unary;
-/* Creates the primitive of pd, its stream and memories (of pd's src and dst descriptors) into
- * u; with jit_only, dnnl_unimplemented unless pd is one of oneDNN's JIT implementations (its
- * reference ones are slower than calq's). The caller still destroys pd, and calls
- * calq__dnnl_unary_fini on failure too. Create under calq__dnnl_serial_begin(u->serial). */
-dnnl_status_t calq__dnnl_unary_init(calq_dnnl_unary *u, const_dnnl_primitive_desc_t pd, bool jit_only);
-calq_status calq__dnnl_unary_run(calq_op_ctx *c, const calq_dnnl_unary *u, const void *src, void *dst);
-void calq__dnnl_unary_fini(calq_dnnl_unary *u);
+/* The fast-path state of an operation with one source and one destination (softmax, pooling,
+ * reduction) described by desc (a dnnl_*_desc_t): allocates it (owner: c->state), creates its primitive (on the calling
+ * thread alone when `serial`), stream and memories, and stores it in c->state. With jit_only, an implementation other
+ * than oneDNN's JIT ones is refused (its reference ones are slower than calq's). Any refusal leaves c->state NULL and
+ * returns CALQ_OK (the reference kernel runs); fails only when out of memory. */
+calq_status calq__dnnl_unary_prepare(calq_op_ctx *c, const_dnnl_op_desc_t desc, bool serial, bool jit_only);
+/* Runs the state on in[0] -> out[0]. */
+calq_status calq__dnnl_unary_run(calq_op_ctx *c);
+/* Frees a state of calq__dnnl_unary_prepare (NULL: nothing). */
+void calq__dnnl_unary_release(void *state);
 
 /* f32 memory descriptor with a plain layout (abcd...: C order) for dims[ndim]. */
 dnnl_status_t calq__dnnl_plain_md(dnnl_memory_desc_t *md, const int64_t *dims, int ndim);

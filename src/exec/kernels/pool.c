@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec/kernels/ascend.h"
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/int_accum.h"
 #include "exec/kernels/pool_dnnl.h"
 #include "exec/op.h"
@@ -592,8 +593,8 @@ const calq_op_def calq__ops_pool[] = {
      .infer = maxpool_infer,
      .run = maxpool_run,
      .prepare = maxpool_prepare,
-     .run_fast = calq__pool_dnnl_run,
-     .release = calq__pool_dnnl_release,
+     .run_fast = calq__dnnl_unary_run,
+     .release = calq__dnnl_unary_release,
      .flags = CALQ_OP_LAYOUTS},
     {.op_type = "AveragePool",
      .min_inputs = 1,
@@ -603,8 +604,8 @@ const calq_op_def calq__ops_pool[] = {
      .infer = avgpool_infer,
      .run = avgpool_run,
      .prepare = avgpool_prepare,
-     .run_fast = calq__pool_dnnl_run,
-     .release = calq__pool_dnnl_release,
+     .run_fast = calq__dnnl_unary_run,
+     .release = calq__dnnl_unary_release,
      .flags = CALQ_OP_LAYOUTS},
     {.op_type = "GlobalAveragePool",
      .min_inputs = 1,

@@ -20,14 +20,6 @@
 #include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/pool_dnnl.h"
 
-/* The state: calq_dnnl_unary (dnnl_common.h); `serial` for a small input. */
-void calq__pool_dnnl_release(void *state)
-{
-    if (!state) return;
-    calq__dnnl_unary_fini(state);
-    free(state);
-}
-
 /* True when every output position along one axis has at least one tap inside the input. */
 static bool axis_windows_touch_input(const calq_pool_geom *g, int i)
 {
@@ -48,9 +40,9 @@ static dnnl_status_t pool_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, const 
     return tag == dnnl_format_tag_undef ? dnnl_unimplemented : dnnl_memory_desc_init_by_tag(md, ndim, d, dt, tag);
 }
 
-/* Creates the primitive and its reusable objects; any oneDNN refusal just declines. */
-static dnnl_status_t build(calq_dnnl_unary *st, const calq_pool_geom *g, dnnl_data_type_t dt, const int64_t *pad_r,
-                           bool jit_only, calq_layout block, dnnl_engine_t eng)
+/* The pooling's operation descriptor; any oneDNN refusal just declines. */
+static dnnl_status_t describe(dnnl_pooling_v2_desc_t *desc, const calq_pool_geom *g, dnnl_data_type_t dt,
+                              const int64_t *pad_r, calq_layout block)
 {
     int ndim = 2 + g->nsp;
     int64_t sdims[2 + CALQ_POOL_MAX_SPATIAL] = {g->n, g->c}, ddims[2 + CALQ_POOL_MAX_SPATIAL] = {g->n, g->c};
@@ -71,14 +63,8 @@ static dnnl_status_t build(calq_dnnl_unary *st, const calq_pool_geom *g, dnnl_da
     dnnl_alg_kind_t alg = g->kind == CALQ_POOL_MAX ? dnnl_pooling_max
                           : g->count_include_pad   ? dnnl_pooling_avg_include_padding
                                                    : dnnl_pooling_avg_exclude_padding;
-    dnnl_pooling_v2_desc_t desc;
-    s = dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &smd, &dmd, strides, kernel, dil, pl, pr);
-    if (s != dnnl_success) return s;
-    dnnl_primitive_desc_t pd;
-    if ((s = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL)) != dnnl_success) return s;
-    s = calq__dnnl_unary_init(st, pd, jit_only);
-    dnnl_primitive_desc_destroy(pd);
-    return s;
+    return dnnl_pooling_v2_forward_desc_init(desc, dnnl_forward_inference, alg, &smd, &dmd, strides, kernel, dil, pl,
+                                             pr);
 }
 
 calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, bool jit_only)
@@ -109,32 +95,17 @@ calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, boo
         }
     }
 
-    dnnl_engine_t eng = calq__dnnl_engine();
-    if (!eng) return CALQ_OK;
     /* in the executor's layout when the input arrives in it, the output in the same */
     const calq_layout block =
         c->in_layout && c->out_layout && dt == dnnl_f32 && c->in_layout[0] == c->native ? c->native : CALQ_LAYOUT_PLAIN;
-    calq_dnnl_unary *st = calloc(1, sizeof *st);
-    if (!st) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN pooling state");
+    dnnl_pooling_v2_desc_t desc;
+    if (describe(&desc, g, dt, pad_r, block) != dnnl_success) return CALQ_OK;
     /* Pooling reads an input element in well under a nanosecond: below 2^18 elements a wake-up of
      * the other thread (60-70 us on this VM) costs more than the work (the squeeze-excite pools
      * of a MobileNetV3 took 50 us each on two threads). Each output is one thread's either way. */
     int64_t in_elems = g->n * g->c;
     for (int i = 0; i < g->nsp; i++) in_elems *= g->in[i];
-    st->serial = in_elems < ((int64_t)1 << 18);
-    int prev = calq__dnnl_serial_begin(st->serial);
-    dnnl_status_t built = build(st, g, dt, pad_r, jit_only, block, eng);
-    calq__dnnl_serial_end(st->serial, prev);
-    if (built != dnnl_success) {
-        calq__pool_dnnl_release(st);
-        return CALQ_OK;
-    }
-    if (c->out_layout) c->out_layout[0] = block;
-    c->state = st;
+    CALQ_TRY(calq__dnnl_unary_prepare(c, &desc, in_elems < ((int64_t)1 << 18), jit_only));
+    if (c->state && c->out_layout) c->out_layout[0] = block;
     return CALQ_OK;
-}
-
-calq_status calq__pool_dnnl_run(calq_op_ctx *c)
-{
-    return calq__dnnl_unary_run(c, c->state, c->in[0]->data, c->out[0]->data);
 }

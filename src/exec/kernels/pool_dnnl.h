@@ -40,7 +40,6 @@ calq_status calq__ascend_avgpool_run(calq_op_ctx *c);
  * With jit_only, oneDNN's non-JIT implementations are declined as well (they are slower
  * than the reference kernel); tests pass false to check every implementation's results. */
 calq_status calq__pool_dnnl_prepare(calq_op_ctx *c, const calq_pool_geom *g, bool jit_only);
-calq_status calq__pool_dnnl_run(calq_op_ctx *c);
-void calq__pool_dnnl_release(void *state);
+/* run_fast / release: calq__dnnl_unary_run / calq__dnnl_unary_release (dnnl_common.h). */
 
 #endif

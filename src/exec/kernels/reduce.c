@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/reduce_dnnl.h"
 #include "exec/kernels/softmax_dnnl.h"
 #include "exec/kernels/values.h"
@@ -665,8 +666,8 @@ static calq_status reduce_prepare(calq_op_ctx *c)
 
 #define REDUCE_DNNL_OP(name)                                                                                           \
     {                                                                                                                  \
-        name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, reduce_prepare, calq__reduce_dnnl_run,             \
-            calq__reduce_dnnl_release, 0                                                                               \
+        name, 1, 2, 1, 1, 1u << 1, false, reduce_infer, reduce_run, reduce_prepare, calq__dnnl_unary_run,              \
+            calq__dnnl_unary_release, 0                                                                                \
     }
 
 const calq_op_def calq__ops_reduce[] = {
@@ -680,10 +681,10 @@ const calq_op_def calq__ops_reduce[] = {
     REDUCE_OP("ReduceSumSquare"),
     REDUCE_OP("ReduceLogSum"),
     REDUCE_OP("ReduceLogSumExp"),
-    {"Softmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__softmax_dnnl_run,
-     calq__softmax_dnnl_release, 0},
-    {"LogSoftmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__softmax_dnnl_run,
-     calq__softmax_dnnl_release, 0},
+    {"Softmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__dnnl_unary_run,
+     calq__dnnl_unary_release, 0},
+    {"LogSoftmax", 1, 1, 1, 1, 0, false, softmax_infer, softmax_run, softmax_prepare, calq__dnnl_unary_run,
+     calq__dnnl_unary_release, 0},
     SOFTMAX_OP("Hardmax"),
     {"ArgMax", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},
     {"ArgMin", 1, 1, 1, 1, 0, false, arg_infer, arg_run, NULL, NULL, NULL, 0},

@@ -23,32 +23,6 @@
 /* The least number of contiguous reduced elements per output worth oneDNN's kernel. */
 #define REDUCE_MIN_RUN 64
 
-void calq__reduce_dnnl_release(void *state)
-{
-    if (!state) return;
-    calq__dnnl_unary_fini(state);
-    free(state);
-}
-
-static dnnl_status_t build(calq_dnnl_unary *u, const int64_t *dims, int ndim, const bool *red, bool mean,
-                           dnnl_engine_t eng)
-{
-    int64_t out[CALQ_MAX_DIMS];
-    for (int i = 0; i < ndim; i++) out[i] = red[i] ? 1 : dims[i];
-    dnnl_memory_desc_t smd, dmd;
-    dnnl_status_t s = calq__dnnl_plain_md(&smd, dims, ndim);
-    if (s == dnnl_success) s = calq__dnnl_plain_md(&dmd, out, ndim);
-    if (s != dnnl_success) return s;
-    dnnl_reduction_desc_t desc;
-    s = dnnl_reduction_desc_init(&desc, mean ? dnnl_reduction_mean : dnnl_reduction_sum, &smd, &dmd, 0.0f, 0.0f);
-    if (s != dnnl_success) return s;
-    dnnl_primitive_desc_t pd;
-    if ((s = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL)) != dnnl_success) return s;
-    s = calq__dnnl_unary_init(u, pd, true);
-    dnnl_primitive_desc_destroy(pd);
-    return s;
-}
-
 calq_status calq__reduce_dnnl_prepare(calq_op_ctx *c, const int64_t *dims, int ndim, const bool *red, bool mean)
 {
     c->state = NULL;
@@ -65,23 +39,13 @@ calq_status calq__reduce_dnnl_prepare(calq_op_ctx *c, const int64_t *dims, int n
     int64_t run = 1;
     for (int i = ndim - 1; i >= 0 && red[i]; i--) run *= dims[i];
     if (run < REDUCE_MIN_RUN) return CALQ_OK;
-    dnnl_engine_t eng = calq__dnnl_engine();
-    if (!eng) return CALQ_OK;
-    calq_dnnl_unary *u = calloc(1, sizeof *u);
-    if (!u) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN reduction state");
-    u->serial = n < REDUCE_SERIAL_ELEMS;
-    int prev = calq__dnnl_serial_begin(u->serial);
-    dnnl_status_t s = build(u, dims, ndim, red, mean, eng);
-    calq__dnnl_serial_end(u->serial, prev);
-    if (s != dnnl_success) {
-        calq__reduce_dnnl_release(u);
+    int64_t out[CALQ_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) out[i] = red[i] ? 1 : dims[i];
+    dnnl_memory_desc_t smd, dmd;
+    dnnl_reduction_desc_t desc;
+    if (calq__dnnl_plain_md(&smd, dims, ndim) != dnnl_success || calq__dnnl_plain_md(&dmd, out, ndim) != dnnl_success ||
+        dnnl_reduction_desc_init(&desc, mean ? dnnl_reduction_mean : dnnl_reduction_sum, &smd, &dmd, 0.0f, 0.0f) !=
+            dnnl_success)
         return CALQ_OK;
-    }
-    c->state = u;
-    return CALQ_OK;
-}
-
-calq_status calq__reduce_dnnl_run(calq_op_ctx *c)
-{
-    return calq__dnnl_unary_run(c, c->state, c->in[0]->data, c->out[0]->data);
+    return calq__dnnl_unary_prepare(c, &desc, n < REDUCE_SERIAL_ELEMS, true);
 }

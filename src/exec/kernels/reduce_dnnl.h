@@ -13,7 +13,6 @@
  * reference kernel then runs). The output holds the kept dims in the input's order, which is
  * the same buffer with or without keepdims. Fails only when out of memory. */
 calq_status calq__reduce_dnnl_prepare(calq_op_ctx *c, const int64_t *dims, int ndim, const bool *red, bool mean);
-calq_status calq__reduce_dnnl_run(calq_op_ctx *c);
-void calq__reduce_dnnl_release(void *state);
+/* run_fast / release: calq__dnnl_unary_run / calq__dnnl_unary_release (dnnl_common.h). */
 
 #endif

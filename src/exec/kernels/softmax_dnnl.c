@@ -17,51 +17,16 @@
  * with AVX-512, so the work stays under a wake-up of the other thread (60-70 us here). */
 #define SOFTMAX_SERIAL_ELEMS ((int64_t)1 << 18)
 
-void calq__softmax_dnnl_release(void *state)
-{
-    if (!state) return;
-    calq__dnnl_unary_fini(state);
-    free(state);
-}
-
-static dnnl_status_t build(calq_dnnl_unary *u, int64_t outer, int64_t len, int64_t inner, bool log, dnnl_engine_t eng)
-{
-    dnnl_dims_t dims = {outer, len, inner};
-    dnnl_memory_desc_t md;
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&md, 3, dims, dnnl_f32, dnnl_abc);
-    if (s != dnnl_success) return s;
-    dnnl_softmax_v2_desc_t desc;
-    s = dnnl_softmax_v2_forward_desc_init(&desc, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
-                                          &md, &md, 1);
-    if (s != dnnl_success) return s;
-    dnnl_primitive_desc_t pd;
-    if ((s = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL)) != dnnl_success) return s;
-    s = calq__dnnl_unary_init(u, pd, true);
-    dnnl_primitive_desc_destroy(pd);
-    return s;
-}
-
 calq_status calq__softmax_dnnl_prepare(calq_op_ctx *c, int64_t outer, int64_t len, int64_t inner, bool log)
 {
     c->state = NULL;
     if (c->in[0]->dtype != CALQ_DTYPE_FLOAT32 || outer <= 0 || len <= 0 || inner <= 0) return CALQ_OK;
-    dnnl_engine_t eng = calq__dnnl_engine();
-    if (!eng) return CALQ_OK;
-    calq_dnnl_unary *u = calloc(1, sizeof *u);
-    if (!u) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the oneDNN softmax state");
-    u->serial = outer * len * inner < SOFTMAX_SERIAL_ELEMS;
-    int prev = calq__dnnl_serial_begin(u->serial);
-    dnnl_status_t s = build(u, outer, len, inner, log, eng);
-    calq__dnnl_serial_end(u->serial, prev);
-    if (s != dnnl_success) {
-        calq__softmax_dnnl_release(u);
+    dnnl_dims_t dims = {outer, len, inner};
+    dnnl_memory_desc_t md;
+    dnnl_softmax_v2_desc_t desc;
+    if (dnnl_memory_desc_init_by_tag(&md, 3, dims, dnnl_f32, dnnl_abc) != dnnl_success ||
+        dnnl_softmax_v2_forward_desc_init(&desc, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
+                                          &md, &md, 1) != dnnl_success)
         return CALQ_OK;
-    }
-    c->state = u;
-    return CALQ_OK;
-}
-
-calq_status calq__softmax_dnnl_run(calq_op_ctx *c)
-{
-    return calq__dnnl_unary_run(c, c->state, c->in[0]->data, c->out[0]->data);
+    return calq__dnnl_unary_prepare(c, &desc, outer * len * inner < SOFTMAX_SERIAL_ELEMS, true);
 }

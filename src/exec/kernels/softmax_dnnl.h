@@ -12,7 +12,6 @@
  * (log: LogSoftmax), into c->state; leaves c->state NULL when oneDNN has no JIT kernel for it
  * (the reference kernel then runs). Fails only when out of memory. */
 calq_status calq__softmax_dnnl_prepare(calq_op_ctx *c, int64_t outer, int64_t len, int64_t inner, bool log);
-calq_status calq__softmax_dnnl_run(calq_op_ctx *c);
-void calq__softmax_dnnl_release(void *state);
+/* run_fast / release: calq__dnnl_unary_run / calq__dnnl_unary_release (dnnl_common.h). */
 
 #endif

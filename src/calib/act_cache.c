@@ -3,6 +3,7 @@
  * file, so the replay order is the store order. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
 #include <errno.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,9 @@ struct calq__act_cache {
     bool stopped;        /* calq__act_cache_stop: nothing more is stored */
     int batches;         /* complete batches stored */
     double file_seconds; /* time spent writing the file */
+    unsigned *mark;      /* per group: the stamp of the last replayed batch that had it (owned) */
+    size_t n_mark;
+    unsigned stamp;
 };
 
 /* n bytes (64-aligned) from the current arena, or from a new one; NULL when memory runs out */
@@ -116,6 +120,7 @@ void calq__act_cache_free(calq__act_cache *c)
     free_records(c);
     if (c->fp) fclose(c->fp);
     free(c->buf);
+    free(c->mark);
     free(c);
 }
 
@@ -248,20 +253,58 @@ uint64_t calq__act_cache_file_bytes(const calq__act_cache *c)
 static calq_status replay_file(calq__act_cache *c, calq__act_cache_tensor_fn tensor, calq__act_cache_batch_fn end_batch,
                                void *user, int batch, calq_error *err);
 
+/* Whether no group has two of the records [i0, i1) (false also without memory for the marks). */
+static bool groups_once(calq__act_cache *c, size_t i0, size_t i1)
+{
+    int top = 0;
+    for (size_t i = i0; i < i1; i++) top = c->recs[i].group > top ? c->recs[i].group : top;
+    if ((size_t)top >= c->n_mark) {
+        unsigned *m = realloc(c->mark, ((size_t)top + 1) * sizeof *m);
+        if (!m) return false;
+        memset(m + c->n_mark, 0, ((size_t)top + 1 - c->n_mark) * sizeof *m);
+        c->mark = m;
+        c->n_mark = (size_t)top + 1;
+    }
+    c->stamp++;
+    for (size_t i = i0; i < i1; i++) {
+        unsigned *m = &c->mark[c->recs[i].group];
+        if (*m == c->stamp) return false;
+        *m = c->stamp;
+    }
+    return true;
+}
+
+/* The records [i0, i1) of one batch. Each group stores at most one tensor per batch (a tensor is
+ * computed once per run), so they touch disjoint calibrators and go to the threads in any order;
+ * a batch that holds a group twice (never seen, but not excluded by the types) goes in order. */
+static void replay_batch(calq__act_cache *c, size_t i0, size_t i1, calq__act_cache_tensor_fn tensor, void *user,
+                         int batch, int n_threads)
+{
+    bool once = n_threads > 1 && i1 - i0 > 1 && groups_once(c, i0, i1);
+    if (!once) {
+        for (size_t i = i0; i < i1; i++) tensor(user, batch, c->recs[i].group, c->recs[i].x, c->recs[i].n);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (size_t i = i0; i < i1; i++) tensor(user, batch, c->recs[i].group, c->recs[i].x, c->recs[i].n);
+}
+
 calq_status calq__act_cache_replay(calq__act_cache *c, calq__act_cache_tensor_fn tensor,
-                                   calq__act_cache_batch_fn end_batch, void *user, calq_error *err)
+                                   calq__act_cache_batch_fn end_batch, void *user, int n_threads, calq_error *err)
 {
     if (c->broken)
         return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "the activation cache was replayed after it gave up: %s",
                           c->why);
     int batch = 0;
+    size_t i0 = 0;
     for (size_t i = 0; i < c->n_recs; i++) {
-        const rec *r = &c->recs[i];
-        if (r->group == BATCH_END) {
-            CALQ_TRY(end_batch(user, batch++, err));
-        } else
-            tensor(user, batch, r->group, r->x, r->n);
+        if (c->recs[i].group != BATCH_END) continue;
+        replay_batch(c, i0, i, tensor, user, batch, n_threads);
+        i0 = i + 1;
+        CALQ_TRY(end_batch(user, batch++, err));
     }
+    /* the batch the file continues: its first tensors, in order */
+    replay_batch(c, i0, c->n_recs, tensor, user, batch, 1);
     if (!c->fp) return CALQ_OK;
     calq_status st = replay_file(c, tensor, end_batch, user, batch, err);
     /* The buffer goes now, not with the cache: when the cache holds only the first batches, the

@@ -45,11 +45,13 @@ uint64_t calq__act_cache_file_bytes(const calq__act_cache *c);
 
 /* Calls tensor(user, batch, group, x, n) for every stored tensor and end_batch(user, batch, err)
  * after each complete batch, in the order they were stored (a batch cut by calq__act_cache_stop
- * is not replayed). Fails when the file cannot be read back, or
+ * is not replayed). The tensors of one batch in memory go to up to n_threads threads at once
+ * (at most one per group, and each group's in store order): `tensor` must accept concurrent calls
+ * for different groups. Those from the file come in order, one at a time. Fails when the file cannot be read back, or
  * with end_batch's status when it is not CALQ_OK (the replay stops there). */
 typedef void (*calq__act_cache_tensor_fn)(void *user, int batch, int group, const float *x, size_t n);
 typedef calq_status (*calq__act_cache_batch_fn)(void *user, int batch, calq_error *err);
 calq_status calq__act_cache_replay(calq__act_cache *c, calq__act_cache_tensor_fn tensor,
-                                   calq__act_cache_batch_fn end_batch, void *user, calq_error *err);
+                                   calq__act_cache_batch_fn end_batch, void *user, int n_threads, calq_error *err);
 
 #endif

@@ -14,6 +14,7 @@
  * The model runs batch by batch with reused input buffers and a session arena; calibrators keep
  * bounded state and the cache at most its memory budget (then a temporary file), so memory
  * does not grow with batch_num beyond that budget (AMCT's grows with it, §3.2). */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +141,8 @@ static calq_status replayed_batch(void *user, int batch, calq_error *err)
 static calq_status later_pass(calq__calib *cal, calq_session *s, calq_tensor *ins, int n_in, calq_error *err)
 {
     if (!calq__act_cache_usable(cal->cache)) return run_pass(cal, s, ins, n_in, 0, err);
-    CALQ_TRY(calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, err));
+    int nt = cal->n_threads > 0 ? cal->n_threads : omp_get_max_threads();
+    CALQ_TRY(calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, nt, err));
     return run_pass(cal, s, ins, n_in, calq__act_cache_batches(cal->cache), err);
 }
 

@@ -129,11 +129,13 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
 }
 
 /* As calq__calib_observe in a later pass, from the cache: the same groups in the same order,
- * skipped on the same conditions (observe_group), so the record is the same bytes. */
+ * skipped on the same conditions (observe_group), so the record is the same bytes. The cache
+ * calls it for the tensors of one batch from several threads at once (act_cache.h): it touches
+ * only the groups of `first`'s chain, which no other tensor feeds, and reads cal's settings. */
 void calq__calib_replay_tensor(void *user, int batch, int first, const float *x, size_t n)
 {
-    calq__calib *cal = user;
-    cal->batch = batch;
+    (void)batch;
+    const calq__calib *cal = user;
     for (int k = first; k >= 0; k = cal->groups[k].next_same) {
         calq__calib_group *gr = &cal->groups[k];
         if (gr->failed || gr->done || gr->auto_pending) continue;

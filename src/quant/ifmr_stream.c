@@ -238,10 +238,13 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
     return CALQ_OK;
 }
 
+/* One thread inside a parallel region: calibration feeds several layers at once from its
+ * activation cache (act_cache.h), one thread each; nesting teams would only add wake-ups. The
+ * sums do not depend on the count either way. */
 static int loss_threads(const calq_ifmr_stream *s, size_t n)
 {
     int nt = s->o.n_threads > 0 ? s->o.n_threads : omp_get_max_threads();
-    return n < LOSS_CHUNK / 4 || nt < 1 ? 1 : nt;
+    return n < LOSS_CHUNK / 4 || nt < 1 || omp_in_parallel() ? 1 : nt;
 }
 
 /* Merges the other threads' histograms of a feed into thist[0] and frees them. */

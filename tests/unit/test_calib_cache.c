@@ -7,6 +7,7 @@
  * refuses the file makes it give up (the run then re-runs the model), and no file is left
  * behind. */
 #include <dirent.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,14 +160,14 @@ static void test_cache_unit(const char *dir)
         EXPECT(count_cache_files(dir) == 0);   /* unlinked while open */
         for (int pass = 0; pass < 2; pass++) { /* a third pass replays it again */
             replay_log l = {0};
-            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_OK, &err, NULL);
+            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_OK, &err, NULL);
             EXPECT(l.n == 30 && l.batches == 10 && l.bad == 0 && l.next == next);
         }
         /* a batch callback that fails (the progress callback asked to stop) ends the replay there,
          * in the memory part and in the file part */
         for (int stop = 1; stop <= 10; stop += 9) {
             replay_log l = {.stop_at = stop};
-            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_ERR_GENERIC, &err,
+            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_ERR_GENERIC, &err,
                           "stopped after batch");
             EXPECT(l.batches == stop && l.n == 3 * stop && l.bad == 0);
         }
@@ -191,7 +192,7 @@ static void test_cache_unit(const char *dir)
         EXPECT(calq__act_cache_batches(c) == 6 && calq__act_cache_file_bytes(c) > 0);
         EXPECT(calq__act_cache_file_seconds(c) > 0.0);
         replay_log l = {0};
-        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_OK, &err, NULL);
         EXPECT(l.n == 18 && l.batches == 6 && l.bad == 0 && l.next == next);
         calq__act_cache_free(c);
     }
@@ -209,6 +210,76 @@ static void test_cache_unit(const char *dir)
     calq__act_cache_free(c);
 }
 
+/* A parallel replay: the tensors of a batch go to several threads at once, but each group still
+ * gets its own in store order, batch by batch, and batch ends come after their tensors, in
+ * order. A batch that holds a group twice is replayed in order. Tensor k holds k + i. */
+typedef struct par_log {
+    int last[8];  /* per group: the last tensor index seen */
+    int batch_of; /* tensors seen when the current batch ended */
+    int seen, bad, batches;
+    int order[64]; /* the tensors of batch 3 (the one with a repeated group), in call order */
+    int n_order;
+} par_log;
+
+static void on_tensor_par(void *user, int batch, int group, const float *x, size_t n)
+{
+    par_log *l = user;
+    int k = n ? (int)x[0] : -1, bad = 0;
+    for (size_t i = 0; i < n; i++) bad += x[i] != (float)k + (float)i;
+    if (k == 24) /* batch 3's first tensor: parallel calls would overtake it */
+        for (double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.02;) {
+        }
+#pragma omp critical
+    {
+        l->bad += bad + (k <= l->last[group]) + (batch != l->batches);
+        l->last[group] = k;
+        l->seen++;
+        if (batch == 3 && l->n_order < 64) l->order[l->n_order++] = k;
+    }
+}
+
+static calq_status on_batch_par(void *user, int batch, calq_error *err)
+{
+    (void)err;
+    par_log *l = user;
+    l->bad += batch != l->batches || l->seen < l->batch_of;
+    l->batch_of = l->seen;
+    l->batches++;
+    return CALQ_OK;
+}
+
+static void test_cache_parallel(const char *dir)
+{
+    calq_error err = {0};
+    static float x[40000];
+    calq__act_cache *c = NULL;
+    const char *dirs[1] = {dir};
+    EXPECT_STATUS(calq__act_cache_create((size_t)64 << 20, dirs, 1, &c, &err), CALQ_OK, &err, NULL);
+    int k = 0;
+    for (int b = 0; b < 6; b++) {
+        for (int g = 0; g < 8; g++, k++) {
+            int group = b == 3 && g == 5 ? 2 : g; /* batch 3 feeds group 2 twice */
+            size_t n = (size_t)(1000 + 4000 * ((g * 7 + b) % 9));
+            for (size_t i = 0; i < n; i++) x[i] = (float)k + (float)i;
+            calq__act_cache_put(c, group, x, n);
+        }
+        calq__act_cache_end_batch(c);
+    }
+    EXPECT(calq__act_cache_file_bytes(c) == 0);
+    for (int threads = 1; threads <= 3; threads++) {
+        par_log l = {.bad = 0};
+        for (int g = 0; g < 8; g++) l.last[g] = -1;
+        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor_par, on_batch_par, &l, threads, &err), CALQ_OK, &err, NULL);
+        EXPECT(l.bad == 0 && l.seen == 48 && l.batches == 6);
+        bool in_order = l.n_order == 8;
+        for (int i = 0; in_order && i < 8; i++) in_order = l.order[i] == 24 + i;
+        EXPECT(in_order);
+    }
+    calq__act_cache_free(c);
+    printf("parallel replay: each group's tensors in store order and every batch end after its tensors, for 1-3 "
+           "threads; a batch with a repeated group in store order\n");
+}
+
 int main(void)
 {
     char faces[1024], a[1024], b[1024];
@@ -216,6 +287,7 @@ int main(void)
     char dir[] = "/tmp/calq_cache_test_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     test_cache_unit(dir);
+    test_cache_parallel(dir);
     calq_error err = {0};
     calq_model *m = NULL;
     /* a model that is there must load: only a missing file is a skip */

@@ -811,6 +811,15 @@ typedef enum calq_save_format {
     CALQ_SAVE_ASCEND_DEPLOY = 3
 } calq_save_format;
 
+/* OR-ed into CALQ_SAVE_QDQ or CALQ_SAVE_QOPERATOR (an error with the others): the same file with
+ * 7-bit weights, for onnxruntime on x86 CPUs without VNNI. Their u8s8 kernels add pairs of
+ * u8 x s8 products in 16 bits with saturation (vpmaddubsw): 255 * 127 * 2 overflows, and the
+ * results drift from the integer ones (13 steps on UltraFace); with |w_q| <= 64 no pair reaches
+ * 2^15 and the kernels are exact. scale_w becomes the record's * 127/63 (ARQ's max|w| / 63), the
+ * weights are clamped to [-64, 63] and the int32 biases follow; activations and the record are
+ * unchanged. Costs one bit of weight precision (docs/cli.md "--reduce-range"). */
+#define CALQ_SAVE_REDUCE_RANGE 0x100
+
 /* Checks the record file against m (amct-reference.md §4.4: factor ranges, keys, every
  * quantizable layer present, int32 bias range) and writes the quantized ONNX model, atomically:
  * on any failure nothing is written and an existing output is untouched. Conv+BatchNorm is

@@ -108,6 +108,9 @@ add_test(NAME peer.save_tensor_quantize
 set_tests_properties(peer.save_tensor_quantize PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
 # int8 QDQ / QOperator files (issue 12, items 5-6): --qdq-scheme int8 on a small FPN-like net and a
 # ResNet-18; onnxruntime's optimized graphs run on 8-bit tensors, accuracy vs float, calq vs onnxruntime.
+add_test(NAME peer.save_reduce_range
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_reduce_range.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(peer.save_reduce_range PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
 add_test(NAME peer.save_int8
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_int8.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_int8 PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)

@@ -89,7 +89,7 @@ extern const cli_choice cli_save_types[];
  * most 4 formats. NULL format: "all" (ONNX) / "ascend" (Caffe). Returns 0, or CLI_USAGE after
  * printing why. Fakequant keeps the ascend fake-quant and the QDQ file, Deploy the ascend deploy
  * and the QOperator file. */
-int cli_save_formats(const char *format, int save_type, bool caffe, calq_save_format *fmts, int *n);
+int cli_save_formats(const char *format, int save_type, bool caffe, bool reduce_range, calq_save_format *fmts, int *n);
 /* Saves fmts (staged in outputs when non-NULL, else committed at once). chosen (the user gave
  * --format): all of them or nothing; otherwise the formats this model allows, printing which were
  * skipped and why (calq_save_models_available). */

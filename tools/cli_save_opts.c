@@ -24,7 +24,7 @@ const cli_choice cli_save_types[] = {{"Both", CLI_SAVE_BOTH},
                                      {"None", CLI_SAVE_NONE},
                                      {NULL, 0}};
 
-int cli_save_formats(const char *format, int save_type, bool caffe, calq_save_format *fmts, int *n)
+int cli_save_formats(const char *format, int save_type, bool caffe, bool reduce_range, calq_save_format *fmts, int *n)
 {
     bool fake = save_type == CLI_SAVE_BOTH || save_type == CLI_SAVE_FAKEQUANT;
     bool deploy = save_type == CLI_SAVE_BOTH || save_type == CLI_SAVE_DEPLOY;
@@ -73,6 +73,18 @@ int cli_save_formats(const char *format, int save_type, bool caffe, calq_save_fo
         cli_failf("--save_type %s keeps none of --format %s: qdq and the ascend fake-quant model are the "
                   "Fakequant kind, qoperator and the ascend deploy model the Deploy kind",
                   cli_save_types[save_type].name, format);
+        return CLI_USAGE;
+    }
+    if (!reduce_range) return 0;
+    int reduced = 0;
+    for (int i = 0; i < *n; i++)
+        if (fmts[i] == CALQ_SAVE_QDQ || fmts[i] == CALQ_SAVE_QOPERATOR) {
+            fmts[i] = (calq_save_format)(fmts[i] | CALQ_SAVE_REDUCE_RANGE);
+            reduced++;
+        }
+    if (!reduced) {
+        cli_failf("--reduce-range applies to the qdq and qoperator files; --format %s --save_type %s writes neither",
+                  format, cli_save_types[save_type].name);
         return CLI_USAGE;
     }
     return 0;

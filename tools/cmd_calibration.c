@@ -11,7 +11,7 @@
 
 typedef struct calib_args {
     const char *model, *weights, *save, *shapes, *config, *cfg_simple, *skip, *format, *eval_data, *evaluator;
-    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme, cache_mb;
+    int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme, cache_mb, reduce_range;
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
     double target_cosine, target, time_budget;
@@ -65,6 +65,11 @@ static const cli_flag flags[] = {
      .help = "layers (default): AMCT's scheme, factors on the inputs of quantized layers only;\n"
              "int8: also calibrate the tensors between layers so that onnxruntime runs the\n"
              "QDQ / QOperator files in integers end to end (faster, slightly less exact)"},
+    {.name = "--reduce-range",
+     .type = CLI_SWITCH,
+     .offset = offsetof(calib_args, reduce_range),
+     .help = "7-bit weights in the qdq / qoperator files: exact in onnxruntime on x86 CPUs\n"
+             "without VNNI, whose int8 kernels saturate 8-bit ones (docs/cli.md)"},
     CLI_DATA_FLAGS(calib_args, data),
     {.name = "--input_shape",
      .alias = "--input-shape",
@@ -200,7 +205,7 @@ static const cli_command command = {
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
                 "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N] [--strict]\n"
                 "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
-                "[--qdq-scheme layers|int8]",
+                "[--qdq-scheme layers|int8] [--reduce-range]",
     .flags = CLI_FLAGS(flags),
     .positional = CLI_NO_POSITIONAL,
 };
@@ -322,10 +327,12 @@ int calq_cmd_calibration(int argc, char **argv)
     co.skip_illegal = a.skip_illegal;
     co.cache_mb = a.cache_mb;
     calq_save_format fmts[4];
-    int n_fmts = 0, urc = cli_save_formats(a.format, a.save_type, a.weights != NULL, fmts, &n_fmts);
+    int n_fmts = 0, urc = cli_save_formats(a.format, a.save_type, a.weights != NULL, a.reduce_range, fmts, &n_fmts);
     if (urc) return urc;
-    for (int k = 0; k < n_fmts; k++) /* only the QDQ / QOperator writers use the tensors' factors */
-        if ((fmts[k] == CALQ_SAVE_QDQ || fmts[k] == CALQ_SAVE_QOPERATOR) && a.qdq_scheme == 1) co.int8_tensors = 1;
+    for (int k = 0; k < n_fmts; k++) { /* only the QDQ / QOperator writers use the tensors' factors */
+        calq_save_format f = (calq_save_format)(fmts[k] & ~CALQ_SAVE_REDUCE_RANGE);
+        if ((f == CALQ_SAVE_QDQ || f == CALQ_SAVE_QOPERATOR) && a.qdq_scheme == 1) co.int8_tensors = 1;
+    }
 
     char record_path[4096], config_path[4096], shown[CLI_CUT_BUF];
     if (snprintf(record_path, sizeof record_path, "%s_record.txt", a.save) >= (int)sizeof record_path) {

@@ -8,7 +8,7 @@
 
 typedef struct save_args {
     const char *model, *weights, *record, *save, *format, *config, *shapes;
-    int save_type;
+    int save_type, reduce_range;
 } save_args;
 
 static const cli_flag flags[] = {
@@ -54,6 +54,11 @@ static const cli_flag flags[] = {
      .metavar = "T",
      .choices = cli_save_types,
      .help = "Both (default), Fakequant (the fake-quant kind only), Deploy (deploy kind only)"},
+    {.name = "--reduce-range",
+     .type = CLI_SWITCH,
+     .offset = offsetof(save_args, reduce_range),
+     .help = "7-bit weights in the qdq / qoperator files: exact in onnxruntime on x86 CPUs\n"
+             "without VNNI, whose int8 kernels saturate 8-bit ones (docs/cli.md)"},
     {.name = "--config",
      .type = CLI_STRING,
      .offset = offsetof(save_args, config),
@@ -72,7 +77,7 @@ static const cli_flag flags[] = {
 static const cli_command command = {
     .name = "save",
     .synopsis = "--model MODEL.onnx|MODEL.prototxt [--weights W.caffemodel] --record R_record.txt\n"
-                "--save_path DIR/PREFIX [--format F] [--save_type Both|Fakequant|Deploy]\n"
+                "--save_path DIR/PREFIX [--format F] [--save_type Both|Fakequant|Deploy] [--reduce-range]\n"
                 "[--config C.json|C.cfg] [--input_shape \"in:n,c,h,w\"]",
     .flags = CLI_FLAGS(flags),
     .positional = CLI_NO_POSITIONAL,
@@ -85,7 +90,7 @@ int calq_cmd_save(int argc, char **argv)
     if (rc) return rc < 0 ? 0 : rc;
     calq_save_format fmts[4];
     int n_fmts = 0;
-    rc = cli_save_formats(a.format, a.save_type, a.weights != NULL, fmts, &n_fmts);
+    rc = cli_save_formats(a.format, a.save_type, a.weights != NULL, a.reduce_range, fmts, &n_fmts);
     if (rc) return rc;
     if (!n_fmts) {
         cli_failf("--save_type None: calq save has nothing to write");

@@ -87,4 +87,11 @@ calq_status calq__save_check(const calq_model *m, const calq_record *r, const ca
 calq_status calq__xg_write(const Onnx__ModelProto *mp, const Onnx__GraphProto *graph, const char *path,
                            calq_staged_files *out, calq_error *err);
 
+/* CALQ_SAVE_REDUCE_RANGE (reduce_range.c): swaps every weighted layer's scale_w for the 7-bit
+ * one, keeping the record's in *saved (owned, NULL entries for layers without weights);
+ * calq__reduce_range_end restores them and frees *saved. Fails, with rec unchanged, on a layer
+ * with ada_quantize weights (learned for 8 bits) and on out-of-memory. */
+calq_status calq__reduce_range_begin(calq_record *rec, float ***saved, calq_error *err);
+void calq__reduce_range_end(calq_record *rec, float **saved);
+
 #endif

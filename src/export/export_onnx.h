@@ -56,6 +56,7 @@ typedef struct calq__xctx {
     signed char *form;        /* QOperator int8 plan, per node: 1 = its 8-bit form (export_onnx_qop_int8.c) */
     int *writes;              /* per node in its 8-bit form: the value whose uint8 tensor it writes */
     bool uses_msft;           /* a com.microsoft operator was written (its opset is imported) */
+    int w_qmax;               /* the weights' clamp [-w_qmax - 1, w_qmax]: 127, or 63 (CALQ_SAVE_REDUCE_RANGE) */
 } calq__xctx;
 
 /* ---- the int8 plan (export_onnx_int8.c) ---- */

@@ -173,7 +173,7 @@ const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
  * difference means a record made with other fusion settings or by another tool. The record
  * wins (AMCT's save also uses the record), but the user is told. */
 static void arq_cross_check(const calq_qkind *kind, const calq_node *n, const calq_tensor *w,
-                            const calq_record_layer *rl)
+                            const calq_record_layer *rl, int w_qmax)
 {
     calq_arq_opts o;
     calq_arq_opts_init(&o);
@@ -186,7 +186,10 @@ static void arq_cross_check(const calq_qkind *kind, const calq_node *n, const ca
     calq_error e = {0};
     if (s && off && calq_arq_quantize(w, layout, group, &o, n->name, s, off, NULL, NULL, &e) == CALQ_OK) {
         int bad = 0;
-        for (int c = 0; c < rl->n_scale_w; c++) bad += fabsf(s[c] - rl->scale_w[c]) > 1e-6f * fabsf(s[c]);
+        for (int c = 0; c < rl->n_scale_w; c++) {
+            if (w_qmax == 63) s[c] = (float)((double)s[c] * 127.0 / 63.0); /* as reduce_range.c scales them */
+            bad += fabsf(s[c] - rl->scale_w[c]) > 1e-6f * fabsf(s[c]);
+        }
         if (bad)
             calq__log(CALQ_LOG_WARNING,
                       "calq: warning: layer \"%s\": %d of %d scale_w in the record differ from ARQ on its weights as "
@@ -217,14 +220,16 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
                           "§8.4: Gemm / MatMul are per tensor)",
                           n->name, n->op_type, rl->n_scale_w, calq_dtype_name(w->dtype),
                           channel_wise ? " or one per output channel" : "");
-    arq_cross_check(kind, n, w, rl);
+    arq_cross_check(kind, n, w, rl, c->w_qmax);
     const float *wd = w->data;
     /* w_q = clamp(round(w/scale_w) + 0, -128, 127), ARQ's rounding (§6.1): the record's scale_w,
-     * which calq's own calibration computed with the same ARQ on the same folded weights */
+     * which calq's own calibration computed with the same ARQ on the same folded weights
+     * (reduce range: [-64, 63]) */
+    const float hi = (float)c->w_qmax, lo = -hi - 1.0f;
     for (int64_t i = 0; i < numel; i++) {
         float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(kind, n, w, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
-        (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
+        (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
     }
     const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
     CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
@@ -262,11 +267,11 @@ calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *
     *scales = rl->scale_w + j * *n_scales;
     *wq = calq__xa_alloc(&c->x.a, (size_t)numel);
     if (!*wq) return oom(err);
-    const float *wd = w->data;
+    const float *wd = w->data, hi = (float)c->w_qmax, lo = -hi - 1.0f;
     for (int64_t i = 0; i < numel; i++) {
         float sc = (*scales)[*n_scales > 1 ? calq__weight_channel(kind, n, w, i) : 0];
         float q = calq_round(wd[i] / sc, CALQ_ROUND_HALF_AWAY); /* ARQ's rounding (§6.1) */
-        (*wq)[i] = (int8_t)(q > 127.0f ? 127 : q < -128.0f ? -128 : q);
+        (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
     }
     return CALQ_OK;
 }
@@ -578,7 +583,10 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
 calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const calq_config *cfg, calq_save_format fmt,
                               const char *path, calq_staged_files *out, calq_error *err)
 {
-    calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt, .out = out};
+    /* CALQ_SAVE_REDUCE_RANGE: the caller swapped in the 7-bit scale_w (reduce_range.c) */
+    const int w_qmax = fmt & CALQ_SAVE_REDUCE_RANGE ? 63 : 127;
+    fmt = (calq_save_format)(fmt & ~CALQ_SAVE_REDUCE_RANGE);
+    calq__xctx c = {.m = m, .mp = m->onnx, .rec = rec, .cfg = cfg, .fmt = fmt, .out = out, .w_qmax = w_qmax};
     const Onnx__GraphProto *gp = c.mp->graph;
     c.opset_in = m->g->opset;
     /* QDQ / QOperator need opset 13 (per-channel DequantizeLinear); AMCT's models need 11

@@ -27,16 +27,21 @@ static const char *onnx_suffix(calq_save_format f)
     return NULL;
 }
 
-static calq_status save_one(const calq_model *m, const calq_record *rec, const calq_config *cfg, calq_save_format f,
+static calq_status save_one(const calq_model *m, calq_record *rec, const calq_config *cfg, calq_save_format f,
                             const char *prefix, calq_staged_files *out, calq_error *err)
 {
     if (m->format == CALQ_FORMAT_CAFFE)
         return calq__export_caffe(m, rec, cfg, f == CALQ_SAVE_ASCEND_DEPLOY, prefix, out, err);
-    const char *sfx = onnx_suffix(f);
+    const bool reduce = (f & CALQ_SAVE_REDUCE_RANGE) != 0;
+    const calq_save_format base = (calq_save_format)(f & ~CALQ_SAVE_REDUCE_RANGE);
+    const char *sfx = onnx_suffix(base);
     char *path = malloc(strlen(prefix) + strlen(sfx) + 1);
     if (!path) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "save: out of memory");
     strcat(strcpy(path, prefix), sfx);
-    calq_status st = calq__export_onnx(m, rec, cfg, f, path, out, err);
+    float **saved = NULL;
+    calq_status st = reduce ? calq__reduce_range_begin(rec, &saved, err) : CALQ_OK;
+    if (st == CALQ_OK) st = calq__export_onnx(m, rec, cfg, f, path, out, err);
+    calq__reduce_range_end(rec, saved);
     free(path);
     return st;
 }
@@ -109,10 +114,15 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_model: model, record, prefix and at least one format are required");
     for (int i = 0; i < n_fmts; i++) {
-        if (!onnx_suffix(fmts[i]))
+        calq_save_format base = (calq_save_format)(fmts[i] & ~CALQ_SAVE_REDUCE_RANGE);
+        if (!onnx_suffix(base))
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_save_model: unknown format %d", (int)fmts[i]);
-        if (m->format == CALQ_FORMAT_CAFFE && fmts[i] != CALQ_SAVE_ASCEND_FAKE_QUANT &&
-            fmts[i] != CALQ_SAVE_ASCEND_DEPLOY)
+        if ((fmts[i] & CALQ_SAVE_REDUCE_RANGE) && base != CALQ_SAVE_QDQ && base != CALQ_SAVE_QOPERATOR)
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "calq_save_model: CALQ_SAVE_REDUCE_RANGE (--reduce-range) applies to the QDQ and "
+                              "QOperator files only; AMCT's %s model keeps its 8-bit weights",
+                              format_name(base));
+        if (m->format == CALQ_FORMAT_CAFFE && base != CALQ_SAVE_ASCEND_FAKE_QUANT && base != CALQ_SAVE_ASCEND_DEPLOY)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                               "calq_save_model: a Caffe model is saved as AMCT's Caffe models (fake-quant and "
                               "deploy, --format ascend); QDQ and QOperator are ONNX formats");
@@ -141,7 +151,7 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
         } else if (skipped && st != CALQ_ERR_OUT_OF_MEMORY) {
             calq__staged_truncate(out, before);
             calq_save_skip *k = &skipped[(*n_skipped)++];
-            k->format = fmts[i];
+            k->format = (calq_save_format)(fmts[i] & ~CALQ_SAVE_REDUCE_RANGE);
             k->status = st;
             snprintf(k->reason, sizeof k->reason, "%s", err->message);
             err->status = CALQ_OK;

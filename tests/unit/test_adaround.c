@@ -327,9 +327,17 @@ int main(void)
         EXPECT(model_weight_is(path, nm, e[i].q, e[i].numel));
     }
 
-    /* refused: a truncated side file, one learned on other weights, none under an ada config */
+    /* refused: --reduce-range (7-bit weights) of weights learned for 8 bits, and with an AMCT format */
     char bad[1400];
     snprintf(bad, sizeof bad, "%s/bad", dir);
+    calq_save_format rr[2] = {(calq_save_format)(CALQ_SAVE_QDQ | CALQ_SAVE_REDUCE_RANGE),
+                              (calq_save_format)(CALQ_SAVE_ASCEND_DEPLOY | CALQ_SAVE_REDUCE_RANGE)};
+    EXPECT_STATUS(calq_save_models(m, rec[0], conf, rr, 1, bad, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                  "learned by ada_quantize for 8 bits");
+    EXPECT_STATUS(calq_save_models(m, rec[0], conf, rr + 1, 1, bad, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                  "applies to the QDQ and QOperator files only");
+    memset(&err, 0, sizeof err);
+    /* refused: a truncated side file, one learned on other weights, none under an ada config */
     spit(side[1], sd, n_side - 9);
     EXPECT_STATUS(calq_save_models(m, rec[1], NULL, fmts, 1, bad, &err), CALQ_ERR_RECORD_FILE, &err,
                   "not a valid calq AdaRound side file");

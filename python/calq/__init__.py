@@ -314,19 +314,29 @@ def _save(lib, m, record, config, fmts, chosen, prefix, outputs):
         st = lib.calq_save_models_available(m, _b(record), _b(config), arr, len(fmts), _b(prefix), skipped,
                                             ctypes.byref(n_skipped), ctypes.byref(err))
     _check(st, err)
-    return [(_FORMAT_NAMES.get(skipped[i].format, "?"), skipped[i].reason.decode("utf-8", "replace"))
+    return [(_FORMAT_NAMES.get(skipped[i].format & ~_REDUCE_RANGE, "?"), skipped[i].reason.decode("utf-8", "replace"))
             for i in range(n_skipped.value)]
 
 
-def save(m, record, save_path, config=None, save_type="Both", formats=None):
+_REDUCE_RANGE = 0x100  # CALQ_SAVE_REDUCE_RANGE
+
+
+def save(m, record, save_path, config=None, save_type="Both", formats=None, reduce_range=False):
     """Writes the quantized models of m from a record (as `calq save`): save_path is the prefix
     of the files (docs/cli.md, "calq save"); config the JSON or .cfg config the calibration used
     (None: every quantizable layer). formats: a list (or comma string) of "ascend", "qdq",
     "qoperator", "both", "all"; None: every format the model allows ("ascend" for Caffe).
-    save_type: AMCT's Both, Fakequant, Deploy. Returns the formats left out, as (name, reason)
-    pairs (only when formats is None). All files are written or none."""
+    save_type: AMCT's Both, Fakequant, Deploy. reduce_range: 7-bit weights in the qdq and
+    qoperator files (`--reduce-range`: exact in onnxruntime on CPUs without VNNI). Returns the
+    formats left out, as (name, reason) pairs (only when formats is None). All files are written
+    or none."""
     lib = _L()
     fmts, chosen = _formats(formats, save_type, m.weights is not None or m.path.endswith(".prototxt"))
+    if reduce_range:
+        if not any(f in (_QDQ, _QOP) for f in fmts):
+            raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "reduce_range applies to the qdq and qoperator files; the "
+                        "formats %r write neither" % (formats,))
+        fmts = [f | _REDUCE_RANGE if f in (_QDQ, _QOP) else f for f in fmts]
     if not fmts:
         return []
     prefix = os.fspath(save_path)

@@ -159,6 +159,22 @@ def main():
                            capture_output=True, text=True)
         if r.returncode != 0 or not same_file("py_save/uf_qdq.onnx", "cli_save/uf_qdq.onnx"):
             fail("calq.save vs calq save (qdq): %s" % r.stderr[-1000:])
+        # reduce_range = --reduce-range (7-bit weights), a different file
+        calq.save(ns["model"], "cli/ultraface_record.txt", "py_save/rr", config="cli/ultraface_config.json",
+                  formats=["qdq"], reduce_range=True)
+        r = subprocess.run([CLI, "save", "--model", MODEL, "--record", "cli/ultraface_record.txt", "--config",
+                            "cli/ultraface_config.json", "--save_path", "cli_save/rr", "--format", "qdq",
+                            "--reduce-range"], capture_output=True, text=True)
+        if r.returncode != 0 or not same_file("py_save/rr_qdq.onnx", "cli_save/rr_qdq.onnx"):
+            fail("calq.save(reduce_range=True) vs calq save --reduce-range: %s" % r.stderr[-1000:])
+        if same_file("py_save/rr_qdq.onnx", "py_save/uf_qdq.onnx"):
+            fail("reduce_range=True wrote the 8-bit file")
+        try:
+            calq.save(ns["model"], "cli/ultraface_record.txt", "py_save/x", formats=["ascend"], reduce_range=True)
+            fail("reduce_range with formats ['ascend'] was accepted")
+        except calq.Error as e:
+            if "qdq and qoperator" not in str(e):
+                fail("reduce_range with ascend: %s" % e)
         # Model.run = calq run
         r = subprocess.run([CLI, "run", "out/ultraface_fake_quant_model.onnx", "--input", "input=npy/00.npy",
                             "--output-dir", "run"], capture_output=True, text=True)

@@ -473,7 +473,7 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
         if ((st = calq__plan_fuse_transformer(&fi, s, !f.observing, &fused, &done, err)) != CALQ_OK) break;
         if (done) {
             calq__plan_step_free(cur); /* the fused step does its work */
-            st = emit_with_copies(&f, &fused);
+            if ((st = emit_with_copies(&f, &fused)) != CALQ_OK) calq__plan_step_free(&fused);
             continue;
         }
         if ((st = try_elementwise(&f, cur, &done)) != CALQ_OK) break;

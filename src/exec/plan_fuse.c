@@ -56,8 +56,7 @@ static int sole_reader(const calq_fuse_in *f, int v, int after)
 static const calq_tensor *const_of(const calq_fuse_in *f, int v)
 {
     const calq_plan_value *pv = &f->p->vals[v];
-    if ((pv->kind != CALQ_PV_CONST && pv->kind != CALQ_PV_FOLDED) || pv->t.dtype != CALQ_DTYPE_FLOAT32 ||
-        !pv->t.data)
+    if ((pv->kind != CALQ_PV_CONST && pv->kind != CALQ_PV_FOLDED) || pv->t.dtype != CALQ_DTYPE_FLOAT32 || !pv->t.data)
         return NULL;
     return &pv->t;
 }
@@ -115,8 +114,7 @@ static void add_part(parts *pt, int step, int val)
 }
 
 /* The layers of a written-out LayerNorm starting at ReduceMean step s. */
-static bool match_layer_norm(const calq_fuse_in *f, int s, int *x, int *scale, int *bias, int *y, float *eps,
-                             parts *pt)
+static bool match_layer_norm(const calq_fuse_in *f, int s, int *x, int *scale, int *bias, int *y, float *eps, parts *pt)
 {
     const calq_node *n = node_of(f, s);
     if (!row_mean(f, n, x) || !plain_f32(f, *x)) return false;
@@ -268,6 +266,7 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
     parts pt = {0};
     int x, y, ins[3];
     calq_op_ctx c;
+    calq_status st;
     if (inexact) {
         int scale, bias;
         float eps;
@@ -277,7 +276,7 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
             ins[2] = bias;
             CALQ_TRY(new_step(f, s, &calq__op_fused_layer_norm, ins, 3, y, out, err));
             calq__plan_ctx(f->p, out, &c, err);
-            CALQ_TRY(calq__fused_layer_norm_prepare(&c, eps));
+            st = calq__fused_layer_norm_prepare(&c, eps);
             goto prepared;
         }
         memset(&pt, 0, sizeof pt);
@@ -287,11 +286,11 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
     if (!match_gelu(f, s, &x, &y, k, &form, &pt)) return CALQ_OK;
     CALQ_TRY(new_step(f, s, &calq__op_fused_gelu, &x, 1, y, out, err));
     calq__plan_ctx(f->p, out, &c, err);
-    CALQ_TRY(calq__fused_gelu_prepare(&c, k[0], k[1], k[2], form));
+    st = calq__fused_gelu_prepare(&c, k[0], k[1], k[2], form);
 prepared:
-    if (!c.state) { /* no fast kernel: the layers run as they are */
+    if (st != CALQ_OK || !c.state) { /* no fast kernel: the layers run as they are */
         calq__plan_step_free(out);
-        return CALQ_OK;
+        return st;
     }
     out->state = c.state;
     out->fast = true;

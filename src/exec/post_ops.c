@@ -4,10 +4,10 @@
  * Exactness (calq_post_op.exact) compares oneDNN's post-op with calq's reference formula
  * (kernels/elementwise_unary.c) for finite inputs: Relu / LeakyRelu (compare and multiply), Clip
  * (max then min), the residual sum, the per-channel add / multiply and a MatMul's bias (an add
- * per last-axis element) are the same operations in float32. HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta into one fused multiply-add
- * where calq rounds twice), Sigmoid, Tanh and Elu (oneDNN's polynomial exp / tanh) differ in the
- * last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's
- * Relu is max(x, 0), which turns NaN into 0). */
+ * per last-axis element) are the same operations in float32. HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta
+ * into one fused multiply-add where calq rounds twice), Sigmoid, Tanh and Elu (oneDNN's polynomial exp / tanh) differ
+ * in the last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's Relu is max(x, 0),
+ * which turns NaN into 0). */
 #include "exec/post_ops.h"
 
 #include <float.h>

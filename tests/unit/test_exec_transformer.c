@@ -149,9 +149,9 @@ static int gelu(gb *b, const char *p, int x, bool mul, bool scale_first)
     int half = scale_first ? gb_binary(b, NM("half"), "Mul", x, gb_scalar(b, KN("c3"), 0.5f)) : -1;
     int e = gb_unary(b, NM("erf"), "Erf", h);
     int a = gb_binary(b, NM("add1"), "Add", e, gb_scalar(b, KN("c2"), 1.0f));
-    int y = scale_first ? gb_binary(b, NM("mul"), "Mul", half, a)
-                        : gb_binary(b, NM("half"), "Mul", gb_binary(b, NM("mul"), "Mul", x, a),
-                                    gb_scalar(b, KN("c3"), 0.5f));
+    int y = scale_first
+                ? gb_binary(b, NM("mul"), "Mul", half, a)
+                : gb_binary(b, NM("half"), "Mul", gb_binary(b, NM("mul"), "Mul", x, a), gb_scalar(b, KN("c3"), 0.5f));
 #undef NM
 #undef KN
     return y;
@@ -298,11 +298,11 @@ static bool have_vector_erf(void)
 
 /* The layers every fusion replaces (the fused step runs as its first layer's node). */
 static const char *const replaced[] = {
-    "ln1.sub",    "ln1.pow",    "ln1.var",     "ln1.addeps", "ln1.sqrt",   "ln1.norm",   "ln1.scale",  "ln1.shift",
-    "ln2.sub",    "ln2.pow",    "ln2.var",     "ln2.addeps", "ln2.sqrt",   "ln2.recip",  "ln2.norm",   "ln2.scale",
-    "ln2.shift",  "ln3.sub",    "ln3.pow",     "ln3.var",    "ln3.addeps", "ln3.sqrt",   "ln3.norm",   "fc.bias",
-    "fc1.bias",   "fc2.bias",   "scale",       "gelu1.erf",  "gelu1.add1", "gelu1.mul",  "gelu1.half", "gelu2.erf",
-    "gelu2.add1", "gelu2.half", "gelu2.mul",
+    "ln1.sub",    "ln1.pow",   "ln1.var",    "ln1.addeps", "ln1.sqrt",   "ln1.norm",   "ln1.scale",
+    "ln1.shift",  "ln2.sub",   "ln2.pow",    "ln2.var",    "ln2.addeps", "ln2.sqrt",   "ln2.recip",
+    "ln2.norm",   "ln2.scale", "ln2.shift",  "ln3.sub",    "ln3.pow",    "ln3.var",    "ln3.addeps",
+    "ln3.sqrt",   "ln3.norm",  "fc.bias",    "fc1.bias",   "fc2.bias",   "scale",      "gelu1.erf",
+    "gelu1.add1", "gelu1.mul", "gelu1.half", "gelu2.erf",  "gelu2.add1", "gelu2.half", "gelu2.mul",
 };
 
 /* Fused against the reference, across thread counts; the replaced layers do not run. */

@@ -69,7 +69,8 @@ T512 static inline __m512 gelu_parts16(const ew_par *p, __m512 x)
     const __m512 c1 = _mm512_set1_ps((float)p->a), c2 = _mm512_set1_ps((float)p->b), c3 = _mm512_set1_ps((float)p->g);
     __m512 h = (p->form & GELU_PARTS_MUL_FIRST) ? _mm512_mul_ps(x, c1) : _mm512_div_ps(x, c1);
     __m512 a = _mm512_add_ps(_ZGVeN16v_erff(h), c2);
-    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm512_mul_ps(_mm512_mul_ps(x, c3), a) : _mm512_mul_ps(_mm512_mul_ps(x, a), c3);
+    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm512_mul_ps(_mm512_mul_ps(x, c3), a)
+                                              : _mm512_mul_ps(_mm512_mul_ps(x, a), c3);
 }
 
 T512 static void gelu_parts_16(const ew_par *p, void *out, const void *const *in, const int64_t *st, int64_t n)
@@ -134,7 +135,8 @@ T256 static inline __m256 gelu_parts8(const ew_par *p, __m256 x)
     const __m256 c1 = _mm256_set1_ps((float)p->a), c2 = _mm256_set1_ps((float)p->b), c3 = _mm256_set1_ps((float)p->g);
     __m256 h = (p->form & GELU_PARTS_MUL_FIRST) ? _mm256_mul_ps(x, c1) : _mm256_div_ps(x, c1);
     __m256 a = _mm256_add_ps(_ZGVdN8v_erff(h), c2);
-    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm256_mul_ps(_mm256_mul_ps(x, c3), a) : _mm256_mul_ps(_mm256_mul_ps(x, a), c3);
+    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm256_mul_ps(_mm256_mul_ps(x, c3), a)
+                                              : _mm256_mul_ps(_mm256_mul_ps(x, a), c3);
 }
 
 T256 static void gelu_parts_8(const ew_par *p, void *out, const void *const *in, const int64_t *st, int64_t n)

@@ -34,8 +34,7 @@ static const int mm_arg_ids[MM_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_AR
 /* The binary post-ops on a rows x cols block of Y at column n0 (row stride N), right after its
  * product while it is in cache: each one float32 operation, as the separate layers round it.
  * (oneDNN's own binary post-ops are refused by its gemm:jit matmul on column blocks.) */
-static void apply_bins(const calq_mm_desc *d, const float *const *bin, float *y, int64_t rows, int64_t cols,
-                       int64_t n0)
+static void apply_bins(const calq_mm_desc *d, const float *const *bin, float *y, int64_t rows, int64_t cols, int64_t n0)
 {
     for (int i = 0; i < d->n_bin; i++) {
         const float *o = bin[i] + (d->bin_per_col[i] ? n0 : 0);

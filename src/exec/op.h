@@ -59,13 +59,14 @@ typedef enum calq_post_kind {
     CALQ_POST_ELU,         /* x < 0 ? alpha * (exp(x) - 1) : x */
     CALQ_POST_SUM,         /* x + operand (same shape, in the output's layout): a residual Add */
     CALQ_POST_ADD_CHANNEL, /* x + operand[c]: a constant with one value per output channel (or one) */
-    CALQ_POST_MUL_CHANNEL  /* x * operand[c] */
+    CALQ_POST_MUL_CHANNEL, /* x * operand[c] */
+    CALQ_POST_ADD_LAST     /* x + operand[j], j the index along the last axis: a MatMul's bias (rank >= 3) */
 } calq_post_kind;
 
 typedef struct calq_post_op {
     calq_post_kind kind;
     float alpha, beta;
-    const calq_tensor *operand; /* SUM, ADD_CHANNEL, MUL_CHANNEL */
+    const calq_tensor *operand; /* SUM, ADD_CHANNEL, MUL_CHANNEL, ADD_LAST */
     bool exact;
 } calq_post_op;
 

@@ -22,6 +22,7 @@
 #include "base/tensor.h"
 #include "exec/layout.h"
 #include "exec/plan.h"
+#include "exec/plan_fuse.h"
 #include "exec/post_ops.h"
 
 #define MAX_CHAIN 8
@@ -444,6 +445,14 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
             if (!f.uses[v]++) f.first_consumer[v] = s;
             f.consumer[v] = s;
         }
+    calq_fuse_in fi = {.p = p,
+                       .old = f.old,
+                       .n_old = f.n_old,
+                       .uses = f.uses,
+                       .first_consumer = f.first_consumer,
+                       .consumer = f.consumer,
+                       .kept = f.kept,
+                       .absorbed = f.absorbed};
     for (int s = 0; s < f.n_old && st == CALQ_OK; s++) {
         calq_plan_step *cur = &f.old[s];
         if (f.absorbed[s]) {
@@ -459,6 +468,14 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
             continue;
         }
         bool done = false;
+        calq_plan_step fused;
+        /* written-out LayerNorm / GELU: one step (an inexact one only when nobody observes) */
+        if ((st = calq__plan_fuse_transformer(&fi, s, !f.observing, &fused, &done, err)) != CALQ_OK) break;
+        if (done) {
+            calq__plan_step_free(cur); /* the fused step does its work */
+            if ((st = emit_with_copies(&f, &fused)) != CALQ_OK) calq__plan_step_free(&fused);
+            continue;
+        }
         if ((st = try_elementwise(&f, cur, &done)) != CALQ_OK) break;
         if (done) {
             st = emit_with_copies(&f, cur);

@@ -3,11 +3,11 @@
  *
  * Exactness (calq_post_op.exact) compares oneDNN's post-op with calq's reference formula
  * (kernels/elementwise_unary.c) for finite inputs: Relu / LeakyRelu (compare and multiply), Clip
- * (max then min), the residual sum and the per-channel add / multiply are the same operations in
- * float32. HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta into one fused multiply-add
- * where calq rounds twice), Sigmoid, Tanh and Elu (oneDNN's polynomial exp / tanh) differ in the
- * last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's
- * Relu is max(x, 0), which turns NaN into 0). */
+ * (max then min), the residual sum, the per-channel add / multiply and a MatMul's bias (an add
+ * per last-axis element) are the same operations in float32. HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta
+ * into one fused multiply-add where calq rounds twice), Sigmoid, Tanh and Elu (oneDNN's polynomial exp / tanh) differ
+ * in the last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's Relu is max(x, 0),
+ * which turns NaN into 0). */
 #include "exec/post_ops.h"
 
 #include <float.h>
@@ -54,6 +54,15 @@ static bool per_channel_const(const calq_plan_value *pv, const calq_tensor *x)
     for (int d = 0; d < k->ndim; d++)
         if (k->dims[d] != (d + off == 1 ? x->dims[1] : 1)) return false;
     return true;
+}
+
+/* A constant of the last dim's length broadcast over the other dims ([N], [1, .., N]). */
+static bool last_axis_const(const calq_plan_value *pv, const calq_tensor *x)
+{
+    if ((pv->kind != CALQ_PV_CONST && pv->kind != CALQ_PV_FOLDED) || !is_f32(&pv->t) || !pv->t.data) return false;
+    const calq_tensor *k = &pv->t;
+    return x->ndim >= 1 && k->ndim >= 1 && k->ndim <= x->ndim && k->dims[k->ndim - 1] == x->dims[x->ndim - 1] &&
+           calq_tensor_numel(k) == x->dims[x->ndim - 1];
 }
 
 /* Clip's bounds: attributes before opset 11, optional constant scalar inputs after. */
@@ -109,6 +118,8 @@ bool calq__post_op_for(const calq_plan *p, const calq_node *n, int x, calq_post_
             } else if (post_table[i].form == P_ADD && is_f32(&ov->t) &&
                        calq__shape_equal(ov->t.dims, ov->t.ndim, xt->dims, xt->ndim)) {
                 op->kind = CALQ_POST_SUM;
+            } else if (post_table[i].form == P_ADD && last_axis_const(ov, xt)) {
+                op->kind = CALQ_POST_ADD_LAST;
             } else {
                 return false;
             }

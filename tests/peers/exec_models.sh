@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whole models through the fast planner (blocked/channels-last layouts, fused post-ops): for a
 # torchvision ResNet-18, MobileNetV2 and EfficientNet-B0 (SiLU written as x * Sigmoid(x), squeeze-
-# excite; bench/zoo/export.py, seeded weights, batch 2),
+# excite), the zoo's ViT (LayerNorm and GELU written out, fused by exec/plan_fuse.c; MatMul + bias)
+# (bench/zoo/export.py, seeded weights, batch 2),
 # UltraFace and two real zoo detectors, calq's outputs must be bit-identical with 1 and 2
 # threads, within 1e-4 of the reference kernels (--ref) and of the literal graph (--no-fusion),
 # and the tensors a calibration observes (--dump of every convolution input) bit-identical
@@ -12,7 +13,7 @@ calq=$1; compare=$2; shared=$3
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}"/calq_exec_models.XXXXXX); trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null || { echo "skip: python3-torch / torchvision missing"; exit 77; }
-/usr/bin/python3 "$here/../../bench/zoo/export.py" "$work/zoo" --only resnet18,mobilenet_v2,efficientnet_b0 >/dev/null 2>&1 ||
+/usr/bin/python3 "$here/../../bench/zoo/export.py" "$work/zoo" --only resnet18,mobilenet_v2,efficientnet_b0,transformer_vit >/dev/null 2>&1 ||
   { echo "FAIL: exporting the torchvision models"; exit 1; }
 fail=0
 check() { # name model input dims
@@ -53,6 +54,7 @@ print(','.join(seen))" "$model")
 check resnet18 "$work/zoo/resnet18.onnx" input 2,3,224,224
 check mobilenet_v2 "$work/zoo/mobilenet_v2.onnx" input 1,3,224,224
 check efficientnet_b0 "$work/zoo/efficientnet_b0.onnx" input 1,3,224,224
+check vit "$work/zoo/transformer_vit.onnx" input 2,3,224,224
 check ultraface "$shared/models/ultraface/version-slim-320.onnx" input 1,3,240,320
 check yunet "$shared/models/zoo/yunet_n_320/yunet_n_320_320.onnx" input 1,3,320,320
 check nanodet "$shared/models/zoo/nanodet_m_320/nanodet_m_320.onnx" input.1 1,3,320,320

@@ -24,6 +24,7 @@ typedef struct ew_par {
     double a, b, g;        /* op attributes (alpha, beta, gamma) */
     calq_dtype ta, tb, to; /* input / output dtypes, for rows that convert */
     uint64_t lo, hi;       /* Clip bounds, stored as raw values of the input dtype */
+    unsigned form;         /* a row's variant (calq__ew_mvec_gelu_parts_row's GELU_PARTS_* bits) */
     int cost;              /* work per element in units of one add (0 = 1): a libm call is
                               CALQ__EW_COST_LIBM; decides when the kernel runs in parallel */
 } ew_par;

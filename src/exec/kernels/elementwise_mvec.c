@@ -62,6 +62,33 @@ T512 static void rows16(mvec_fn f, float *y, const float *x, int64_t sx, int64_t
     }
 }
 
+/* GELU as exporters write it out (elementwise_mvec.h, calq__ew_mvec_gelu_parts_row): every step
+ * an IEEE float32 operation, as the separate layers compute it. */
+T512 static inline __m512 gelu_parts16(const ew_par *p, __m512 x)
+{
+    const __m512 c1 = _mm512_set1_ps((float)p->a), c2 = _mm512_set1_ps((float)p->b), c3 = _mm512_set1_ps((float)p->g);
+    __m512 h = (p->form & GELU_PARTS_MUL_FIRST) ? _mm512_mul_ps(x, c1) : _mm512_div_ps(x, c1);
+    __m512 a = _mm512_add_ps(_ZGVeN16v_erff(h), c2);
+    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm512_mul_ps(_mm512_mul_ps(x, c3), a)
+                                              : _mm512_mul_ps(_mm512_mul_ps(x, a), c3);
+}
+
+T512 static void gelu_parts_16(const ew_par *p, void *out, const void *const *in, const int64_t *st, int64_t n)
+{
+    float *y = out;
+    const float *x = in[0];
+    int64_t i = 0;
+    if (st[0] == 1)
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_parts16(p, _mm512_loadu_ps(x + i)));
+    for (; i < n; i += 16) { /* the tail (or a broadcast scalar), padded */
+        float v[16] = {0}, r[16];
+        int64_t m = n - i < 16 ? n - i : 16;
+        for (int64_t k = 0; k < m; k++) v[k] = x[(i + k) * st[0]];
+        _mm512_storeu_ps(r, gelu_parts16(p, _mm512_loadu_ps(v)));
+        memcpy(y + i, r, sizeof(float) * (size_t)m);
+    }
+}
+
 /* ---- AVX2: the "d" variants (8 lanes) ------------------------------------------------------- */
 T256 __m256 _ZGVdN8v_erff(__m256);
 T256 __m256 _ZGVdN8v_expf(__m256);
@@ -103,6 +130,31 @@ T256 static void rows8(mvec_fn f, float *y, const float *x, int64_t sx, int64_t 
     }
 }
 
+T256 static inline __m256 gelu_parts8(const ew_par *p, __m256 x)
+{
+    const __m256 c1 = _mm256_set1_ps((float)p->a), c2 = _mm256_set1_ps((float)p->b), c3 = _mm256_set1_ps((float)p->g);
+    __m256 h = (p->form & GELU_PARTS_MUL_FIRST) ? _mm256_mul_ps(x, c1) : _mm256_div_ps(x, c1);
+    __m256 a = _mm256_add_ps(_ZGVdN8v_erff(h), c2);
+    return (p->form & GELU_PARTS_SCALE_FIRST) ? _mm256_mul_ps(_mm256_mul_ps(x, c3), a)
+                                              : _mm256_mul_ps(_mm256_mul_ps(x, a), c3);
+}
+
+T256 static void gelu_parts_8(const ew_par *p, void *out, const void *const *in, const int64_t *st, int64_t n)
+{
+    float *y = out;
+    const float *x = in[0];
+    int64_t i = 0;
+    if (st[0] == 1)
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_parts8(p, _mm256_loadu_ps(x + i)));
+    for (; i < n; i += 8) {
+        float v[8] = {0}, r[8];
+        int64_t m = n - i < 8 ? n - i : 8;
+        for (int64_t k = 0; k < m; k++) v[k] = x[(i + k) * st[0]];
+        _mm256_storeu_ps(r, gelu_parts8(p, _mm256_loadu_ps(v)));
+        memcpy(y + i, r, sizeof(float) * (size_t)m);
+    }
+}
+
 /* One row function per (width, function): ew_row has no room for the function's id. */
 #define MVEC_ROWS(NAME, FN)                                                                                            \
     static void NAME##_16(const ew_par *p, void *out, const void *const *in, const int64_t *st, int64_t n)             \
@@ -129,6 +181,15 @@ static const struct {
     {"Gelu", gelu_16, gelu_8},
 };
 #endif
+
+ew_row calq__ew_mvec_gelu_parts_row(void)
+{
+#ifdef MVEC_X86
+    if (__builtin_cpu_supports("avx512f")) return gelu_parts_16;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gelu_parts_8;
+#endif
+    return NULL;
+}
 
 ew_row calq__ew_mvec_row(const char *op_type)
 {

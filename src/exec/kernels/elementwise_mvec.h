@@ -10,4 +10,13 @@
  * its exact (erf) form. */
 ew_row calq__ew_mvec_row(const char *op_type);
 
+/* GELU written out as separate layers (exec/plan_fuse.c): with c1 = p->a, c2 = p->b, c3 = p->g,
+ *   h = x / c1 (GELU_PARTS_MUL_FIRST: x * c1), a = erf(h) + c2,
+ *   y = (x * a) * c3 (GELU_PARTS_SCALE_FIRST: (x * c3) * a),
+ * each step rounded to float32 and erf the vector row's, so the result is bit for bit that of
+ * the layers run one by one on their fast kernels. NULL without AVX2 + FMA. */
+#define GELU_PARTS_MUL_FIRST   1u
+#define GELU_PARTS_SCALE_FIRST 2u
+ew_row calq__ew_mvec_gelu_parts_row(void);
+
 #endif

@@ -284,9 +284,29 @@ static calq_status mm_prepare(calq_op_ctx *c)
         d.a_bs[i] = g.a_bs[i];
         d.b_bs[i] = g.b_bs[i];
     }
+    /* MatMul: its bias Add and a scalar Mul after it as binary post-ops (the planner's chain) */
+    if (strcmp(c->node->op_type, "MatMul") == 0) {
+        for (int i = 0; i < c->n_post && d.n_bin < CALQ_MM_MAX_BIN; i++) {
+            const calq_post_op *op = &c->post[i];
+            const bool binary = op->kind == CALQ_POST_ADD_LAST || op->kind == CALQ_POST_ADD_CHANNEL ||
+                                op->kind == CALQ_POST_MUL_CHANNEL;
+            if (!binary || !op->operand) break; /* the element-wise ones and the residual sum stay layers */
+            const int64_t n = calq_tensor_numel(op->operand);
+            const calq_tensor *y = c->out[0];
+            /* one value per column of the products (not so when B is a vector: then Y's last dim is M) */
+            bool per_col = n == g.N && n > 1 && y->ndim >= 1 && y->dims[y->ndim - 1] == g.N &&
+                           (op->kind == CALQ_POST_ADD_LAST || (op->kind == CALQ_POST_ADD_CHANNEL && y->ndim == 2));
+            bool scalar = (op->kind == CALQ_POST_ADD_CHANNEL || op->kind == CALQ_POST_MUL_CHANNEL) && n == 1;
+            if ((!per_col && !scalar) || (c->exact_only && !op->exact)) break;
+            d.bin_mul[d.n_bin] = op->kind == CALQ_POST_MUL_CHANNEL;
+            d.bin_per_col[d.n_bin] = per_col;
+            d.n_bin++;
+        }
+    }
     calq_mm_dnnl *p = NULL;
     CALQ_TRY(calq__mm_dnnl_create(c, &d, &p));
     c->state = p;
+    c->n_post_used = p ? d.n_bin : 0;
     return CALQ_OK;
 }
 
@@ -302,7 +322,9 @@ static calq_status mm_run_fast(calq_op_ctx *c)
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) y[m * N + n] = cv[m * g.c_rs + n * g.c_cs];
     }
-    return calq__mm_dnnl_run(c, c->state, c->in[0]->data, c->in[1]->data, y);
+    const float *bin[CALQ_MM_MAX_BIN] = {NULL};
+    for (int i = 0; i < c->n_post && i < CALQ_MM_MAX_BIN; i++) bin[i] = c->post[i].operand->data;
+    return calq__mm_dnnl_run(c, c->state, c->in[0]->data, c->in[1]->data, bin, y);
 }
 
 static void mm_release(void *state)
@@ -312,6 +334,6 @@ static void mm_release(void *state)
 
 const calq_op_def calq__ops_gemm[] = {
     {"Gemm", 2, 3, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release, 0},
-    {"MatMul", 2, 2, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release, 0},
+    {"MatMul", 2, 2, 1, 1, 0, false, mm_infer, mm_run, mm_prepare, mm_run_fast, mm_release, CALQ_OP_POST_OPS},
     {0},
 };

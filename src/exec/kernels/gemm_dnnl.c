@@ -31,6 +31,27 @@ struct calq_mm_dnnl {
 
 static const int mm_arg_ids[MM_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
 
+/* The binary post-ops on a rows x cols block of Y at column n0 (row stride N), right after its
+ * product while it is in cache: each one float32 operation, as the separate layers round it.
+ * (oneDNN's own binary post-ops are refused by its gemm:jit matmul on column blocks.) */
+static void apply_bins(const calq_mm_desc *d, const float *const *bin, float *y, int64_t rows, int64_t cols, int64_t n0)
+{
+    for (int i = 0; i < d->n_bin; i++) {
+        const float *o = bin[i] + (d->bin_per_col[i] ? n0 : 0);
+        for (int64_t r = 0; r < rows; r++) {
+            float *yr = y + r * d->N;
+            if (d->bin_per_col[i] && d->bin_mul[i])
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] * o[j];
+            else if (d->bin_per_col[i])
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] + o[j];
+            else if (d->bin_mul[i])
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] * o[0];
+            else
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] + o[0];
+        }
+    }
+}
+
 static int64_t ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -173,7 +194,8 @@ calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_
     return CALQ_OK;
 }
 
-calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float *a, const float *b, float *y)
+calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float *a, const float *b,
+                              const float *const *bin, float *y)
 {
     const calq_mm_desc *d = &p->d;
     dnnl_engine_t eng = calq__dnnl_engine();
@@ -225,6 +247,9 @@ calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float
                 args[k].memory = mem[s][k];
             }
             if (st == dnnl_success) st = dnnl_primitive_execute(p->prim[s], stream, MM_NARGS, args);
+            if (st == dnnl_success && d->n_bin > 0) st = dnnl_stream_wait(stream);
+            if (st == dnnl_success && d->n_bin > 0)
+                apply_bins(d, bin, handles[2], (s & 2) ? d->M - m0 : p->mb, (s & 1) ? d->N - n0 : p->nb, n0);
             if (st != dnnl_success) {
 #pragma omp critical(calq_mm_dnnl_fail)
                 {

@@ -17,6 +17,8 @@
 
 #include "exec/op.h"
 
+#define CALQ_MM_MAX_BIN 2
+
 typedef struct calq_mm_desc {
     int64_t M, N, K;
     bool trans_a; /* A is stored KxM */
@@ -30,6 +32,12 @@ typedef struct calq_mm_desc {
     int64_t bdims[CALQ_MAX_DIMS];
     int64_t a_bs[CALQ_MAX_DIMS];
     int64_t b_bs[CALQ_MAX_DIMS];
+    /* Element-wise layers applied to each block right after its product (and the sum), in order:
+     * a MatMul's bias Add or a scalar Mul fused by the planner. Op i adds (bin_mul[i]:
+     * multiplies by) operand i's element of the output's column (bin_per_col[i]: N values) or
+     * its one value, rounding as the layer on its own does. */
+    int n_bin;
+    bool bin_mul[CALQ_MM_MAX_BIN], bin_per_col[CALQ_MM_MAX_BIN];
 } calq_mm_desc;
 
 typedef struct calq_mm_dnnl calq_mm_dnnl;
@@ -37,7 +45,9 @@ typedef struct calq_mm_dnnl calq_mm_dnnl;
 /* Builds a plan. *out is NULL (and CALQ_OK returned) when oneDNN cannot serve the shape
  * well: the caller then declines the fast path. */
 calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_dnnl **out);
-calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float *a, const float *b, float *y);
+/* bin[i]: binary post-op i's operand (d.n_bin of them; NULL when none). */
+calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float *a, const float *b,
+                              const float *const *bin, float *y);
 void calq__mm_dnnl_free(calq_mm_dnnl *p);
 
 #endif

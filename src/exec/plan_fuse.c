@@ -67,7 +67,7 @@ static bool scalar_operand(const calq_fuse_in *f, const calq_node *n, int v, int
     if (n->n_inputs != 2 || (n->inputs[0] != v && n->inputs[1] != v)) return false;
     *v_first = n->inputs[0] == v;
     const calq_tensor *t = const_of(f, n->inputs[*v_first ? 1 : 0]);
-    if (!t || calq_tensor_numel(t) != 1 || t->ndim > rank) return false;
+    if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(t) != 1 || t->ndim > rank) return false;
     *c = *(const float *)t->data;
     return true;
 }
@@ -78,7 +78,9 @@ static int vector_operand(const calq_fuse_in *f, const calq_node *n, int v, int 
     if (n->n_inputs != 2 || (n->inputs[0] != v && n->inputs[1] != v) || n->inputs[0] == n->inputs[1]) return -1;
     int o = n->inputs[n->inputs[0] == v ? 1 : 0];
     const calq_tensor *t = const_of(f, o);
-    if (!t || t->ndim < 1 || t->ndim > rank || t->dims[t->ndim - 1] != len || calq_tensor_numel(t) != len) return -1;
+    if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || t->ndim < 1 || t->ndim > rank || t->dims[t->ndim - 1] != len ||
+        calq_tensor_numel(t) != len)
+        return -1;
     return o;
 }
 

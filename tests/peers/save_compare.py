@@ -264,8 +264,11 @@ def ort_int8_exact():
     (avx512_vnni, avx_vnni, amx_int8) its u8s8 GEMM/conv kernels add pairs of u8 x s8 products
     in 16 bits with saturation (vpmaddubsw), so its results are not the exact integer ones calq
     computes: up to 13 steps apart on UltraFace. calq's own files are not at fault; comparisons
-    of int8 execution against it are then reported but not counted. CALQ_ORT_INT8_EXACT=1/0
-    overrides the CPU check."""
+    of int8 execution against it are then reported but not counted. Without VNNI calq itself runs
+    a QDQ file's DQ -> Conv -> Q in float (its integer oneDNN path needs VNNI to be exact), and
+    float32 sums of large integer products round: up to 8 steps on one UltraFace photo with
+    oneDNN held to AVX2 against onnxruntime's exact VNNI kernels (QOperator files run calq's exact
+    integer kernels). CALQ_ORT_INT8_EXACT=1/0 overrides the CPU check."""
     force = os.environ.get("CALQ_ORT_INT8_EXACT")
     if force in ("0", "1"):
         return force == "1"
@@ -279,7 +282,8 @@ def ort_int8_exact():
 
 def not_counted(rc, what):
     if rc and not ort_int8_exact():
-        print("NOTE: %s differs, not counted: onnxruntime's int8 kernels saturate without VNNI on this CPU" % what)
+        print("NOTE: %s differs, not counted: without VNNI onnxruntime's int8 kernels saturate and calq runs QDQ "
+              "in float (save_compare.py ort_int8_exact)" % what)
         return 0
     return rc
 

@@ -59,6 +59,9 @@ expect loop_no_trip_double 1 "after 23 iterations its carried values and scan ou
 # exceeds maximum allowed (2)"); calq reflected again like np.pad, now refuses the same way
 expect pad_reflect_wide 1 "reflect pads 7 and 5 on axis 2 exceed the 2 position\\(s\\) its 3 kept element\\(s\\) can mirror" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-pad-reflect-wide.onnx" --input "x=$T/x3.npy" --output-dir "$T/o"
+# DepthToSpace with blocksize 2^32: blocksize^2 wrapped to 0 and the channel check divided by it (SIGFPE)
+expect depthtospace_blocksize_huge 1 "node 'DepthToSpace_0': blocksize 4294967296 is too large for a 1x3x8x8 input" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-depthtospace-blocksize-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

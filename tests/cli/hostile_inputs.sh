@@ -62,6 +62,11 @@ expect pad_reflect_wide 1 "reflect pads 7 and 5 on axis 2 exceed the 2 position\
 # DepthToSpace with blocksize 2^32: blocksize^2 wrapped to 0 and the channel check divided by it (SIGFPE)
 expect depthtospace_blocksize_huge 1 "node 'DepthToSpace_0': blocksize 4294967296 is too large for a 1x3x8x8 input" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-depthtospace-blocksize-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# opset_import versions were truncated to an int: 2^32 + 13 ran as opset 13, 2^62 and 0 as opset 0
+expect opset_wraps 1 "the model uses ONNX opset 4294967309; calq supports opsets up to" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-opset-wraps-to-13.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect opset_0 1 "imports the ONNX operator set at version 0 or below" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-opset-0.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -35,6 +35,7 @@ void calq__plan_ctx(const calq_plan *p, calq_plan_step *st, calq_op_ctx *c, calq
     c->out_layout = st->out_layout;
     c->post = st->post;
     c->n_post = st->n_post;
+    c->body_budget = p->body_budget;
 }
 
 void calq__plan_bind(calq_plan *p, calq_plan_step *st)
@@ -357,6 +358,7 @@ calq_status calq__plan_build_opts(const calq_graph *g, const calq_tensor *inputs
     calq_plan *p = calloc(1, sizeof *p);
     if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     p->g = g;
+    p->body_budget = o->body_budget; /* before any step is folded: a folded Loop takes it too */
     /* Room for one converted copy per value, and a conversion step per copy. */
     p->cap_vals = 2 * g->n_values + 1;
     p->cap_steps = g->n_nodes + g->n_values + 1;

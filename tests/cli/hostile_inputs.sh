@@ -67,6 +67,20 @@ expect opset_wraps 1 "the model uses ONNX opset 4294967309; calq supports opsets
     run "$SRC/tests/fuzz/corpus/onnx/regression-opset-wraps-to-13.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect opset_0 1 "imports the ONNX operator set at version 0 or below" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-opset-0.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# a Loop of 2^20 iterations around another of 2^20: each within the per-Loop limit, 2^40 runs of the inner
+# body together (days); now the bodies nested in one outer run share the limit
+expect loop_nested 1 "node 'inner_loop': the Loop and Scan bodies nested in one run of the outermost Loop or Scan have run 1048576 times" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-nested-2-40-iterations.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# a Loop whose trip count is -5 (body: v + 1) runs no iteration, as in onnxruntime; it was taken for "no trip
+# count" and ran 2^20 iterations into an error
+rm -rf "$T/neg"
+if timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-loop-trip-count-negative.onnx" --input "x=$T/x4.npy" \
+    --output-dir "$T/neg" >"$T/out" 2>"$T/err" &&
+    /usr/bin/python3 -c "import numpy, sys; sys.exit(0 if (numpy.load('$T/neg/y.npy') == 1).all() else 1)"; then
+    echo "ok: loop_trip_count_negative: the output is the initial value"
+else
+    echo "FAIL: loop_trip_count_negative: exit or output wrong:"; tail -3 "$T/err"; bad=1
+fi
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -81,6 +81,11 @@ if timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-loop-trip-coun
 else
     echo "FAIL: loop_trip_count_negative: exit or output wrong:"; tail -3 "$T/err"; bad=1
 fi
+# Scan attributes out of range ran: num_scan_inputs 2^32 + 1 was cut to 1, a direction of 7 taken for reverse
+expect scan_num_inputs_wraps 1 "node 'Scan_0': num_scan_inputs is 4294967297; the node has 2 inputs" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-scan-num-inputs-wraps.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect scan_direction 1 "scan_input_directions\\[0\\] is 7; a direction is 0 \\(forward\\) or 1 \\(reverse\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-scan-direction-7.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -389,6 +389,9 @@ static calq_status scan_infer(calq_op_ctx *c)
     const calq_graph *g = br.g;
     const calq_attr *nsi = calq__attr(c->node, "num_scan_inputs");
     if (!nsi || nsi->type != CALQ_ATTR_INT) return calq__op_fail(c, CALQ_ERR_SHAPE, "num_scan_inputs is missing");
+    if (nsi->i < 1 || nsi->i > c->node->n_formal)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "num_scan_inputs is %lld; the node has %d inputs", (long long)nsi->i,
+                             c->node->n_formal);
     int n_formal = c->node->n_formal, n_in_scan = (int)nsi->i, n_state = n_formal - n_in_scan;
     int n_out_scan = g->n_outputs - n_state, n_captured = c->n_in - n_formal;
     if (n_in_scan < 1 || n_state < 0 || n_out_scan < 0 || g->n_formal_inputs != n_formal || c->n_out != g->n_outputs)
@@ -400,6 +403,15 @@ static calq_status scan_infer(calq_op_ctx *c)
         nid = calq__attr_ints(c->node, "scan_input_directions", &in_dirs);
     int noa = calq__attr_ints(c->node, "scan_output_axes", &out_axes),
         nod = calq__attr_ints(c->node, "scan_output_directions", &out_dirs);
+    /* 0 forward, 1 reverse: any other value was taken for reverse */
+    const char *dir_names[2] = {"scan_input_directions", "scan_output_directions"};
+    const int64_t *dirs[2] = {in_dirs, out_dirs};
+    int n_dirs[2] = {nid, nod};
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < n_dirs[d]; k++)
+            if (dirs[d][k] != 0 && dirs[d][k] != 1)
+                return calq__op_fail(c, CALQ_ERR_SHAPE, "%s[%d] is %lld; a direction is 0 (forward) or 1 (reverse)",
+                                     dir_names[d], k, (long long)dirs[d][k]);
     int64_t T = -1;
     int ax_in[CALQ_MAX_DIMS * 4];
     if (n_in_scan > (int)(sizeof ax_in / sizeof *ax_in))

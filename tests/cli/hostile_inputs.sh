@@ -86,6 +86,17 @@ expect scan_num_inputs_wraps 1 "node 'Scan_0': num_scan_inputs is 4294967297; th
     run "$SRC/tests/fuzz/corpus/onnx/regression-scan-num-inputs-wraps.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect scan_direction 1 "scan_input_directions\\[0\\] is 7; a direction is 0 \\(forward\\) or 1 \\(reverse\\)" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-scan-direction-7.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# float-to-int64 conversions of values no int64 holds (undefined behaviour; UBSan's float-cast-overflow): a RoiAlign
+# roi of NaN / inf, a OneHot depth of NaN, OneHot indices of 2^63 - 1 and GridSample reflection of 3e38
+expect roialign_roi_nan 1 "roi 0 is \\(nan, 0, inf, 4\\) after spatial_scale 1: its coordinates must be finite" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-roialign-roi-nan.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect onehot_depth_nan 1 "node 'OneHot_0': depth nan is not a positive size" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-onehot-depth-nan.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+for m in onehot-index-int64-max gridsample-reflect-3e38; do
+    rm -rf "$T/ub"
+    if timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-$m.onnx" --input "x=$T/x.npy" --output-dir "$T/ub" \
+        >"$T/out" 2>"$T/err"; then echo "ok: $m runs"; else echo "FAIL: $m:"; tail -3 "$T/err"; bad=1; fi
+done
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -77,8 +77,10 @@ static double reflect(double v, double lo2, double hi2)
     double lo = lo2 / 2.0, span = (hi2 - lo2) / 2.0;
     v = fabs(v - lo);
     double extra = fmod(v, span);
-    int64_t flips = (int64_t)floor(v / span);
-    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+    /* parity in double: a grid value of 3e38 or NaN has no int64 count of flips (undefined
+     * behaviour); NaN stays NaN, which pad_coord clamps */
+    double flips = floor(v / span);
+    return fmod(flips, 2.0) == 0.0 ? extra + lo : span - extra + lo;
 }
 
 static double pad_coord(double v, int64_t n, gs_pad pad, bool align)

@@ -97,6 +97,12 @@ for m in onehot-index-int64-max gridsample-reflect-3e38; do
     if timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-$m.onnx" --input "x=$T/x.npy" --output-dir "$T/ub" \
         >"$T/out" 2>"$T/err"; then echo "ok: $m runs"; else echo "FAIL: $m:"; tail -3 "$T/err"; bad=1; fi
 done
+# calq run wrote its outputs one by one: with a folder in the way of z.npy, y.npy of an earlier run was replaced
+rm -rf "$T/two" && mkdir -p "$T/two/z.npy" && echo old >"$T/two/y.npy"
+expect run_outputs_all_or_nothing 1 "cannot write .*/z.npy: it is a folder \\(no output was replaced\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-run-two-outputs-one-blocked.onnx" --input "x=$T/x.npy" --output-dir "$T/two"
+[ "$(cat "$T/two/y.npy")" = old ] || { echo "FAIL: run_outputs_all_or_nothing: y.npy was replaced"; bad=1; }
+[ "$(ls "$T/two")" = "$(printf 'y.npy\nz.npy')" ] || { echo "FAIL: run_outputs_all_or_nothing: left"; ls "$T/two"; bad=1; }
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

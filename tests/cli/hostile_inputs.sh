@@ -103,6 +103,9 @@ expect run_outputs_all_or_nothing 1 "cannot write .*/z.npy: it is a folder \\(no
     run "$SRC/tests/fuzz/corpus/onnx/regression-run-two-outputs-one-blocked.onnx" --input "x=$T/x.npy" --output-dir "$T/two"
 [ "$(cat "$T/two/y.npy")" = old ] || { echo "FAIL: run_outputs_all_or_nothing: y.npy was replaced"; bad=1; }
 [ "$(ls "$T/two")" = "$(printf 'y.npy\nz.npy')" ] || { echo "FAIL: run_outputs_all_or_nothing: left"; ls "$T/two"; bad=1; }
+# Col2Im attributes were only checked for sign: a dilation of 2^62 overflowed int64 computing the block count
+expect col2im_dilation 1 "node 'Col2Im_0': image 4x4, block 2x2, strides 1x1, dilations 1099511627776x1 or pads \\(0, 0, 0, 0\\) are invalid" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-col2im-dilation-2-40.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

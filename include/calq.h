@@ -280,8 +280,9 @@ typedef struct calq_session_opts {
                                               only, not kept (the caller keeps ownership) */
     int n_skip_fusion_layers;
     size_t max_arena_bytes; /* 0 (default): no limit; else planning fails with CALQ_ERR_OUT_OF_MEMORY, naming the
-                               size, instead of allocating an activation arena above it (a service bounding
-                               what an untrusted model may claim) */
+                               size, instead of allocating an activation arena above it, or constants folded
+                               while planning above it in all (a service bounding what an untrusted model may
+                               claim) */
 } calq_session_opts;
 
 /* Fills *o with the defaults (every field 0). */

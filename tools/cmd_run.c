@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -149,6 +150,66 @@ static int write_tensor(const char *dir, name_set *names, const char *name, cons
     return calq_npy_write(path, t, err) == CALQ_OK ? 0 : -1;
 }
 
+/* The graph outputs of one run, written to "<file>.tmp.<pid>" first and renamed only when every
+ * one is complete: a failure (a folder in the way of one, a full disk) left the outputs written
+ * before it replaced and the others as an earlier run left them. */
+typedef struct staged_outputs {
+    char **final, **tmp;
+    int n;
+} staged_outputs;
+
+static int stage_tensor(staged_outputs *so, const char *dir, name_set *names, const char *name, const calq_tensor *t,
+                        calq_error *err)
+{
+    char safe[512], uniq[600], path[4096], tmp[4200];
+    cli_safe_name(name, safe, sizeof safe);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, unique_name(names, name, safe, uniq, sizeof uniq));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char **f = realloc(so->final, sizeof(char *) * (size_t)(so->n + 1));
+    if (f) so->final = f;
+    char **tm = f ? realloc(so->tmp, sizeof(char *) * (size_t)(so->n + 1)) : NULL;
+    if (tm) so->tmp = tm;
+    char *fc = tm ? strdup(path) : NULL, *tc = fc ? strdup(tmp) : NULL;
+    if (!tc) {
+        free(fc);
+        cli_failf("out of memory");
+        return -1;
+    }
+    so->final[so->n] = fc;
+    so->tmp[so->n++] = tc;
+    return calq_npy_write(tmp, t, err) == CALQ_OK ? 0 : -1;
+}
+
+static int commit_outputs(staged_outputs *so)
+{
+    struct stat sb;
+    for (int i = 0; i < so->n; i++)
+        if (lstat(so->final[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            char shown[CLI_CUT_BUF];
+            cli_failf("cannot write %s: it is a folder (no output was replaced)", cli_cut(so->final[i], shown));
+            return -1;
+        }
+    for (int i = 0; i < so->n; i++)
+        if (rename(so->tmp[i], so->final[i]) != 0) {
+            char shown[CLI_CUT_BUF];
+            cli_failf("cannot replace %s: %s", cli_cut(so->final[i], shown), strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+/* Removes what commit did not rename (all of it after a failure) and frees the set. */
+static void release_outputs(staged_outputs *so)
+{
+    for (int i = 0; i < so->n; i++) {
+        remove(so->tmp[i]); /* fails harmlessly once renamed */
+        free(so->final[i]);
+        free(so->tmp[i]);
+    }
+    free(so->final);
+    free(so->tmp);
+}
+
 static int dump_observer(void *user, const char *name, const calq_tensor *t)
 {
     dump_ctx *d = user;
@@ -193,6 +254,7 @@ int calq_cmd_run(int argc, char **argv)
     calq_session *s = NULL;
     char **dump_names = NULL;
     name_set written = {0};
+    staged_outputs staged = {0};
     if (!ins) goto done;
     if (a.shapes && cli_apply_input_shapes(m, a.shapes, &err) != CALQ_OK) {
         cli_fail(&err);
@@ -274,8 +336,8 @@ int calq_cmd_run(int argc, char **argv)
         calq_value_info info;
         calq_model_output_info(m, o, &info);
         calq_session_output(s, o, &t);
-        if (write_tensor(outdir, &written, info.name, t, &err) != 0) {
-            cli_fail(&err);
+        if (stage_tensor(&staged, outdir, &written, info.name, t, &err) != 0) {
+            if (err.status != CALQ_OK) cli_fail(&err);
             goto done;
         }
         char shape[128] = "";
@@ -284,9 +346,11 @@ int calq_cmd_run(int argc, char **argv)
             at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
         fprintf(stderr, "calq: output %s: %s %s\n", info.name, shape[0] ? shape : "scalar", calq_dtype_name(t->dtype));
     }
+    if (commit_outputs(&staged) != 0) goto done;
     if (dump_all || n_dump) fprintf(stderr, "calq: dumped %d tensors into %s\n", dctx.written, outdir);
     rc = 0;
 done:
+    release_outputs(&staged);
     if (dump_names)
         for (int i = 0; dump_names[i]; i++) free(dump_names[i]);
     free(dump_names);

@@ -90,6 +90,9 @@ typedef struct calq_op_ctx {
     int n_post_used; /* set by prepare */
     bool exact_only; /* prepare: apply only post-ops whose result is bit-identical to running the
                         layers on their own (the output or some other tensor is observed) */
+    /* Loop / Scan inside a subgraph: the body runs left to the outermost Loop or Scan run
+     * (exec/kernels/control.c); NULL outside subgraphs. */
+    int64_t *body_budget;
 } calq_op_ctx;
 
 /* calq_op_def.flags */

@@ -35,6 +35,7 @@ void calq__plan_ctx(const calq_plan *p, calq_plan_step *st, calq_op_ctx *c, calq
     c->out_layout = st->out_layout;
     c->post = st->post;
     c->n_post = st->n_post;
+    c->body_budget = p->body_budget;
 }
 
 void calq__plan_bind(calq_plan *p, calq_plan_step *st)
@@ -224,8 +225,12 @@ static calq_status step_init(calq_plan_step *st, const calq_graph *g, int ni, co
 }
 
 /* Steps of the plan in node order; constant sub-graphs are folded on the way. */
-static calq_status build_steps(calq_plan *p, calq_error *err)
+/* max_bytes (calq_session_opts.max_arena_bytes; 0: none) bounds the constants folded here as it
+ * bounds the arena: a 200-byte model folding a OneHot of depth 2^31 allocated 7.6 GB while
+ * planning, past a service's limit. */
+static calq_status build_steps(calq_plan *p, size_t max_bytes, calq_error *err)
 {
+    size_t folded_bytes = 0;
     const calq_graph *g = p->g;
     calq_status st = CALQ_OK;
     for (int ni = 0; ni < g->n_nodes && st == CALQ_OK; ni++) {
@@ -289,8 +294,17 @@ static calq_status build_steps(calq_plan *p, calq_error *err)
             }
             if (fold) {
                 /* Constant sub-graph: compute once now with the reference kernel. */
-                for (int k = 0; k < n->n_outputs && st == CALQ_OK; k++)
-                    if (n->outputs[k] >= 0) st = calq__tensor_alloc(&p->vals[n->outputs[k]].t, err);
+                for (int k = 0; k < n->n_outputs && st == CALQ_OK; k++) {
+                    if (n->outputs[k] < 0) continue;
+                    folded_bytes += p->vals[n->outputs[k]].nbytes;
+                    if (max_bytes && folded_bytes > max_bytes)
+                        st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, n->name,
+                                        "%s node '%s': the constants folded while planning would take %zu bytes, "
+                                        "above the session's limit of %zu bytes (max_arena_bytes)",
+                                        n->op_type, n->name, folded_bytes, max_bytes);
+                    else
+                        st = calq__tensor_alloc(&p->vals[n->outputs[k]].t, err);
+                }
                 if (st == CALQ_OK)
                     st = d->run(&c);
                 else if (c.state && d->release)
@@ -357,6 +371,7 @@ calq_status calq__plan_build_opts(const calq_graph *g, const calq_tensor *inputs
     calq_plan *p = calloc(1, sizeof *p);
     if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     p->g = g;
+    p->body_budget = o->body_budget; /* before any step is folded: a folded Loop takes it too */
     /* Room for one converted copy per value, and a conversion step per copy. */
     p->cap_vals = 2 * g->n_values + 1;
     p->cap_steps = g->n_nodes + g->n_values + 1;
@@ -385,7 +400,7 @@ calq_status calq__plan_build_opts(const calq_graph *g, const calq_tensor *inputs
         p->in_ndim[i] = inputs[i].ndim;
         memcpy(p->in_dims[i], inputs[i].dims, sizeof inputs[i].dims);
     }
-    calq_status st = build_steps(p, err);
+    calq_status st = build_steps(p, o->max_arena_bytes, err);
     if (st == CALQ_OK && o->use_fast) st = calq__plan_fast(p, o, err);
     if (st == CALQ_OK) {
         lifetimes(p);

@@ -62,6 +62,7 @@ typedef struct calq_plan {
     int64_t in_dims[64][CALQ_MAX_DIMS]; /* the input-shape signature it was built for */
     int in_ndim[64];
     int n_fused, n_converts; /* statistics: layers folded into post-ops, conversion steps */
+    int64_t *body_budget;    /* a subgraph's plan: calq_op_ctx.body_budget of its nodes (NULL: none) */
 } calq_plan;
 
 /* How to build a plan. */
@@ -76,6 +77,7 @@ typedef struct calq_plan_opts {
                                CPU (calq__layout_native); tests force the others */
     size_t max_arena_bytes; /* fail with CALQ_ERR_OUT_OF_MEMORY before allocating an arena above
                                it (0: no limit) */
+    int64_t *body_budget;   /* calq_plan.body_budget (a subgraph's plan; NULL: none) */
 } calq_plan_opts;
 
 /* Builds a plan for inputs of the given shapes (inputs[i] is graph input i; only dtype and

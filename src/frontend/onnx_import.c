@@ -1,6 +1,7 @@
 /* ONNX ModelProto -> calq IR. Weights held in initializers or in Constant nodes both become
  * constant values; initializers listed among the graph inputs (IR 3 models) are constants,
  * not user inputs. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,14 +299,22 @@ static bool is_constant_node(const calq_node *n)
     return strcmp(n->op_type, "Constant") == 0 && !n->domain[0] && n->n_outputs == 1 && n->outputs[0] >= 0;
 }
 
-static int find_opset(const Onnx__ModelProto *mp, const char *domain)
+/* The version opset_import gives domain, or -1 when it has none. */
+static int64_t find_opset_version(const Onnx__ModelProto *mp, const char *domain)
 {
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
         const char *d = o->domain ? o->domain : "";
-        if (strcmp(d, domain) == 0 || (!domain[0] && strcmp(d, "ai.onnx") == 0)) return (int)o->version;
+        if (strcmp(d, domain) == 0 || (!domain[0] && strcmp(d, "ai.onnx") == 0)) return o->version < 0 ? 0 : o->version;
     }
     return -1;
+}
+
+/* The same clamped to an int, not truncated: 2^32 + 13 must not read as opset 13 (nor 2^62 as 0). */
+static int find_opset(const Onnx__ModelProto *mp, const char *domain)
+{
+    int64_t v = find_opset_version(mp, domain);
+    return v > INT_MAX ? INT_MAX : (int)v;
 }
 
 /* Builds g from gp. depth 0 is the model's graph; deeper ones are subgraphs, whose formal inputs
@@ -453,13 +462,18 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
     const Onnx__ModelProto *mp = m->onnx;
     if (!mp->graph) return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "the model has no graph");
     const Onnx__GraphProto *gp = mp->graph;
-    int opset = find_opset(mp, "");
-    if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
-    if (opset > CALQ_MAX_OPSET)
+    int64_t version = find_opset_version(mp, "");
+    if (version == 0)
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                          "the model imports the ONNX operator set at version 0 or below; ONNX opset versions start at "
+                          "1 (the file is damaged or was not written by an ONNX exporter)");
+    if (version > CALQ_MAX_OPSET)
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                          "the model uses ONNX opset %d; calq supports opsets up to %d. Re-export with opset %d or "
+                          "the model uses ONNX opset %lld; calq supports opsets up to %d. Re-export with opset %d or "
                           "lower (e.g. torch.onnx.export(..., opset_version=%d)).",
-                          opset, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
+                          (long long)version, CALQ_MAX_OPSET, CALQ_MAX_OPSET, CALQ_MAX_OPSET);
+    int opset = (int)version;
+    if (opset < 0) opset = mp->n_opset_import ? 1 : 7; /* IR 2 files may omit opset_import */
     calq_graph *g = calq__graph_new();
     if (!g) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     m->g = g;

@@ -348,10 +348,41 @@ static void test_sessions_in_threads(calq_model *m)
     }
 }
 
+/* max_arena_bytes bounds what planning folds too: a 100-byte model whose ConstantOfShape of a
+ * constant [4096, 4096] is computed while planning (64 MiB) is refused under a 1 MiB limit (it
+ * was allocated and filled: the limit covered the arena only; a OneHot of depth 2^31 took 7.6 GB
+ * past the fuzz target's 256 MiB). tests/fuzz/corpus/onnx/regression-fold-64mb-constant.onnx. */
+static void test_arena_limit_folds(void)
+{
+    static const unsigned char model[] = {
+        0x08, 0x07, 0x12, 0x00, 0x3a, 0x58, 0x0a, 0x1c, 0x0a, 0x01, 0x73, 0x12, 0x01, 0x79, 0x1a, 0x03, 0x63,
+        0x6f, 0x73, 0x22, 0x0f, 0x43, 0x6f, 0x6e, 0x73, 0x74, 0x61, 0x6e, 0x74, 0x4f, 0x66, 0x53, 0x68, 0x61,
+        0x70, 0x65, 0x12, 0x01, 0x67, 0x2a, 0x19, 0x08, 0x02, 0x10, 0x07, 0x42, 0x01, 0x73, 0x4a, 0x10, 0x00,
+        0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5a, 0x0f,
+        0x0a, 0x01, 0x78, 0x12, 0x0a, 0x0a, 0x08, 0x08, 0x01, 0x12, 0x04, 0x0a, 0x02, 0x08, 0x01, 0x62, 0x09,
+        0x0a, 0x01, 0x79, 0x12, 0x04, 0x0a, 0x02, 0x08, 0x01, 0x42, 0x04, 0x0a, 0x00, 0x10, 0x0d};
+    calq_error err = {0};
+    calq_model *m = NULL;
+    EXPECT(calq_model_load_onnx_buffer(model, sizeof model, NULL, &m, &err) == CALQ_OK);
+    if (!m) return;
+    calq_session *s = NULL;
+    calq_session_opts lim = {.n_threads = 1, .max_arena_bytes = 1u << 20};
+    calq_status st = calq_session_create(m, &lim, &s, &err);
+    if (st == CALQ_OK) {
+        calq_value_info info;
+        st = calq_session_tensor_info(s, calq_model_node_output(m, 0, 0), &info, &err);
+    }
+    EXPECT(st == CALQ_ERR_OUT_OF_MEMORY);
+    EXPECT(strstr(err.message, "constants folded while planning would take 67108864 bytes") != NULL);
+    calq_session_free(s);
+    calq_model_free(m);
+}
+
 int main(void)
 {
     test_status_map();
     test_version();
+    test_arena_limit_folds();
     calq_error err = {0};
     calq_model *m = calib_test_model(&err);
     if (!m) {

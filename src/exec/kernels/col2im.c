@@ -1,5 +1,6 @@
 /* Col2Im (opset 18) over two spatial dims: the inverse of im2col, summing the values that
  * overlapping blocks put on one pixel (in block order, so the sum order is fixed). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,10 +42,21 @@ static calq_status c2i_params(calq_op_ctx *c, c2i *p)
     n = calq__attr_ints(c->node, "pads", &v);
     for (int k = 0; k < 4; k++) p->pad[k] = n == 4 ? v[k] : 0;
     p->H = img[0], p->W = img[1], p->kh = blk[0], p->kw = blk[1];
-    if (p->H <= 0 || p->W <= 0 || p->kh <= 0 || p->kw <= 0 || p->dil[0] <= 0 || p->dil[1] <= 0 || p->str[0] <= 0 ||
-        p->str[1] <= 0 || p->H > (1 << 24) || p->W > (1 << 24))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "image %lldx%lld, block %lldx%lld, strides or dilations are invalid",
-                             (long long)p->H, (long long)p->W, (long long)p->kh, (long long)p->kw);
+    /* Every size and attribute within [1, 2^24] (pads [0, 2^24]), so the block count and the
+     * products below cannot overflow int64 (a dilation of 2^62 did). */
+    const int64_t lim = (int64_t)1 << 24;
+    bool bad =
+        p->H <= 0 || p->W <= 0 || p->kh <= 0 || p->kw <= 0 || p->H > lim || p->W > lim || p->kh > lim || p->kw > lim;
+    for (int k = 0; k < 2; k++) bad = bad || p->dil[k] <= 0 || p->dil[k] > lim || p->str[k] <= 0 || p->str[k] > lim;
+    for (int k = 0; k < 4; k++) bad = bad || p->pad[k] < 0 || p->pad[k] > lim;
+    if (bad)
+        return calq__op_fail(c, CALQ_ERR_SHAPE,
+                             "image %lldx%lld, block %lldx%lld, strides %lldx%lld, dilations %lldx%lld or pads "
+                             "(%lld, %lld, %lld, %lld) are invalid (sizes, strides and dilations must be in [1, 2^24], "
+                             "pads in [0, 2^24])",
+                             (long long)p->H, (long long)p->W, (long long)p->kh, (long long)p->kw, (long long)p->str[0],
+                             (long long)p->str[1], (long long)p->dil[0], (long long)p->dil[1], (long long)p->pad[0],
+                             (long long)p->pad[1], (long long)p->pad[2], (long long)p->pad[3]);
     int64_t kk = p->kh * p->kw;
     if (x->dims[1] % kk)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "dim 1 (%lld) does not divide by the block size %lld",

@@ -15,7 +15,10 @@
 
 #include "exec/plan.h"
 
-/* At most this many iterations per Loop run (see loop_infer). */
+/* At most this many iterations per Loop run (see loop_infer), and at most this many body runs of
+ * the Loops and Scans nested in one run of the outermost Loop or Scan, itself included: each level
+ * within its own limit, a Loop of 2^20 iterations around another multiplied them (2^40 runs of the
+ * inner body, days). */
 #define CALQ__LOOP_MAX_ITERATIONS ((int64_t)1 << 20)
 /* What a Loop without a trip count (ended by its condition only) may accumulate: its scan outputs
  * and carried values together, 64 MiB (docs/operators.md). Without it a body whose condition
@@ -55,21 +58,41 @@ static calq_status need_data(calq_op_ctx *c)
 }
 
 /* A reusable plan for a subgraph: rebuilt only when the input shapes change (Loop iterations
- * usually keep them). */
+ * usually keep them). budget: the body runs left to the outermost Loop or Scan (NULL: an If
+ * outside any); consume: each run of this body takes one (Loop, Scan; an If's branch runs within
+ * the iteration that runs the If). */
 typedef struct body_runner {
     const calq_graph *g;
     calq_plan *plan;
+    int64_t *budget;
+    bool consume;
 } body_runner;
+
+/* The budget for a Loop or Scan node's body: its enclosing one's, or *own when it is outermost. */
+static body_runner counted_runner(calq_op_ctx *c, const calq_graph *g, int64_t *own)
+{
+    *own = CALQ__LOOP_MAX_ITERATIONS;
+    return (body_runner){g, NULL, c->body_budget ? c->body_budget : own, true};
+}
 
 /* Runs g on ins (g->n_inputs tensors); out[i] gets a copy of output i (caller frees). */
 static calq_status body_run(calq_op_ctx *c, body_runner *br, const calq_tensor *ins, calq_tensor *out)
 {
     const calq_graph *g = br->g;
+    if (br->consume && --*br->budget < 0)
+        return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
+                             "the Loop and Scan bodies nested in one run of the outermost Loop or Scan have run %lld "
+                             "times, calq's limit (nested loops multiply their iterations)",
+                             (long long)CALQ__LOOP_MAX_ITERATIONS);
     if (br->plan && !calq__plan_matches(br->plan, ins, g->n_inputs)) {
         calq__plan_free(br->plan);
         br->plan = NULL;
     }
-    if (!br->plan) CALQ_TRY(calq__plan_build(g, ins, g->n_inputs, false, 0, &br->plan, c->err));
+    if (!br->plan) {
+        /* bounded as one tensor is: a body doubling a carried value asks for ever larger arenas */
+        calq_plan_opts o = {.max_arena_bytes = calq__tensor_max_bytes(), .body_budget = br->budget};
+        CALQ_TRY(calq__plan_build_opts(g, ins, g->n_inputs, &o, &br->plan, c->err));
+    }
     calq_plan *p = br->plan;
     for (int i = 0; i < g->n_inputs; i++) p->vals[g->inputs[i]].t.data = ins[i].data;
     calq_status st = CALQ_OK;
@@ -151,7 +174,7 @@ static calq_status if_infer(calq_op_ctx *c)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "the condition must hold one value, not %lld",
                              (long long)calq_tensor_numel(cond));
     bool take = calq__tensor_get_f64(cond, 0) != 0.0;
-    body_runner br = {graph_attr(c, take ? "then_branch" : "else_branch"), NULL};
+    body_runner br = {graph_attr(c, take ? "then_branch" : "else_branch"), NULL, c->body_budget, false};
     if (!br.g)
         return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing",
                              take ? "then_branch" : "else_branch");
@@ -234,7 +257,8 @@ static calq_status stack_append(calq_op_ctx *c, calq_tensor *acc, int64_t *cap, 
 static calq_status loop_infer(calq_op_ctx *c)
 {
     CALQ_TRY(need_data(c));
-    body_runner br = {graph_attr(c, "body"), NULL};
+    int64_t own_budget;
+    body_runner br = counted_runner(c, graph_attr(c, "body"), &own_budget);
     if (!br.g) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the body attribute is missing");
     const calq_graph *g = br.g;
     int n_carried = c->node->n_formal - 2, n_captured = c->n_in - c->node->n_formal;
@@ -246,6 +270,9 @@ static calq_status loop_infer(calq_op_ctx *c)
                              g->n_formal_inputs, g->n_outputs, n_carried, 2 + n_carried, c->n_out);
     const calq_tensor *M = c->in[0], *cond0 = c->in[1];
     int64_t max_trip = M && calq_tensor_numel(M) == 1 ? calq__tensor_get_i64(M, 0) : -1;
+    /* A negative trip count runs no iteration, as in onnxruntime (iter < M); it was taken for
+     * "no trip count" and ran until the condition ended the loop, or calq's limit. */
+    if (max_trip < 0 && M && calq_tensor_numel(M) == 1) max_trip = 0;
     bool cond = cond0 && calq_tensor_numel(cond0) == 1 ? calq__tensor_get_f64(cond0, 0) != 0.0 : true;
     body_result *r = result_new(c, n_carried + n_scan);
     calq_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins),
@@ -302,16 +329,18 @@ static calq_status loop_infer(calq_op_ctx *c)
                              what);
         for (int k = 0; k < n_scan; k++) calq_tensor_free_data(&outs[1 + n_carried + k]);
         iter++;
-        /* Without a trip count, carried values that grow every iteration (a Concat onto itself)
-         * are bounded with the stacks, so the loop fails within seconds, not at half of RAM. */
-        if (s == CALQ_OK && max_trip < 0) {
+        /* Carried values that grow every iteration (a Concat onto itself) are bounded with the
+         * stacks: without a trip count the loop fails within seconds, not at half of RAM; with one
+         * (40 doublings of a 768-byte value) at the stacks' limit, not when the machine runs out. */
+        if (s == CALQ_OK) {
             size_t held = 0;
             for (int k = 0; k < n_carried + n_scan; k++) held += calq__tensor_nbytes(&r->t[k]);
             if (held > max)
                 s = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY,
                                   "after %lld iterations its carried values and scan outputs hold %zu bytes, above "
-                                  "calq's limit of %zu bytes %s; give the Loop a trip count (input M)",
-                                  (long long)iter, held, max, what);
+                                  "calq's limit of %zu bytes %s%s",
+                                  (long long)iter, held, max, what,
+                                  max_trip < 0 ? "; give the Loop a trip count (input M)" : "");
         }
     }
     if (s == CALQ_OK && max_trip < 0 && cond)
@@ -354,11 +383,15 @@ static calq_status scan_infer(calq_op_ctx *c)
     if (c->opset < 9)
         return calq__op_fail(c, CALQ_ERR_UNSUPPORTED,
                              "Scan before opset 9 (batched, with sequence_lens) is not supported");
-    body_runner br = {graph_attr(c, "body"), NULL};
+    int64_t own_budget;
+    body_runner br = counted_runner(c, graph_attr(c, "body"), &own_budget);
     if (!br.g) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the body attribute is missing");
     const calq_graph *g = br.g;
     const calq_attr *nsi = calq__attr(c->node, "num_scan_inputs");
     if (!nsi || nsi->type != CALQ_ATTR_INT) return calq__op_fail(c, CALQ_ERR_SHAPE, "num_scan_inputs is missing");
+    if (nsi->i < 1 || nsi->i > c->node->n_formal)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "num_scan_inputs is %lld; the node has %d inputs", (long long)nsi->i,
+                             c->node->n_formal);
     int n_formal = c->node->n_formal, n_in_scan = (int)nsi->i, n_state = n_formal - n_in_scan;
     int n_out_scan = g->n_outputs - n_state, n_captured = c->n_in - n_formal;
     if (n_in_scan < 1 || n_state < 0 || n_out_scan < 0 || g->n_formal_inputs != n_formal || c->n_out != g->n_outputs)
@@ -370,6 +403,15 @@ static calq_status scan_infer(calq_op_ctx *c)
         nid = calq__attr_ints(c->node, "scan_input_directions", &in_dirs);
     int noa = calq__attr_ints(c->node, "scan_output_axes", &out_axes),
         nod = calq__attr_ints(c->node, "scan_output_directions", &out_dirs);
+    /* 0 forward, 1 reverse: any other value was taken for reverse */
+    const char *dir_names[2] = {"scan_input_directions", "scan_output_directions"};
+    const int64_t *dirs[2] = {in_dirs, out_dirs};
+    int n_dirs[2] = {nid, nod};
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < n_dirs[d]; k++)
+            if (dirs[d][k] != 0 && dirs[d][k] != 1)
+                return calq__op_fail(c, CALQ_ERR_SHAPE, "%s[%d] is %lld; a direction is 0 (forward) or 1 (reverse)",
+                                     dir_names[d], k, (long long)dirs[d][k]);
     int64_t T = -1;
     int ax_in[CALQ_MAX_DIMS * 4];
     if (n_in_scan > (int)(sizeof ax_in / sizeof *ax_in))

@@ -267,13 +267,21 @@ static calq_status roi_run(calq_op_ctx *c)
             rh = fmax(rh, 1.0);
         }
         double bh = rh / (double)p.ph, bw = rw / (double)p.pw;
-        int64_t gh = p.sampling > 0 ? p.sampling : (int64_t)ceil(rh / (double)p.ph);
-        int64_t gw = p.sampling > 0 ? p.sampling : (int64_t)ceil(rw / (double)p.pw);
-        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096) {
-            st = calq__op_fail(c, CALQ_ERR_DATA, "roi %lld needs a %lldx%lld sampling grid", (long long)r,
-                               (long long)gh, (long long)gw);
+        /* NaN, inf or 1e30 coordinates made the adaptive grid size a float-to-int overflow */
+        if (!isfinite(x1) || !isfinite(y1) || !isfinite(x2) || !isfinite(y2)) {
+            st = calq__op_fail(c, CALQ_ERR_DATA,
+                               "roi %lld is (%g, %g, %g, %g) after spatial_scale %g: its coordinates must be finite",
+                               (long long)r, x1 + off, y1 + off, x2 + off, y2 + off, p.scale);
             break;
         }
+        double gh_f = p.sampling > 0 ? (double)p.sampling : ceil(rh / (double)p.ph);
+        double gw_f = p.sampling > 0 ? (double)p.sampling : ceil(rw / (double)p.pw);
+        if (!(gh_f >= 0 && gw_f >= 0 && gh_f <= 4096 && gw_f <= 4096)) {
+            st = calq__op_fail(c, CALQ_ERR_DATA, "roi %lld needs a %gx%g sampling grid (calq takes 0 to 4096 per side)",
+                               (long long)r, gh_f, gw_f);
+            break;
+        }
+        int64_t gh = (int64_t)gh_f, gw = (int64_t)gw_f;
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
         for (int64_t ch = 0; ch < C; ch++) {
             calq__k_load(x, (b * C + ch) * plane, 1, plane, v);

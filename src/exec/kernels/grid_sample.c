@@ -77,8 +77,10 @@ static double reflect(double v, double lo2, double hi2)
     double lo = lo2 / 2.0, span = (hi2 - lo2) / 2.0;
     v = fabs(v - lo);
     double extra = fmod(v, span);
-    int64_t flips = (int64_t)floor(v / span);
-    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+    /* parity in double: a grid value of 3e38 or NaN has no int64 count of flips (undefined
+     * behaviour); NaN stays NaN, which pad_coord clamps */
+    double flips = floor(v / span);
+    return fmod(flips, 2.0) == 0.0 ? extra + lo : span - extra + lo;
 }
 
 static double pad_coord(double v, int64_t n, gs_pad pad, bool align)
@@ -118,6 +120,14 @@ static void cubic_weights(double t, double *w)
     w[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;
 }
 
+/* An integer coordinate as int64: a grid value of inf, NaN or 1e39 (zeros padding keeps it) has
+ * none (undefined behaviour); beyond +-2^62 every tap is outside the plane anyway. */
+static inline int64_t gs_index(double v)
+{
+    const double lim = 4611686018427387904.0; /* 2^62 */
+    return v > -lim && v < lim ? (int64_t)v : v > 0 ? (int64_t)lim : -(int64_t)lim;
+}
+
 static double sample(const double *v, int64_t H, int64_t W, double gx, double gy, const gs_params *p)
 {
     double x = unnormalize(gx, W, p->align), y = unnormalize(gy, H, p->align);
@@ -128,16 +138,16 @@ static double sample(const double *v, int64_t H, int64_t W, double gx, double gy
         double acc = 0.0;
         for (int i = 0; i < 4; i++) {
             double row = 0.0;
-            for (int j = 0; j < 4; j++) row += wx[j] * tap(v, H, W, (int64_t)fy - 1 + i, (int64_t)fx - 1 + j, p);
+            for (int j = 0; j < 4; j++) row += wx[j] * tap(v, H, W, gs_index(fy) - 1 + i, gs_index(fx) - 1 + j, p);
             acc += wy[i] * row;
         }
         return acc;
     }
     x = pad_coord(x, W, p->pad, p->align);
     y = pad_coord(y, H, p->pad, p->align);
-    if (p->mode == M_NEAREST) return at(v, H, W, (int64_t)nearbyint(y), (int64_t)nearbyint(x));
+    if (p->mode == M_NEAREST) return at(v, H, W, gs_index(nearbyint(y)), gs_index(nearbyint(x)));
     double fx = floor(x), fy = floor(y), tx = x - fx, ty = y - fy;
-    int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+    int64_t x0 = gs_index(fx), y0 = gs_index(fy);
     return (1 - ty) * ((1 - tx) * at(v, H, W, y0, x0) + tx * at(v, H, W, y0, x0 + 1)) +
            ty * ((1 - tx) * at(v, H, W, y0 + 1, x0) + tx * at(v, H, W, y0 + 1, x0 + 1));
 }

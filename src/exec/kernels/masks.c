@@ -85,9 +85,11 @@ static calq_status onehot_params(calq_op_ctx *c, int *axis, int64_t *depth)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "depth (input 1) must be one number");
     if (!dt->data) return calq__op_fail(c, CALQ_ERR_INTERNAL, "depth (input 1) is not known while inferring shapes");
     if (calq_tensor_numel(vals) != 2) return calq__op_fail(c, CALQ_ERR_SHAPE, "values (input 2) must hold [off, on]");
-    *depth = (int64_t)calq__tensor_get_f64(dt, 0);
-    if (*depth <= 0 || *depth > ((int64_t)1 << 31))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "depth %lld is not a positive size", (long long)*depth);
+    /* checked as a double: a float depth of NaN or 1e30 does not convert to int64 */
+    double dv = calq__tensor_get_f64(dt, 0);
+    if (!(dv >= 1 && dv <= (double)((int64_t)1 << 31)))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "depth %.17g is not a positive size (at most 2^31)", dv);
+    *depth = (int64_t)dv;
     if (ind->ndim + 1 > CALQ_MAX_DIMS) return calq__op_fail(c, CALQ_ERR_SHAPE, "the output would have too many dims");
     int64_t a = calq__attr_int(c->node, "axis", -1);
     *axis = calq__norm_axis(a, ind->ndim + 1);
@@ -121,13 +123,25 @@ static calq_status onehot_run(calq_op_ctx *c)
     const char *off = vals->data, *on = (const char *)vals->data + es;
     int64_t outer = calq__shape_numel(ind->dims, axis), inner = calq__shape_numel(ind->dims + axis, ind->ndim - axis);
     char *d = y->data;
+    /* every element "off", then one "on" per index: each index is read once, not depth times (a
+     * depth of 2^24 took seconds reading 3 indices) */
+    int64_t total = outer * depth * inner;
+    if (total > 0) {
+        memcpy(d, off, es);
+        for (int64_t have = 1; have < total;) {
+            int64_t n = have < total - have ? have : total - have;
+            memcpy(d + (size_t)have * es, d, (size_t)n * es);
+            have += n;
+        }
+    }
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < depth; j++)
-            for (int64_t i = 0; i < inner; i++) {
-                int64_t v = (int64_t)calq__tensor_get_f64(ind, o * inner + i);
-                if (v < 0) v += depth;
-                memcpy(d + (size_t)((o * depth + j) * inner + i) * es, v == j ? on : off, es);
-            }
+        for (int64_t i = 0; i < inner; i++) {
+            double x = calq__tensor_get_f64(ind, o * inner + i);
+            /* NaN or beyond +-2^62 (floats): outside [-depth, depth), an all-"off" row */
+            int64_t v = x > -4.6e18 && x < 4.6e18 ? (int64_t)x : INT64_MIN;
+            if (v < 0) v += depth;
+            if (v >= 0 && v < depth) memcpy(d + (size_t)((o * depth + v) * inner + i) * es, on, es);
+        }
     return CALQ_OK;
 }
 

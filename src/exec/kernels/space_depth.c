@@ -12,12 +12,24 @@ static calq_status block_params(calq_op_ctx *c, bool to_space, int64_t *b)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "the 'blocksize' attribute must be a positive integer");
     if (x->ndim != 4) return calq__op_fail(c, CALQ_ERR_SHAPE, "the input must be N x C x H x W, not %d-D", x->ndim);
     *b = a->i;
-    if (to_space && x->dims[1] % (a->i * a->i))
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "%lld channels do not divide by blocksize^2 = %lld",
-                             (long long)x->dims[1], (long long)(a->i * a->i));
-    if (!to_space && (x->dims[2] % a->i || x->dims[3] % a->i))
+    const int64_t *d = x->dims;
+    /* blocksize^2 and the dims it multiplies must not wrap (a blocksize of 2^32 squared is 0) */
+    int64_t b2, o1, o2, o3;
+    if (__builtin_mul_overflow(a->i, a->i, &b2))
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "blocksize %lld is too large for a %lldx%lldx%lldx%lld input",
+                             (long long)a->i, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3]);
+    if (to_space && d[1] % b2)
+        return calq__op_fail(c, CALQ_ERR_SHAPE, "%lld channels do not divide by blocksize^2 = %lld", (long long)d[1],
+                             (long long)b2);
+    if (!to_space && (d[2] % a->i || d[3] % a->i))
         return calq__op_fail(c, CALQ_ERR_SHAPE, "H = %lld and W = %lld must divide by the blocksize %lld",
-                             (long long)x->dims[2], (long long)x->dims[3], (long long)a->i);
+                             (long long)d[2], (long long)d[3], (long long)a->i);
+    bool wraps = to_space ? __builtin_mul_overflow(d[2], a->i, &o2) || __builtin_mul_overflow(d[3], a->i, &o3)
+                          : __builtin_mul_overflow(d[1], b2, &o1);
+    if (wraps)
+        return calq__op_fail(c, CALQ_ERR_SHAPE,
+                             "blocksize %lld makes the output of a %lldx%lldx%lldx%lld input too large",
+                             (long long)a->i, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3]);
     return CALQ_OK;
 }
 

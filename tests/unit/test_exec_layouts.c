@@ -18,97 +18,10 @@
 #include "exec/plan.h"
 #include "expect.h"
 #include "graph/graph.h"
+#include "graph_build.h"
 #include "op_harness.h"
 
 /* ---- building graphs ------------------------------------------------------------------------- */
-
-typedef struct gb {
-    calq_graph *g;
-    unsigned seed;
-    int n_out;
-} gb;
-
-static gb gb_new(void)
-{
-    gb b = {calq__graph_new(), 1, 0};
-    b.g->outputs = malloc(sizeof(int) * 16);
-    b.g->inputs = malloc(sizeof(int) * 4);
-    return b;
-}
-
-static int gb_input(gb *b, const char *name, const int64_t *dims, int nd)
-{
-    int v = calq__graph_value(b->g, name);
-    calq_value *val = &b->g->values[v];
-    val->is_input = true;
-    val->dtype = CALQ_DTYPE_FLOAT32;
-    val->ndim = nd;
-    memcpy(val->dims, dims, sizeof(int64_t) * (size_t)nd);
-    b->g->inputs[b->g->n_inputs++] = v;
-    return v;
-}
-
-static int gb_const_t(gb *b, const char *name, calq_tensor t)
-{
-    int v = calq__graph_value(b->g, name);
-    calq_tensor *c = malloc(sizeof *c);
-    *c = t;
-    calq_value *val = &b->g->values[v];
-    val->constant = c;
-    val->dtype = t.dtype;
-    val->ndim = t.ndim;
-    memcpy(val->dims, t.dims, sizeof t.dims);
-    return v;
-}
-
-static int gb_const(gb *b, const char *name, const int64_t *dims, int nd, float lo, float hi)
-{
-    return gb_const_t(b, name, t_rand_f32(b->seed++, nd, dims, lo, hi));
-}
-
-static int gb_scalar(gb *b, const char *name, float v)
-{
-    return gb_const_t(b, name, t_f32(&v, 0, NULL));
-}
-
-/* A node with one output named after it; returns the output value. */
-static int gb_node(gb *b, const char *name, const char *op, const int *ins, int n)
-{
-    char out[96];
-    snprintf(out, sizeof out, "%s.out", name);
-    int y = calq__graph_value(b->g, out);
-    int ni = calq__graph_add_node(b->g, name, op, "", ins, n, &y, 1);
-    b->g->nodes[ni].opset = 13;
-    return y;
-}
-
-static int last_node(const gb *b)
-{
-    return b->g->n_nodes - 1;
-}
-
-static void gb_ints(gb *b, const char *name, const int64_t *v, int n)
-{
-    calq_attr *a = calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_INTS);
-    a->n = n;
-    a->ints = malloc(sizeof(int64_t) * (size_t)n);
-    memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
-}
-
-static void gb_int(gb *b, const char *name, int64_t v)
-{
-    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_INT)->i = v;
-}
-
-static void gb_float(gb *b, const char *name, float v)
-{
-    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_FLOAT)->f = v;
-}
-
-static void gb_str(gb *b, const char *name, const char *v)
-{
-    calq__node_add_attr(b->g, last_node(b), name, CALQ_ATTR_STRING)->s = strdup(v);
-}
 
 /* Conv with k x k weights, `same` padding, stride, groups. */
 static int gb_conv(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t group)
@@ -125,23 +38,6 @@ static int gb_conv(gb *b, const char *name, int x, int64_t cin, int64_t cout, in
     gb_ints(b, "strides", st, 2);
     if (group > 1) gb_int(b, "group", group);
     return y;
-}
-
-static int gb_unary(gb *b, const char *name, const char *op, int x)
-{
-    return gb_node(b, name, op, &x, 1);
-}
-
-static int gb_binary(gb *b, const char *name, const char *op, int x, int y)
-{
-    int ins[2] = {x, y};
-    return gb_node(b, name, op, ins, 2);
-}
-
-static void gb_output(gb *b, int v)
-{
-    b->g->outputs[b->g->n_outputs++] = v;
-    b->g->values[v].is_output = true;
 }
 
 static calq_graph *gb_finish(gb *b)
@@ -181,10 +77,10 @@ static calq_graph *mixed_graph(int64_t batch, const char **observe, int *n_obser
     int c3 = gb_conv(&b, "c3", s2, 24, 40, 1, 1, 1);
     int cl = gb_unary(&b, "clip", "Clip", c3);
     int clip_in[3] = {c3, gb_scalar(&b, "lo", 0.0f), gb_scalar(&b, "hi", 6.0f)};
-    b.g->nodes[last_node(&b)].n_inputs = 3;
-    free(b.g->nodes[last_node(&b)].inputs);
-    b.g->nodes[last_node(&b)].inputs = malloc(sizeof clip_in);
-    memcpy(b.g->nodes[last_node(&b)].inputs, clip_in, sizeof clip_in);
+    b.g->nodes[gb_last_node(&b)].n_inputs = 3;
+    free(b.g->nodes[gb_last_node(&b)].inputs);
+    b.g->nodes[gb_last_node(&b)].inputs = malloc(sizeof clip_in);
+    memcpy(b.g->nodes[gb_last_node(&b)].inputs, clip_in, sizeof clip_in);
     observe[n++] = "clip.out";
     int dw = gb_conv(&b, "dw", cl, 40, 40, 3, 2, 40);
     int lr = gb_unary(&b, "lrelu", "LeakyRelu", dw);
@@ -317,17 +213,6 @@ out:
     return fused;
 }
 
-static bool same_bits(const calq_tensor *a, const calq_tensor *b)
-{
-    return a->data && b->data && calq__tensor_nbytes(a) == calq__tensor_nbytes(b) &&
-           memcmp(a->data, b->data, calq__tensor_nbytes(a)) == 0;
-}
-
-static void free_all(calq_tensor *t, int n)
-{
-    for (int i = 0; i < n; i++) calq_tensor_free_data(&t[i]);
-}
-
 static const calq_layout layouts[] = {0, CALQ_LAYOUT_CHANNELS_LAST, 16, 8};
 static const char *const layout_names[] = {"native", "channels last", "nChw16c", "nChw8c"};
 
@@ -366,7 +251,7 @@ static void test_mixed_graph(int64_t batch)
             snprintf(what, sizeof what, "batch %lld, %s, output %d: fused vs reference", (long long)batch,
                      layout_names[li], i);
             EXPECT(t_close(&o1[i], &ref_o[i], 1e-4, 1e-5, what));
-            EXPECT(same_bits(&o1[i], &o2[i]) && same_bits(&o1[i], &o3[i]));
+            EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
         }
         /* every fusable layer went into its convolution */
         EXPECT(fused >= 15);
@@ -379,11 +264,11 @@ static void test_mixed_graph(int64_t batch)
                     failures++;
                 }
         free(has);
-        free_all(o1, 2);
-        free_all(o2, 2);
-        free_all(o3, 2);
+        t_free_all(o1, 2);
+        t_free_all(o2, 2);
+        t_free_all(o3, 2);
     }
-    free_all(ref_o, 2);
+    t_free_all(ref_o, 2);
     calq_tensor_free_data(&x);
     calq__graph_free(g);
 }
@@ -402,18 +287,18 @@ static void test_kept_values(void)
         calq_tensor a[16], all[16];
         run_cfg rc = {.fast = true, .fuse = true, .layout = layouts[li], .threads = 2, .keep = obs, .n_keep = n_obs};
         int fused = run_graph(g, &x, &rc, obs, n_obs, a, outs, NULL, NULL);
-        free_all(outs, 2);
+        t_free_all(outs, 2);
         rc.n_keep = -1;
         int fused_all = run_graph(g, &x, &rc, obs, n_obs, all, outs, NULL, NULL);
-        free_all(outs, 2);
+        t_free_all(outs, 2);
         EXPECT(fused > 0 && fused_all == 0);
         for (int k = 0; k < n_obs; k++)
-            if (!same_bits(&a[k], &all[k])) {
+            if (!t_same_bits(&a[k], &all[k])) {
                 fprintf(stderr, "%s: kept %s differs from the unfused run\n", layout_names[li], obs[k]);
                 failures++;
             }
-        free_all(a, n_obs);
-        free_all(all, n_obs);
+        t_free_all(a, n_obs);
+        t_free_all(all, n_obs);
     }
     /* keeping Sigmoid's output: Sigmoid (inexact in oneDNN) must then run on its own */
     const char *sig[1] = {"sig.out"};
@@ -421,7 +306,7 @@ static void test_kept_values(void)
     calq_tensor got[1];
     run_cfg rc = {.fast = true, .fuse = true, .threads = 2, .keep = sig, .n_keep = 1};
     run_graph(g, &x, &rc, sig, 1, got, outs, NULL, has);
-    free_all(outs, 2);
+    t_free_all(outs, 2);
     calq_tensor_free_data(&got[0]);
     for (int ni = 0; ni < g->n_nodes; ni++)
         if (!strcmp(g->nodes[ni].name, "sig")) EXPECT(has[ni]);
@@ -469,7 +354,7 @@ static void test_conversions(void)
                 EXPECT(d->prepare(&c) == CALQ_OK);
                 EXPECT((fast && c.state ? d->run_fast(&c) : d->run(&c)) == CALQ_OK);
                 if (c.state) d->release(c.state);
-                EXPECT(same_bits(&back[fast], &x));
+                EXPECT(t_same_bits(&back[fast], &x));
             }
             /* the reference loop and oneDNN's reorder write the same bytes, padding zero */
             EXPECT(memcmp(y[0].data, y[1].data, calq__layout_nbytes(&x, l)) == 0);
@@ -534,17 +419,17 @@ static void test_ultraface_observers(void)
     EXPECT(calq_session_run(s1, &x, 1, &err) == CALQ_OK);
     EXPECT(calq_session_run(s2, &x, 1, &err) == CALQ_OK);
     for (int i = 0; i < obs.n; i++)
-        if (!same_bits(&obs.got[i], &all.got[i])) {
+        if (!t_same_bits(&obs.got[i], &all.got[i])) {
             fprintf(stderr, "UltraFace: observed %s differs with fusion\n", obs.names[i]);
             failures++;
         }
     for (int i = 0; i < calq_model_num_outputs(m); i++) {
         const calq_tensor *a, *b;
         EXPECT(calq_session_output(s1, i, &a) == CALQ_OK && calq_session_output(s2, i, &b) == CALQ_OK);
-        EXPECT(same_bits(a, b));
+        EXPECT(t_same_bits(a, b));
     }
-    free_all(obs.got, obs.n);
-    free_all(all.got, all.n);
+    t_free_all(obs.got, obs.n);
+    t_free_all(all.got, all.n);
     calq_session_free(s1);
     calq_session_free(s2);
     calq_tensor_free_data(&x);

@@ -17,85 +17,10 @@
 #include "exec/plan.h"
 #include "expect.h"
 #include "graph/graph.h"
+#include "graph_build.h"
 #include "op_harness.h"
 
 /* ---- building graphs ------------------------------------------------------------------------- */
-
-typedef struct gb {
-    calq_graph *g;
-    unsigned seed;
-} gb;
-
-static gb gb_new(void)
-{
-    gb b = {calq__graph_new(), 1};
-    b.g->outputs = malloc(sizeof(int) * 16);
-    b.g->inputs = malloc(sizeof(int) * 4);
-    return b;
-}
-
-static int gb_input(gb *b, const char *name, const int64_t *dims, int nd)
-{
-    int v = calq__graph_value(b->g, name);
-    calq_value *val = &b->g->values[v];
-    val->is_input = true;
-    val->dtype = CALQ_DTYPE_FLOAT32;
-    val->ndim = nd;
-    memcpy(val->dims, dims, sizeof(int64_t) * (size_t)nd);
-    b->g->inputs[b->g->n_inputs++] = v;
-    return v;
-}
-
-static int gb_const_t(gb *b, const char *name, calq_tensor t)
-{
-    int v = calq__graph_value(b->g, name);
-    calq_tensor *c = malloc(sizeof *c);
-    *c = t;
-    calq_value *val = &b->g->values[v];
-    val->constant = c;
-    val->dtype = t.dtype;
-    val->ndim = t.ndim;
-    memcpy(val->dims, t.dims, sizeof t.dims);
-    return v;
-}
-
-static int gb_const(gb *b, const char *name, const int64_t *dims, int nd, float lo, float hi)
-{
-    return gb_const_t(b, name, t_rand_f32(b->seed++, nd, dims, lo, hi));
-}
-
-static int gb_scalar(gb *b, const char *name, float v)
-{
-    return gb_const_t(b, name, t_f32(&v, 0, NULL));
-}
-
-/* A node with one output named "<name>.out"; returns the output value. */
-static int gb_node(gb *b, const char *name, const char *op, const int *ins, int n)
-{
-    char out[96];
-    snprintf(out, sizeof out, "%s.out", name);
-    int y = calq__graph_value(b->g, out);
-    int ni = calq__graph_add_node(b->g, name, op, "", ins, n, &y, 1);
-    b->g->nodes[ni].opset = 13;
-    return y;
-}
-
-static int gb_unary(gb *b, const char *name, const char *op, int x)
-{
-    return gb_node(b, name, op, &x, 1);
-}
-
-static int gb_binary(gb *b, const char *name, const char *op, int x, int y)
-{
-    int ins[2] = {x, y};
-    return gb_node(b, name, op, ins, 2);
-}
-
-static void gb_output(gb *b, int v)
-{
-    b->g->outputs[b->g->n_outputs++] = v;
-    b->g->values[v].is_output = true;
-}
 
 static int row_mean(gb *b, const char *name, int x)
 {
@@ -270,17 +195,6 @@ out:
     free(keep);
 }
 
-static bool same_bits(const calq_tensor *a, const calq_tensor *b)
-{
-    return a->data && b->data && calq__tensor_nbytes(a) == calq__tensor_nbytes(b) &&
-           memcmp(a->data, b->data, calq__tensor_nbytes(a)) == 0;
-}
-
-static void free_all(calq_tensor *t, int n)
-{
-    for (int i = 0; i < n; i++) calq_tensor_free_data(&t[i]);
-}
-
 /* Whether node `name` ran as a step of its own. */
 static bool ran(const calq_graph *g, const bool *has, const char *name)
 {
@@ -324,7 +238,7 @@ static void test_block(int64_t batch, int64_t t, int64_t c)
     snprintf(what, sizeof what, "block %lldx%lldx%lld: fused vs reference", (long long)batch, (long long)t,
              (long long)c);
     EXPECT(t_close(&o1[0], &ref[0], 1e-4, 1e-5, what));
-    EXPECT(same_bits(&o1[0], &o2[0]) && same_bits(&o1[0], &o3[0]));
+    EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
     for (size_t k = 0; k < sizeof replaced / sizeof replaced[0]; k++) {
         if (!have_vector_erf() && !strncmp(replaced[k], "gelu", 4)) continue;
         if (ran(g, has, replaced[k])) {
@@ -333,10 +247,10 @@ static void test_block(int64_t batch, int64_t t, int64_t c)
         }
     }
     free(has);
-    free_all(o1, 1);
-    free_all(o2, 1);
-    free_all(o3, 1);
-    free_all(ref, 1);
+    t_free_all(o1, 1);
+    t_free_all(o2, 1);
+    t_free_all(o3, 1);
+    t_free_all(ref, 1);
     calq_tensor_free_data(&x);
     calq__graph_free(g);
 }
@@ -363,12 +277,12 @@ static void test_exact_parts(void)
     run_graph(b.g, &xt, &rc, NULL, 0, tmp, fused, has);
     rc.fuse = false;
     run_graph(b.g, &xt, &rc, NULL, 0, tmp, plain, NULL);
-    EXPECT(same_bits(&fused[0], &plain[0]));
+    EXPECT(t_same_bits(&fused[0], &plain[0]));
     EXPECT(!ran(b.g, has, "l1.bias") && !ran(b.g, has, "l2.bias"));
     if (have_vector_erf()) EXPECT(!ran(b.g, has, "g1.erf") && !ran(b.g, has, "g2.erf"));
     free(has);
-    free_all(fused, 1);
-    free_all(plain, 1);
+    t_free_all(fused, 1);
+    t_free_all(plain, 1);
     calq_tensor_free_data(&xt);
     calq__graph_free(b.g);
 }
@@ -393,8 +307,8 @@ static void test_kept_intermediates(void)
         rc = (run_cfg){.fast = false, .threads = 2};
         run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL);
         EXPECT(t_close(&outs[1], &ref[1], 1e-4, 1e-5, outs_in[i]));
-        free_all(outs, 2);
-        free_all(ref, 2);
+        t_free_all(outs, 2);
+        t_free_all(ref, 2);
         free(has);
         calq__graph_free(g);
     }
@@ -406,12 +320,12 @@ static void test_kept_intermediates(void)
     bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
     run_cfg rc = {.fast = true, .fuse = true, .threads = 2, .keep = obs, .n_keep = n_obs};
     run_graph(g, &x, &rc, obs, n_obs, a, outs, has);
-    free_all(outs, 1);
+    t_free_all(outs, 1);
     rc.n_keep = -1;
     run_graph(g, &x, &rc, obs, n_obs, all, outs, NULL);
-    free_all(outs, 1);
+    t_free_all(outs, 1);
     for (int k = 0; k < n_obs; k++)
-        if (!same_bits(&a[k], &all[k])) {
+        if (!t_same_bits(&a[k], &all[k])) {
             fprintf(stderr, "observed %s differs from the unfused run\n", obs[k]);
             failures++;
         }
@@ -420,8 +334,8 @@ static void test_kept_intermediates(void)
     EXPECT(ran(g, has, "ln1.sub") && ran(g, has, "ln3.sqrt") && ran(g, has, "gelu2.erf"));
     EXPECT(!ran(g, has, "fc1.bias"));
     if (have_vector_erf()) EXPECT(!ran(g, has, "gelu1.erf"));
-    free_all(a, n_obs);
-    free_all(all, n_obs);
+    t_free_all(a, n_obs);
+    t_free_all(all, n_obs);
     free(has);
     calq_tensor_free_data(&x);
     calq__graph_free(g);

@@ -26,6 +26,9 @@
  * residual sum, ...): the longest prefix of them for which oneDNN still has a direct kernel.
  * The 1x1 convolutions then run on oneDNN's jit 1x1 kernel, which, like the other direct
  * kernels, keeps each output's summation order whatever the thread count (tested).
+ * On AVX-512 machines with few CPUs, ungrouped 3x3 stride-1 convolutions on maps of 14x14 and
+ * more run oneDNN's Winograd kernel instead (conv_wino.h: one thread per image and half of the
+ * output channels, so the bits do not depend on the thread count).
  * Weights are reordered into the layout oneDNN picks. When the executor marks them constant
  * (c->const_inputs) that happens once in prepare; otherwise the weight input may change from
  * run to run (a graph input, as in the ONNX conformance tests) and it is reordered on every
@@ -34,6 +37,7 @@
 #include <string.h>
 
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/conv_wino.h"
 #include "exec/kernels/dnnl_common.h"
 
 /* ---- Conv / ConvTranspose ------------------------------------------------------------------ */
@@ -84,6 +88,8 @@ typedef struct conv_state {
     int sum_post;     /* position of the residual sum, or -1 */
     bool serial;      /* little work: created for and run on one thread */
     size_t dst_bytes; /* blocked output size, for the sum's copy */
+    /* Winograd path (conv_wino.h): when set, nothing above but `serial` is used */
+    calq_conv_wino *wino;
 } conv_state;
 
 void calq__conv_dnnl_release(void *state)
@@ -100,7 +106,13 @@ void calq__conv_dnnl_release(void *state)
     for (int i = 0; i < s->n_bin; i++)
         if (s->bin_mem[i]) dnnl_memory_destroy(s->bin_mem[i]);
     if (s->stream) dnnl_stream_destroy(s->stream);
+    calq__conv_wino_free(s->wino);
     free(s);
+}
+
+bool calq__conv_dnnl_is_wino(const void *state)
+{
+    return state && ((const conv_state *)state)->wino != NULL;
 }
 
 /* The memory descriptor of ONNX weights as oneDNN sees them. oneDNN's logical weight dims are
@@ -201,7 +213,7 @@ static void promote_1d(calq_conv_geom *g)
 
 /* The oneDNN post-ops of the planner's chain c->post[0..n): element-wise layers, the residual
  * sum, per-channel add / multiply (binary post-ops reading a [1, C, 1...] constant). */
-static dnnl_status_t make_post_ops(const calq_op_ctx *c, int n, const conv_descs *d, dnnl_primitive_attr_t attr)
+dnnl_status_t calq__conv_post_ops(const calq_op_ctx *c, int n, int nd, int64_t c_out, dnnl_primitive_attr_t attr)
 {
     dnnl_post_ops_t ops;
     dnnl_status_t st = dnnl_post_ops_create(&ops);
@@ -225,10 +237,10 @@ static dnnl_status_t make_post_ops(const calq_op_ctx *c, int n, const conv_descs
         case CALQ_POST_ADD_CHANNEL:
         case CALQ_POST_MUL_CHANNEL: {
             dnnl_dims_t dims;
-            for (int k = 0; k < d->nd; k++) dims[k] = 1;
-            if (calq_tensor_numel(op->operand) > 1) dims[1] = d->ddims[1];
+            for (int k = 0; k < nd; k++) dims[k] = 1;
+            if (calq_tensor_numel(op->operand) > 1) dims[1] = c_out;
             dnnl_memory_desc_t md;
-            st = calq__dnnl_plain_md(&md, dims, d->nd);
+            st = calq__dnnl_plain_md(&md, dims, nd);
             if (st == dnnl_success)
                 st = dnnl_post_ops_append_binary(
                     ops, op->kind == CALQ_POST_ADD_CHANNEL ? dnnl_binary_add : dnnl_binary_mul, &md);
@@ -275,7 +287,7 @@ static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, 
         dnnl_primitive_attr_t attr = NULL;
         if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
         dnnl_primitive_desc_t pd = NULL;
-        if (make_post_ops(c, n, d, attr) == dnnl_success) {
+        if (calq__conv_post_ops(c, n, d->nd, d->ddims[1], attr) == dnnl_success) {
             if (c->in_layout[0] == c->native)
                 pd = try_pd(g, d, ltag, ltag, attr);
             else if (narrow_in && (pd = try_pd(g, d, ptag, ltag, attr)) != NULL)
@@ -357,6 +369,29 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
 
     dnnl_primitive_desc_t pd = NULL;
     int n_post = 0;
+    if (layouts && calq__conv_wino_fits(&g, c->native)) {
+        /* the longest prefix of the offered post-ops the Winograd path applies */
+        int n = 0;
+        while (n < c->n_post && n < CALQ_CONV_MAX_POST && !(c->exact_only && !c->post[n].exact)) n++;
+        for (; n >= 0; n--) {
+            calq_conv_wino *w = NULL;
+            CALQ_TRY(calq__conv_wino_create(c, &g, n, &w));
+            if (!w) continue;
+            conv_state *s = calloc(1, sizeof *s);
+            if (!s) {
+                calq__conv_wino_free(w);
+                return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the convolution");
+            }
+            s->wino = w;
+            s->serial = serial;
+            s->sum_post = -1;
+            c->in_layout[0] = c->native;
+            c->out_layout[0] = c->native;
+            c->n_post_used = n;
+            c->state = s;
+            return CALQ_OK;
+        }
+    }
     if (layouts) {
         pd = layout_pd(c, &g, &d, &n_post);
         if (!pd) return CALQ_OK; /* the reference kernel, on plain tensors */
@@ -514,9 +549,9 @@ static calq_status conv_run(calq_op_ctx *c, conv_state *s);
 calq_status calq__conv_dnnl_run(calq_op_ctx *c)
 {
     conv_state *s = c->state;
-    if (!s->prim) return gemm_run(c, s);
+    if (!s->prim && !s->wino) return gemm_run(c, s);
     const int prev = calq__dnnl_serial_begin(s->serial);
-    calq_status st = conv_run(c, s);
+    calq_status st = s->wino ? calq__conv_wino_run(c, s->wino) : conv_run(c, s);
     calq__dnnl_serial_end(s->serial, prev);
     return st;
 }

@@ -29,6 +29,7 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what);
 typedef enum calq_dnnl_scratch_slot {
     CALQ_SCRATCH_CONV, /* conv_dnnl.c */
     CALQ_SCRATCH_INT,  /* int_dnnl.c */
+    CALQ_SCRATCH_WINO, /* conv_wino.c: the Winograd kernel's scratchpad */
     CALQ_SCRATCH_SLOTS
 } calq_dnnl_scratch_slot;
 void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n);

@@ -19,9 +19,14 @@
 
 /* Output-channel groups per image: tasks of (image, group). */
 #define WINO_GROUPS 2
-/* Smallest output map (each side) where Winograd beat the direct kernel (512 channels on 7x7:
- * 0.92 of its time, within the noise; 256 on 14x14: 0.62). */
-#define WINO_MIN_MAP 14
+/* Where it beats oneDNN's direct (brgemm, channels-last) kernel at 2 threads, conversions
+ * included (docs/performance.md, "Winograd"): ResNet's 64-256 channels on 56x56 to 14x14 maps.
+ * It loses on few channels (16 -> 32 on 128x128: 3x the time; 48 -> 32 on 32x32: 5x), on small
+ * maps (512 on 7x7) and on large ones (64 -> 32 on 360x640: 1.3x), where a single-threaded
+ * task's transformed tiles leave the cache. */
+#define WINO_MIN_CHANNELS 64
+#define WINO_MIN_SIDE     14
+#define WINO_MAX_MAP      (112 * 112)
 /* With more CPUs than this, two tasks per image leave most of them idle at batch 1, where the
  * direct kernel's own threading uses them all. */
 #define WINO_MAX_CPUS 4
@@ -58,10 +63,12 @@ bool calq__conv_wino_fits(const calq_conv_geom *g, calq_layout native)
     if ((native != 16 && native != CALQ_LAYOUT_CHANNELS_LAST) || g->transpose || g->nsp != 2 || g->group != 1)
         return false;
     if (g->c_in % 16 != 0 || g->c_out % (16 * WINO_GROUPS) != 0) return false;
+    if (g->c_in < WINO_MIN_CHANNELS || g->c_out < WINO_MIN_CHANNELS || g->out[0] * g->out[1] > WINO_MAX_MAP)
+        return false;
     for (int i = 0; i < 2; i++) {
         if (g->k[i] != 3 || g->stride[i] != 1 || g->dil[i] != 1 || g->out_pad[i] != 0) return false;
         if (g->pad_b[i] < 0 || g->pad_b[i] > 1 || g->pad_e[i] < 0 || g->pad_e[i] > 1) return false;
-        if (g->out[i] < WINO_MIN_MAP) return false;
+        if (g->out[i] < WINO_MIN_SIDE) return false;
     }
     return online_cpus() <= WINO_MAX_CPUS;
 }

@@ -369,10 +369,13 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
 
     dnnl_primitive_desc_t pd = NULL;
     int n_post = 0;
-    if (layouts && calq__conv_wino_fits(&g, c->native)) {
-        /* the longest prefix of the offered post-ops the Winograd path applies */
-        int n = 0;
-        while (n < c->n_post && n < CALQ_CONV_MAX_POST && !(c->exact_only && !c->post[n].exact)) n++;
+    /* The longest prefix of the offered post-ops the Winograd path applies. Where the unfused
+     * bits are required (c->exact_only: calibration's observed runs) it does not fuse a residual
+     * sum, which the direct brgemm kernel does exactly: a chain with one stays on that. */
+    int wino_n = 0;
+    while (wino_n < c->n_post && wino_n < CALQ_CONV_MAX_POST && !(c->exact_only && !c->post[wino_n].exact)) wino_n++;
+    if (layouts && calq__conv_wino_fits(&g, c->native) && !(c->exact_only && has_sum(c, wino_n))) {
+        int n = wino_n;
         for (; n >= 0; n--) {
             calq_conv_wino *w = NULL;
             CALQ_TRY(calq__conv_wino_create(c, &g, n, &w));

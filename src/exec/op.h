@@ -88,6 +88,12 @@ typedef struct calq_op_ctx {
     const calq_post_op *post;
     int n_post;
     int n_post_used; /* set by prepare */
+    /* [n_post + 1] or NULL: entry i is true when the output after i post-ops is read only by
+     * convolutions (as their input) and element-wise layers, and is neither kept nor a graph
+     * output. prepare may then write it in another channel-blocked layout than `native` (the
+     * Winograd path's nChw16c, conv_wino.h): the convolutions take it as it is or convert it,
+     * the element-wise layers get a plain copy. */
+    const bool *out_conv_readers;
     bool exact_only; /* prepare: apply only post-ops whose result is bit-identical to running the
                         layers on their own (the output or some other tensor is observed) */
     /* Loop / Scan inside a subgraph: the body runs left to the outermost Loop or Scan run

@@ -42,6 +42,7 @@ typedef struct fast_ctx {
     bool *absorbed;           /* per old step */
     calq_plan_step *deferred; /* per old step: a fused step emitted when that step is reached */
     bool *has_deferred;
+    bool *any_blocked_readers; /* per value: every reading step takes another blocked layout */
 } fast_ctx;
 
 static calq_status oom(fast_ctx *f)
@@ -297,6 +298,22 @@ static int chain_of(fast_ctx *f, int s, calq_post_op *ops, int *operand_v, int *
     return n;
 }
 
+/* Whether old step r reads value slot k in a way that takes another blocked layout than the
+ * native one (calq_op_ctx.out_conv_readers): layers with post-ops and layouts (convolutions)
+ * read their input as it is or convert it; element-wise layers get a plain copy (residual sums
+ * are usually absorbed into a convolution, which converts its operand). */
+static bool reads_any_blocked(const calq_plan_step *r, int k)
+{
+    const unsigned conv = CALQ_OP_LAYOUTS | CALQ_OP_POST_OPS;
+    return !r->dynamic && (((r->def->flags & conv) == conv && k == 0) || (r->def->flags & CALQ_OP_ELEMENTWISE));
+}
+
+/* Whether value v is read, only by such readers, and is neither kept nor a graph output. */
+static bool conv_readers_only(const fast_ctx *f, int v)
+{
+    return v >= 0 && !kept(f, v) && f->uses[v] > 0 && f->any_blocked_readers[v];
+}
+
 /* Prepares a step with a fast kernel; falls back to its reference kernel on plain inputs when
  * prepare declines. */
 static calq_status prepare_step(fast_ctx *f, int s, calq_plan_step *st)
@@ -317,6 +334,12 @@ static calq_status prepare_step(fast_ctx *f, int s, calq_plan_step *st)
     c.native = layouts ? f->native : CALQ_LAYOUT_PLAIN;
     c.post = ops;
     c.n_post = n_chain;
+    bool conv_readers[MAX_CHAIN + 1];
+    if (layouts && (st->def->flags & CALQ_OP_POST_OPS) && st->n_out == 1) {
+        conv_readers[0] = conv_readers_only(f, st->out_v[0]);
+        for (int i = 0; i < n_chain; i++) conv_readers[i + 1] = conv_readers_only(f, f->old[steps[i]].out_v[0]);
+        c.out_conv_readers = conv_readers;
+    }
     /* Observed tensors (and graph outputs at the end of a chain) get the unfused layers' bits;
      * with an observer anywhere, every tensor before it must be computed as without fusion. */
     c.exact_only = f->observing || (n_chain > 0 && kept(f, f->old[steps[n_chain - 1]].out_v[0]));
@@ -422,13 +445,15 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
     f.absorbed = calloc((size_t)f.n_old + 1, sizeof(bool));
     f.deferred = calloc((size_t)f.n_old + 1, sizeof *f.deferred);
     f.has_deferred = calloc((size_t)f.n_old + 1, sizeof(bool));
+    f.any_blocked_readers = malloc((size_t)p->cap_vals + 1);
     calq_status st = CALQ_OK;
     if (!f.old || !f.uses || !f.consumer || !f.first_consumer || !f.kept || !f.absorbed || !f.deferred ||
-        !f.has_deferred) {
+        !f.has_deferred || !f.any_blocked_readers) {
         st = oom(&f);
         goto out;
     }
     memcpy(f.old, p->steps, sizeof *f.old * (size_t)f.n_old);
+    memset(f.any_blocked_readers, 1, (size_t)p->cap_vals + 1);
     p->n_steps = 0;
     for (int v = 0; v < g->n_values; v++) {
         f.kept[v] = o->keep_all || (o->keep && o->keep[v]) || g->values[v].is_output;
@@ -444,6 +469,7 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
             if (v < 0) continue;
             if (!f.uses[v]++) f.first_consumer[v] = s;
             f.consumer[v] = s;
+            f.any_blocked_readers[v] = f.any_blocked_readers[v] && reads_any_blocked(&f.old[s], k);
         }
     calq_fuse_in fi = {.p = p,
                        .old = f.old,
@@ -504,5 +530,6 @@ out:
     free(f.absorbed);
     free(f.deferred);
     free(f.has_deferred);
+    free(f.any_blocked_readers);
     return st;
 }

@@ -26,9 +26,10 @@
  * residual sum, ...): the longest prefix of them for which oneDNN still has a direct kernel.
  * The 1x1 convolutions then run on oneDNN's jit 1x1 kernel, which, like the other direct
  * kernels, keeps each output's summation order whatever the thread count (tested).
- * On AVX-512 machines with few CPUs, ungrouped 3x3 stride-1 convolutions on maps of 14x14 and
- * more run oneDNN's Winograd kernel instead (conv_wino.h: one thread per image and half of the
- * output channels, so the bits do not depend on the thread count).
+ * On AVX-512 machines with few CPUs, ungrouped 3x3 stride-1 convolutions with 64+ channels on
+ * maps of 14x14 to 112x112 run oneDNN's Winograd kernel instead, unless something is observed
+ * (conv_wino.h: one thread per image and half of the output channels, so the bits do not depend
+ * on the thread count).
  * Weights are reordered into the layout oneDNN picks. When the executor marks them constant
  * (c->const_inputs) that happens once in prepare; otherwise the weight input may change from
  * run to run (a graph input, as in the ONNX conformance tests) and it is reordered on every
@@ -369,16 +370,19 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
 
     dnnl_primitive_desc_t pd = NULL;
     int n_post = 0;
-    /* The longest prefix of the offered post-ops the Winograd path applies. Where the unfused
-     * bits are required (c->exact_only: calibration's observed runs) it does not fuse a residual
-     * sum, which the direct brgemm kernel does exactly: a chain with one stays on that. */
-    int wino_n = 0;
-    while (wino_n < c->n_post && wino_n < CALQ_CONV_MAX_POST && !(c->exact_only && !c->post[wino_n].exact)) wino_n++;
-    if (layouts && calq__conv_wino_fits(&g, c->native) && !(c->exact_only && has_sum(c, wino_n))) {
-        int n = wino_n;
+    /* Winograd, with the longest prefix of the offered post-ops it applies; not where the unfused
+     * bits are required (c->exact_only: some tensor is observed, as in calibration, or the chain
+     * ends in a graph output): the tensors observed then are the direct kernel's whether the
+     * graph around them is fused or not (with --dump-all nothing is fused, and Winograd without
+     * the residual sum would otherwise be chosen where a fused chain takes the direct kernel). */
+    if (layouts && !c->exact_only && calq__conv_wino_fits(&g, c->native)) {
+        int n = c->n_post < CALQ_CONV_MAX_POST ? c->n_post : CALQ_CONV_MAX_POST;
         for (; n >= 0; n--) {
             calq_conv_wino *w = NULL;
-            CALQ_TRY(calq__conv_wino_create(c, &g, n, &w));
+            /* nChw16c out when only convolutions and element-wise layers read it: the next
+             * Winograd layer takes it as it is */
+            const bool out16 = c->out_conv_readers && c->out_conv_readers[n];
+            CALQ_TRY(calq__conv_wino_create(c, &g, n, out16, &w));
             if (!w) continue;
             conv_state *s = calloc(1, sizeof *s);
             if (!s) {
@@ -388,8 +392,8 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
             s->wino = w;
             s->serial = serial;
             s->sum_post = -1;
-            c->in_layout[0] = c->native;
-            c->out_layout[0] = c->native;
+            if (c->in_layout[0] != 16) c->in_layout[0] = c->native;
+            c->out_layout[0] = out16 ? 16 : c->native;
             c->n_post_used = n;
             c->state = s;
             return CALQ_OK;

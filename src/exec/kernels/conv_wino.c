@@ -149,7 +149,8 @@ static dnnl_primitive_desc_t wino_pd(const calq_op_ctx *c, const calq_conv_geom 
         }                                                                                                              \
     } while (0)
 
-calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int n_post, calq_conv_wino **out)
+calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int n_post, bool out_blocked,
+                                   calq_conv_wino **out)
 {
     *out = NULL;
     /* The weights are reordered per group once, here. */
@@ -161,9 +162,7 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
         /* per-channel operands would need a per-group offset: the direct kernel takes those */
         if (k == CALQ_POST_ADD_CHANNEL || k == CALQ_POST_MUL_CHANNEL) return CALQ_OK;
         if (k == CALQ_POST_SUM) {
-            /* one sum (it reads the output's old contents); not where the unfused bits are
-             * required, since where the kernel adds it is not documented */
-            if (sum_post >= 0 || c->exact_only) return CALQ_OK;
+            if (sum_post >= 0) return CALQ_OK; /* one sum: it reads the output's old contents */
             sum_post = i;
         }
     }
@@ -230,7 +229,10 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
         if (w->sp_bytes) WTRY(dnnl_memory_create(&w->sp[i], sp_md, eng, DNNL_MEMORY_NONE));
         WTRY(dnnl_stream_create(&w->stream[i], eng, dnnl_stream_default_flags));
     }
-    if (c->native != 16) {
+    /* Conversions: the input unless the producer wrote nChw16c, the output unless its
+     * readers take nChw16c (in_layout / out_blocked, set by the caller). */
+    const bool in_blk = c->in_layout[0] == 16 || c->native == 16, out_blk = out_blocked || c->native == 16;
+    if (!in_blk || !out_blk) {
         dnnl_memory_desc_t xn, xb, yn, yb;
         int64_t xd[4] = {g->n, g->c_in, g->in[0], g->in[1]}, yd[4] = {g->n, g->c_out, g->out[0], g->out[1]};
         if (calq__layout_md(xd, 4, c->native, &xn) != CALQ_OK || calq__layout_md(yd, 4, c->native, &yn) != CALQ_OK ||
@@ -239,18 +241,22 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
             w = NULL;
             goto out; /* declined */
         }
-        WTRY(calq__dnnl_reorder(&w->in_r, &xn, &xb));
-        WTRY(calq__dnnl_reorder(&w->out_r, &yb, &yn));
-        if (sum_post >= 0) {
-            WTRY(calq__dnnl_reorder(&w->sum_r, &yn, &yb));
-            WTRY(dnnl_memory_create(&w->s_nat, &yn, eng, DNNL_MEMORY_NONE));
-        }
-        WTRY(dnnl_memory_create(&w->x_nat, &xn, eng, DNNL_MEMORY_NONE));
-        WTRY(dnnl_memory_create(&w->x_blk, &xb, eng, DNNL_MEMORY_NONE));
-        WTRY(dnnl_memory_create(&w->y_blk, &yb, eng, DNNL_MEMORY_NONE));
-        WTRY(dnnl_memory_create(&w->y_nat, &yn, eng, DNNL_MEMORY_NONE));
         WTRY(dnnl_stream_create(&w->stream0, eng, dnnl_stream_default_flags));
-        w->x_blk_bytes = (dnnl_memory_desc_get_size(&xb) + 63) & ~(size_t)63;
+        if (!in_blk) {
+            WTRY(calq__dnnl_reorder(&w->in_r, &xn, &xb));
+            WTRY(dnnl_memory_create(&w->x_nat, &xn, eng, DNNL_MEMORY_NONE));
+            WTRY(dnnl_memory_create(&w->x_blk, &xb, eng, DNNL_MEMORY_NONE));
+            w->x_blk_bytes = (dnnl_memory_desc_get_size(&xb) + 63) & ~(size_t)63;
+        }
+        if (!out_blk) {
+            WTRY(calq__dnnl_reorder(&w->out_r, &yb, &yn));
+            if (sum_post >= 0) {
+                WTRY(calq__dnnl_reorder(&w->sum_r, &yn, &yb));
+                WTRY(dnnl_memory_create(&w->s_nat, &yn, eng, DNNL_MEMORY_NONE));
+            }
+            WTRY(dnnl_memory_create(&w->y_blk, &yb, eng, DNNL_MEMORY_NONE));
+            WTRY(dnnl_memory_create(&w->y_nat, &yn, eng, DNNL_MEMORY_NONE));
+        }
     }
     *out = w;
     w = NULL;
@@ -270,26 +276,31 @@ calq_status calq__conv_wino_run(calq_op_ctx *c, calq_conv_wino *w)
 {
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
-    if (w->in_r) {
-        char *scratch = calq__dnnl_scratch(CALQ_SCRATCH_CONV, w->x_blk_bytes + w->dst_bytes);
+    if (w->in_r || w->out_r) {
+        char *scratch = calq__dnnl_scratch(CALQ_SCRATCH_CONV, w->x_blk_bytes + (w->out_r ? w->dst_bytes : 0));
         if (!scratch) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the convolution's scratch");
-        CALQ_DNNL(c, dnnl_memory_set_data_handle(w->x_nat, c->in[0]->data));
-        CALQ_DNNL(c, dnnl_memory_set_data_handle(w->x_blk, scratch));
-        CALQ_DNNL(c, dnnl_memory_set_data_handle(w->y_blk, scratch + w->x_blk_bytes));
-        CALQ_DNNL(c, dnnl_memory_set_data_handle(w->y_nat, c->out[0]->data));
-        dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, w->x_nat}, {DNNL_ARG_TO, w->x_blk}};
-        CALQ_DNNL(c, dnnl_primitive_execute(w->in_r, w->stream0, 2, rargs));
-        if (w->sum_r) {
-            CALQ_DNNL(c, dnnl_memory_set_data_handle(w->s_nat, c->post[w->sum_post].operand->data));
-            dnnl_exec_arg_t sargs[] = {{DNNL_ARG_FROM, w->s_nat}, {DNNL_ARG_TO, w->y_blk}};
-            CALQ_DNNL(c, dnnl_primitive_execute(w->sum_r, w->stream0, 2, sargs));
+        if (w->in_r) {
+            CALQ_DNNL(c, dnnl_memory_set_data_handle(w->x_nat, c->in[0]->data));
+            CALQ_DNNL(c, dnnl_memory_set_data_handle(w->x_blk, scratch));
+            dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, w->x_nat}, {DNNL_ARG_TO, w->x_blk}};
+            CALQ_DNNL(c, dnnl_primitive_execute(w->in_r, w->stream0, 2, rargs));
+            x = (const float *)scratch;
+        }
+        if (w->out_r) {
+            y = (float *)(scratch + w->x_blk_bytes);
+            CALQ_DNNL(c, dnnl_memory_set_data_handle(w->y_blk, y));
+            CALQ_DNNL(c, dnnl_memory_set_data_handle(w->y_nat, c->out[0]->data));
+            if (w->sum_r) {
+                CALQ_DNNL(c, dnnl_memory_set_data_handle(w->s_nat, c->post[w->sum_post].operand->data));
+                dnnl_exec_arg_t sargs[] = {{DNNL_ARG_FROM, w->s_nat}, {DNNL_ARG_TO, w->y_blk}};
+                CALQ_DNNL(c, dnnl_primitive_execute(w->sum_r, w->stream0, 2, sargs));
+            }
         }
         CALQ_DNNL(c, dnnl_stream_wait(w->stream0));
-        x = (const float *)scratch;
-        y = (float *)(scratch + w->x_blk_bytes);
-    } else if (w->sum_post >= 0 && c->post[w->sum_post].operand->data != y) {
-        /* The residual sum adds the output buffer's contents: start from the other operand,
-         * unless the executor placed the output over it. */
+    }
+    if (!w->out_r && w->sum_post >= 0 && c->post[w->sum_post].operand->data != y) {
+        /* The residual sum adds the output buffer's contents: start from the other operand
+         * (the executor gives it in the output's layout), unless it placed the output over it. */
         memcpy(y, c->post[w->sum_post].operand->data, w->dst_bytes);
     }
     const int64_t tasks = w->n * WINO_GROUPS;

@@ -28,10 +28,13 @@ dnnl_status_t calq__conv_post_ops(const calq_op_ctx *c, int n, int nd, int64_t c
 bool calq__conv_wino_fits(const calq_conv_geom *g, calq_layout native);
 
 /* Builds the Winograd path with the first n_post of c->post fused (*out: owner the caller, free
- * with calq__conv_wino_free). Leaves *out NULL and returns CALQ_OK when oneDNN has no Winograd
- * kernel for it, the weights (and bias) are not constants, or the post-ops are ones it cannot
- * apply per group; fails only when out of memory or when oneDNN fails on a primitive it built. */
-calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int n_post, calq_conv_wino **out);
+ * with calq__conv_wino_free). Its input is in c->in_layout[0] when that is nChw16c, else in
+ * c->native; its output in nChw16c when out_blocked or c->native is nChw16c, else in c->native
+ * (the caller sets c->in_layout / c->out_layout to match). Leaves *out NULL and returns CALQ_OK when oneDNN has no
+ * Winograd kernel for it, the weights (and bias) are not constants, or the post-ops are ones it cannot apply per group;
+ * fails only when out of memory or when oneDNN fails on a primitive it built. */
+calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int n_post, bool out_blocked,
+                                   calq_conv_wino **out);
 
 /* Runs it on c->in[0] -> c->out[0] (both in the native blocked layout). */
 calq_status calq__conv_wino_run(calq_op_ctx *c, calq_conv_wino *w);

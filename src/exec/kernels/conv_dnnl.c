@@ -183,16 +183,6 @@ static dnnl_primitive_desc_t try_pd(const calq_conv_geom *g, conv_descs *d, dnnl
     return pd;
 }
 
-/* For calls that should not fail once a primitive descriptor exists (allocation): report. */
-#define TRY_OR_FAIL(call)                                                                                              \
-    do {                                                                                                               \
-        dnnl_status_t ds_ = (call);                                                                                    \
-        if (ds_ != dnnl_success) {                                                                                     \
-            st = calq__dnnl_check(c, ds_, #call);                                                                      \
-            goto out;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
-
 static size_t round64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -426,14 +416,14 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
     }
     s->sum_post = -1;
     s->serial = serial;
-    TRY_OR_FAIL(dnnl_primitive_create(&s->prim, pd));
+    CALQ_DNNL_OR_OUT(c, dnnl_primitive_create(&s->prim, pd));
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *s_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *o_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     if (layouts) {
         /* the tensors are in the primitive's own formats: no conversions here */
-        TRY_OR_FAIL(dnnl_memory_create(&s->src, s_md, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(dnnl_memory_create(&s->dst, o_md, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->src, s_md, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->dst, o_md, eng, DNNL_MEMORY_NONE));
         s->dst_bytes = dnnl_memory_desc_get_size(o_md);
         for (int i = 0; i < n_post; i++) {
             const calq_post_op *op = &c->post[i];
@@ -443,43 +433,43 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
             for (int k = 0; k < d.nd; k++) dims[k] = 1;
             if (calq_tensor_numel(op->operand) > 1) dims[1] = d.ddims[1];
             dnnl_memory_desc_t md;
-            TRY_OR_FAIL(calq__dnnl_plain_md(&md, dims, d.nd));
+            CALQ_DNNL_OR_OUT(c, calq__dnnl_plain_md(&md, dims, d.nd));
             /* HardSigmoid takes two oneDNN post-ops: count the positions before this one */
             int pos = 0;
             for (int k = 0; k < i; k++) pos += c->post[k].kind == CALQ_POST_HARD_SIGMOID ? 2 : 1;
             s->bin_idx[s->n_bin] = pos;
-            TRY_OR_FAIL(dnnl_memory_create(&s->bin_mem[s->n_bin++], &md, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->bin_mem[s->n_bin++], &md, eng, DNNL_MEMORY_NONE));
         }
         c->n_post_used = n_post;
     } else {
-        TRY_OR_FAIL(dnnl_memory_create(&s->src, &d.src_plain, eng, DNNL_MEMORY_NONE));
-        TRY_OR_FAIL(dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->src, &d.src_plain, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->dst, &d.dst_plain, eng, DNNL_MEMORY_NONE));
         if (!dnnl_memory_desc_equal(s_md, &d.src_plain)) {
-            TRY_OR_FAIL(dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
-            TRY_OR_FAIL(calq__dnnl_reorder(&s->src_reorder, &d.src_plain, s_md));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->src_blk, s_md, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&s->src_reorder, &d.src_plain, s_md));
             s->src_blk_bytes = round64(dnnl_memory_desc_get_size(s_md));
         }
         if (!dnnl_memory_desc_equal(o_md, &d.dst_plain)) {
-            TRY_OR_FAIL(dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
-            TRY_OR_FAIL(calq__dnnl_reorder(&s->dst_reorder, o_md, &d.dst_plain));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->dst_blk, o_md, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&s->dst_reorder, o_md, &d.dst_plain));
             s->dst_blk_bytes = round64(dnnl_memory_desc_get_size(o_md));
         }
     }
-    if (g.has_bias) TRY_OR_FAIL(dnnl_memory_create(&s->bias, &d.bias, eng, DNNL_MEMORY_NONE));
-    TRY_OR_FAIL(dnnl_memory_create(&s->w_user, &d.w_user, eng, DNNL_MEMORY_NONE));
+    if (g.has_bias) CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->bias, &d.bias, eng, DNNL_MEMORY_NONE));
+    CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->w_user, &d.w_user, eng, DNNL_MEMORY_NONE));
     if (dnnl_memory_desc_equal(w_md, &d.w_user)) {
         s->w = s->w_user;
     } else {
-        TRY_OR_FAIL(dnnl_memory_create(&s->w, w_md, eng, DNNL_MEMORY_ALLOCATE));
-        TRY_OR_FAIL(calq__dnnl_reorder(&s->w_reorder, &d.w_user, w_md));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->w, w_md, eng, DNNL_MEMORY_ALLOCATE));
+        CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&s->w_reorder, &d.w_user, w_md));
     }
-    TRY_OR_FAIL(dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags));
+    CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags));
     if ((c->const_inputs & 2u) && c->in[1]->data) {
-        TRY_OR_FAIL(dnnl_memory_set_data_handle(s->w_user, c->in[1]->data));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_set_data_handle(s->w_user, c->in[1]->data));
         if (s->w_reorder) {
             dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->w_user}, {DNNL_ARG_TO, s->w}};
-            TRY_OR_FAIL(dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs));
-            TRY_OR_FAIL(dnnl_stream_wait(s->stream));
+            CALQ_DNNL_OR_OUT(c, dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs));
+            CALQ_DNNL_OR_OUT(c, dnnl_stream_wait(s->stream));
         }
         s->w_ready = true;
     }

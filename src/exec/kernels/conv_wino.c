@@ -140,15 +140,6 @@ static dnnl_primitive_desc_t wino_pd(const calq_op_ctx *c, const calq_conv_geom 
     return pd;
 }
 
-#define WTRY(call)                                                                                                     \
-    do {                                                                                                               \
-        dnnl_status_t ds_ = (call);                                                                                    \
-        if (ds_ != dnnl_success) {                                                                                     \
-            st = calq__dnnl_check(c, ds_, #call);                                                                      \
-            goto out;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
-
 calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int n_post, bool out_blocked,
                                    calq_conv_wino **out)
 {
@@ -184,30 +175,31 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
     w->out_map = g->out[0] * g->out[1];
     w->sum_post = sum_post;
     w->dst_bytes = (size_t)(g->n * g->c_out * w->out_map) * sizeof(float);
-    WTRY(dnnl_primitive_create(&w->prim, pd));
+    CALQ_DNNL_OR_OUT(c, dnnl_primitive_create(&w->prim, pd));
 
     /* weights: each group's slice of the ONNX [M, C, 3, 3] array, in the kernel's layout */
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t wu_md;
     dnnl_dims_t wd = {cog, g->c_in, 3, 3};
-    WTRY(calq__dnnl_plain_md(&wu_md, wd, 4));
-    WTRY(dnnl_memory_create(&w_user, &wu_md, eng, DNNL_MEMORY_NONE));
-    WTRY(calq__dnnl_reorder(&w_reorder, &wu_md, w_md));
-    WTRY(dnnl_stream_create(&s0, eng, dnnl_stream_default_flags));
+    CALQ_DNNL_OR_OUT(c, calq__dnnl_plain_md(&wu_md, wd, 4));
+    CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w_user, &wu_md, eng, DNNL_MEMORY_NONE));
+    CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&w_reorder, &wu_md, w_md));
+    CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&s0, eng, dnnl_stream_default_flags));
     const float *wsrc = c->in[1]->data;
     for (int gi = 0; gi < WINO_GROUPS; gi++) {
-        WTRY(dnnl_memory_create(&w->w[gi], w_md, eng, DNNL_MEMORY_ALLOCATE));
-        WTRY(dnnl_memory_set_data_handle(w_user, (void *)(wsrc + gi * cog * g->c_in * 9)));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->w[gi], w_md, eng, DNNL_MEMORY_ALLOCATE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_set_data_handle(w_user, (void *)(wsrc + gi * cog * g->c_in * 9)));
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, w_user}, {DNNL_ARG_TO, w->w[gi]}};
-        WTRY(dnnl_primitive_execute(w_reorder, s0, 2, rargs));
-        WTRY(dnnl_stream_wait(s0));
+        CALQ_DNNL_OR_OUT(c, dnnl_primitive_execute(w_reorder, s0, 2, rargs));
+        CALQ_DNNL_OR_OUT(c, dnnl_stream_wait(s0));
     }
     if (g->has_bias) {
         w->bias = malloc((size_t)g->c_out * sizeof(float));
         if (!w->bias) goto oom;
         memcpy(w->bias, c->in[2]->data, (size_t)g->c_out * sizeof(float));
         const dnnl_memory_desc_t *b_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1);
-        for (int gi = 0; gi < WINO_GROUPS; gi++) WTRY(dnnl_memory_create(&w->b[gi], b_md, eng, w->bias + gi * cog));
+        for (int gi = 0; gi < WINO_GROUPS; gi++)
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->b[gi], b_md, eng, w->bias + gi * cog));
     }
 
     /* per-thread memories and streams: a primitive may run on several threads at once only with
@@ -224,10 +216,10 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
     if (!w->src || !w->dst || !w->sp || !w->stream) goto oom;
     w->slots = slots;
     for (int i = 0; i < slots; i++) {
-        WTRY(dnnl_memory_create(&w->src[i], s_md, eng, DNNL_MEMORY_NONE));
-        WTRY(dnnl_memory_create(&w->dst[i], d_md, eng, DNNL_MEMORY_NONE));
-        if (w->sp_bytes) WTRY(dnnl_memory_create(&w->sp[i], sp_md, eng, DNNL_MEMORY_NONE));
-        WTRY(dnnl_stream_create(&w->stream[i], eng, dnnl_stream_default_flags));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->src[i], s_md, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->dst[i], d_md, eng, DNNL_MEMORY_NONE));
+        if (w->sp_bytes) CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->sp[i], sp_md, eng, DNNL_MEMORY_NONE));
+        CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&w->stream[i], eng, dnnl_stream_default_flags));
     }
     /* Conversions: the input unless the producer wrote nChw16c, the output unless its
      * readers take nChw16c (in_layout / out_blocked, set by the caller). */
@@ -241,21 +233,21 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
             w = NULL;
             goto out; /* declined */
         }
-        WTRY(dnnl_stream_create(&w->stream0, eng, dnnl_stream_default_flags));
+        CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&w->stream0, eng, dnnl_stream_default_flags));
         if (!in_blk) {
-            WTRY(calq__dnnl_reorder(&w->in_r, &xn, &xb));
-            WTRY(dnnl_memory_create(&w->x_nat, &xn, eng, DNNL_MEMORY_NONE));
-            WTRY(dnnl_memory_create(&w->x_blk, &xb, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&w->in_r, &xn, &xb));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->x_nat, &xn, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->x_blk, &xb, eng, DNNL_MEMORY_NONE));
             w->x_blk_bytes = (dnnl_memory_desc_get_size(&xb) + 63) & ~(size_t)63;
         }
         if (!out_blk) {
-            WTRY(calq__dnnl_reorder(&w->out_r, &yb, &yn));
+            CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&w->out_r, &yb, &yn));
             if (sum_post >= 0) {
-                WTRY(calq__dnnl_reorder(&w->sum_r, &yn, &yb));
-                WTRY(dnnl_memory_create(&w->s_nat, &yn, eng, DNNL_MEMORY_NONE));
+                CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&w->sum_r, &yn, &yb));
+                CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->s_nat, &yn, eng, DNNL_MEMORY_NONE));
             }
-            WTRY(dnnl_memory_create(&w->y_blk, &yb, eng, DNNL_MEMORY_NONE));
-            WTRY(dnnl_memory_create(&w->y_nat, &yn, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->y_blk, &yb, eng, DNNL_MEMORY_NONE));
+            CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->y_nat, &yn, eng, DNNL_MEMORY_NONE));
         }
     }
     *out = w;

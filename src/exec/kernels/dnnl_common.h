@@ -20,6 +20,18 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what);
         if (calq__ds != dnnl_success) return calq__dnnl_check((c), calq__ds, #call);                                   \
     } while (0)
 
+/* The same for a function that cleans up: a failing call sets the calq_status `st` (in scope)
+ * from it and jumps to the label `out`. For calls that should not fail once a primitive
+ * descriptor exists (allocations, reorders). */
+#define CALQ_DNNL_OR_OUT(c, call)                                                                                      \
+    do {                                                                                                               \
+        dnnl_status_t calq__ds = (call);                                                                               \
+        if (calq__ds != dnnl_success) {                                                                                \
+            st = calq__dnnl_check((c), calq__ds, #call);                                                               \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
 /* Per-thread scratch for activations a fast kernel converts on the way in and out (blocked or
  * channels-last copies, int32 sums): a grow-only, 64-byte aligned buffer of at least n bytes per
  * calling thread and slot, valid until the next call with the same slot on the same thread (a

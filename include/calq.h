@@ -871,9 +871,15 @@ CALQ_API calq_status calq_save_models_staged(calq_outputs *outputs, const calq_m
  * Layers are matched by calq's naming (docs/cli.md, "calq compare"). Accumulated: Q as it is.
  * Isolated (opts.isolated): each layer quantized alone, fed the float model's input, from one
  * pass of a float model holding a copy of every quantized layer (not one model per layer). The
- * data are streamed: memory does not depend on the number of batches. */
+ * data are streamed: memory does not depend on the number of batches.
+ * Sensitivity (opts.sensitivity): each layer quantized alone in the float model, measured at the
+ * model outputs: what that one layer costs the outputs, amplification downstream included (a
+ * layer with a small error of its own can be the one that ruins the outputs, and the reverse).
+ * One run of the model per layer and batch; the batches' inputs and float outputs are held
+ * meanwhile (memory grows with batch_num here: bound it with opts.batch_num). */
 typedef struct calq_compare_opts {
     int isolated;     /* 1: also each layer quantized alone (0: accumulated only) */
+    int sensitivity;  /* 1: also each layer quantized alone, measured at the model outputs */
     int outputs_only; /* 1: the model outputs only (no per-layer figures; faster) */
     int batch_num;    /* batches of the data to run (0: all of them) */
     int n_threads;    /* 0: OpenMP's default. The figures never depend on it. */
@@ -912,7 +918,11 @@ typedef struct calq_compare_layer {
     calq_compare_stats acc;   /* the quantized model as it is */
     int has_isolated;
     calq_compare_stats iso; /* this layer alone quantized, fed the float input */
-    double clip_fraction;   /* of the float input's elements outside [clip_min, clip_max] */
+    int has_sensitivity;
+    calq_compare_stats sens; /* the model outputs with this layer alone quantized: the figures of the
+                                output whose cosine is lowest (opts.sensitivity) */
+    int sens_output;         /* that output's index in calq_compare_result.outputs */
+    double clip_fraction;    /* of the float input's elements outside [clip_min, clip_max] */
     uint64_t n_clipped, n_input;
     float in_min, in_max; /* the float input's range */
     /* histogram of the float input over [hist_lo, hist_hi] (the clip range widened by a quarter
@@ -942,8 +952,9 @@ CALQ_API calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *dat
                                   const char *model_label, const char *quantized_label, calq_compare_result **out,
                                   calq_error *err);
 CALQ_API void calq_compare_result_free(calq_compare_result *r);
-/* The layers worst first (order[] gets r->n_layers indices): by isolated cosine where there is
- * one (the layer's own damage), else accumulated; ties in graph order. */
+/* The layers worst first (order[] gets r->n_layers indices): by the model outputs' cosine with the
+ * layer alone quantized where there is one (sensitivity), else by isolated cosine (the layer's own
+ * damage), else accumulated; ties in graph order. */
 CALQ_API void calq_compare_worst_first(const calq_compare_result *r, int *order);
 /* The result as JSON ({"outputs": [...], "layers": [...], ...}, docs/cli.md) or as one
  * self-contained HTML report (inline CSS and SVG, nothing fetched), written atomically. */
@@ -955,7 +966,8 @@ CALQ_API calq_status calq_compare_write_html(const calq_compare_result *r, const
  * model reaches a target (user-journeys §5; AMCT's accuracy_based_auto_calibration, done
  * better). The factors are computed once (the record); only quant_enable changes between
  * trials, each trial being AMCT's fake-quant model saved from the record and measured. The
- * layers are ranked by their isolated error (one calq_compare pass with opts.isolated), then
+ * layers are ranked by what each alone costs the model outputs (calq_compare's sensitivity; with
+ * rank_isolated, by their isolated error, one pass for all layers), then
  * added greedily, each step measuring the few best-ranked layers and keeping the one that helps
  * most (the ranking is re-ordered by what was measured), then pruned: a layer whose removal
  * keeps the target met is quantized again. Ends with the best set found, written into the
@@ -979,6 +991,8 @@ typedef struct calq_fallback_opts {
     double time_budget;   /* seconds for the search (0: no limit); it stops before a trial that
                              would exceed it */
     int lookahead;        /* layers measured per step (0: 4) */
+    int rank_isolated;    /* 1: rank by isolated cosine (one float pass) instead of by the model
+                             outputs with each layer alone quantized (one run per layer and batch) */
     int n_threads;
     int log;               /* 1 (default): the ranking, every step and the summary */
     const char *work_dir;  /* folder for the trial models (NULL: a new temporary folder, removed) */
@@ -1004,8 +1018,11 @@ typedef struct calq_fallback_result {
     int n_float;
     char **float_layers; /* in graph order */
     int n_ranked;
-    char **ranked; /* worst isolated first */
-    double *isolated_cosine;
+    char **ranked;           /* worst first, by ranking_cosine */
+    double *isolated_cosine; /* per ranked layer: its isolated cosine (NaN when not measured) */
+    double *ranking_cosine;  /* per ranked layer: the figure it was ranked by (the worst output's
+                                cosine with it alone quantized, or its isolated cosine) */
+    int ranked_by_outputs;   /* 1: ranking_cosine is the outputs' (sensitivity) */
     int n_steps;
     calq_fallback_step *steps;
     int n_trials;

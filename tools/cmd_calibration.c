@@ -15,7 +15,7 @@ typedef struct calib_args {
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
     double target_cosine, target, time_budget;
-    int max_float, lookahead, strict, lower_is_better;
+    int max_float, lookahead, strict, lower_is_better, rank;
 } calib_args;
 
 /* --act_algo: AMCT's two calibrators and calq's (calq_config_opts.act_algo takes the name). */
@@ -25,6 +25,9 @@ static const cli_choice act_algos[] = {{"ifmr", 0}, {"hfmg", 1}, {"minmax", 2}, 
 /* --qdq-scheme: AMCT's (factors on the quantized layers' inputs) or int8 end to end
  * (calq_calibrate_opts.int8_tensors; docs/cli.md "int8 end to end"). */
 static const cli_choice qdq_schemes[] = {{"layers", 0}, {"int8", 1}, {NULL, 0}};
+
+/* --rank: how the accuracy search orders the layers it tries in float (calq_fallback_opts). */
+static const cli_choice rankings[] = {{"outputs", 0}, {"isolated", 1}, {NULL, 0}};
 
 static const cli_flag flags[] = {
     {.name = "--model",
@@ -189,6 +192,14 @@ static const cli_flag flags[] = {
      .lo = 1,
      .hi = 10000,
      .help = "layers measured per search step (default 4)"},
+    {.name = "--rank",
+     .type = CLI_ENUM,
+     .offset = offsetof(calib_args, rank),
+     .metavar = "R",
+     .choices = rankings,
+     .help = "how the search orders the layers to try in float: outputs (default: the model\n"
+             "outputs with each layer alone quantized, one run per layer and batch) or\n"
+             "isolated (each layer's own error, one pass: faster on large models)"},
     {.name = "--strict",
      .type = CLI_SWITCH,
      .offset = offsetof(calib_args, strict),
@@ -203,7 +214,8 @@ static const cli_command command = {
                 "[--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
                 "[--cache-mb N] [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
-                "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N] [--strict]\n"
+                "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N]\n"
+                "[--rank outputs|isolated] [--strict]\n"
                 "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
                 "[--qdq-scheme layers|int8] [--reduce-range]",
     .flags = CLI_FLAGS(flags),
@@ -259,9 +271,11 @@ static const char *check_combination(const calib_args *a, bool searching)
         missing = "--target goes with --evaluator; without one use --target-cosine";
     if (!missing && a->evaluator && have_cosine) missing = "give --target-cosine or --evaluator, not both";
     if (!missing && !searching &&
-        (a->eval_data || a->max_float || !isnan(a->time_budget) || a->lookahead || a->strict || a->lower_is_better))
-        missing = "--eval-data, --max-float-layers, --time-budget, --lookahead, --strict and --lower-is-better go "
-                  "with --target-cosine or --evaluator";
+        (a->eval_data || a->max_float || !isnan(a->time_budget) || a->lookahead || a->strict || a->lower_is_better ||
+         a->rank > 0))
+        missing =
+            "--eval-data, --max-float-layers, --time-budget, --lookahead, --rank, --strict and --lower-is-better go "
+            "with --target-cosine or --evaluator";
     if (!missing && a->config && a->cfg_simple) missing = "give either --config or --calibration_config, not both";
     if (!missing && a->act_algo >= 0 && (a->config || a->cfg_simple))
         missing = "--act_algo applies to runs without a config; with --config, set \"act_algo\" in the config (per "
@@ -283,6 +297,7 @@ static calq_status search(const calib_args *a, calq_model *m, calq_data *d, calq
     fo.max_float_layers = a->max_float;
     fo.time_budget = isnan(a->time_budget) ? 0.0 : a->time_budget;
     fo.lookahead = a->lookahead;
+    fo.rank_isolated = a->rank == 1;
     fo.n_threads = a->threads;
     fo.outputs = outs; /* the record and config are staged there, not yet renamed */
     calq_data *ed = NULL;

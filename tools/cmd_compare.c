@@ -11,7 +11,7 @@
 
 typedef struct compare_args {
     const char *model, *weights, *qmodel, *qweights, *shapes, *json, *html;
-    int batch_num, top, threads, isolated;
+    int batch_num, top, threads, isolated, sensitivity;
     cli_data data;
 } compare_args;
 
@@ -59,6 +59,12 @@ static const cli_flag flags[] = {
      .offset = offsetof(compare_args, isolated),
      .help = "also each layer quantized alone, fed the float input (its own error,\n"
              "apart from what it inherits); one float pass for all layers"},
+    {.name = "--sensitivity",
+     .type = CLI_SWITCH,
+     .offset = offsetof(compare_args, sensitivity),
+     .help = "also each layer quantized alone in the float model, measured at the model\n"
+             "outputs: which layers cost the outputs most, amplification downstream\n"
+             "included (one run of the model per layer and batch); ranks the table"},
     {.name = "--json",
      .type = CLI_STRING,
      .offset = offsetof(compare_args, json),
@@ -88,7 +94,7 @@ static const cli_command command = {
     .synopsis = "--model FLOAT.onnx|NET.prototxt [--weights W.caffemodel]\n"
                 "--quantized Q.onnx|Q.prototxt [--quantized-weights QW.caffemodel]\n"
                 "(--data_dir \"d1/;d2/\" [--data_types T] | --images DIR | --npy SPEC)\n"
-                "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--isolated]\n"
+                "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--isolated] [--sensitivity]\n"
                 "[--json FILE] [--html FILE] [--top N] [--threads N]",
     .flags = CLI_FLAGS(flags),
     .positional = CLI_NO_POSITIONAL,
@@ -104,9 +110,9 @@ static void fmt(char *buf, size_t n, double v, const char *f)
         snprintf(buf, n, f, v);
 }
 
-static void print_table(const calq_compare_result *r, int top, bool isolated)
+static void print_table(const calq_compare_result *r, int top, bool isolated, bool sensitivity)
 {
-    char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
+    char a[32], b[32], c[32], d[32], e[32], g[32], h[32], x[32];
     printf("calq compare: %s vs %s: %d batch%s; %d quantized layers, %d kept in float; %.1f s\n\n", r->model,
            r->quantized, r->n_batches, r->n_batches == 1 ? "" : "es", r->n_layers, r->n_float_layers, r->seconds);
     printf("model outputs              cosine   min cos  SQNR dB     rel L2  max |err|\n");
@@ -124,10 +130,17 @@ static void print_table(const calq_compare_result *r, int top, bool isolated)
     if (!order) return;
     calq_compare_worst_first(r, order);
     int n = top > 0 && top < r->n_layers ? top : r->n_layers;
-    printf("\nlayers, worst first (by %s cosine; %d of %d%s):\n", isolated ? "isolated" : "accumulated", n, r->n_layers,
-           n < r->n_layers ? ", --top N for more" : "");
-    printf("  %4s %-22s %-14s %9s %9s %8s %8s %9s %9s %8s\n", "#", "layer", "op", "cosine", "isolated", "SQNR dB",
-           "iso dB", "rel L2", "max |err|", "clipped%");
+    printf("\nlayers, worst first (by %s; %d of %d%s):\n",
+           sensitivity ? "the outputs' cosine with the layer alone quantized"
+           : isolated  ? "isolated cosine"
+                       : "accumulated cosine",
+           n, r->n_layers, n < r->n_layers ? ", --top N for more" : "");
+    if (sensitivity)
+        printf("  %4s %-22s %-14s %9s", "#", "layer", "op", "outputs");
+    else
+        printf("  %4s %-22s %-14s", "#", "layer", "op");
+    printf(" %9s %9s %8s %8s %9s %9s %8s\n", "cosine", "isolated", "SQNR dB", "iso dB", "rel L2", "max |err|",
+           "clipped%");
     for (int k = 0; k < n; k++) {
         const calq_compare_layer *l = &r->layers[order[k]];
         fmt(a, sizeof a, l->acc.cosine, "%.6f");
@@ -137,8 +150,14 @@ static void print_table(const calq_compare_result *r, int top, bool isolated)
         fmt(e, sizeof e, l->acc.rel_l2, "%.3g");
         fmt(g, sizeof g, l->acc.max_abs, "%.3g");
         fmt(h, sizeof h, l->has_range ? 100.0 * l->clip_fraction : NAN, "%.3g");
-        printf("  %4d %-22s %-14s %9s %9s %8s %8s %9s %9s %8s\n", order[k], l->name, l->op, a, b, c, d, e, g, h);
+        fmt(x, sizeof x, l->has_sensitivity ? l->sens.cosine : NAN, "%.6f");
+        if (sensitivity)
+            printf("  %4d %-22s %-14s %9s", order[k], l->name, l->op, x);
+        else
+            printf("  %4d %-22s %-14s", order[k], l->name, l->op);
+        printf(" %9s %9s %8s %8s %9s %9s %8s\n", a, b, c, d, e, g, h);
     }
+    if (sensitivity) printf("outputs: the model outputs' cosine (the worst output's) with only that layer quantized\n");
     free(order);
 }
 
@@ -156,6 +175,7 @@ int calq_cmd_compare(int argc, char **argv)
     calq_compare_opts o;
     calq_compare_opts_init(&o);
     o.isolated = a.isolated;
+    o.sensitivity = a.sensitivity;
     o.batch_num = a.batch_num;
     o.n_threads = a.threads;
     const char *model = a.model, *weights = a.weights, *qmodel = a.qmodel, *qweights = a.qweights;
@@ -173,7 +193,7 @@ int calq_cmd_compare(int argc, char **argv)
         goto fail;
     if (cli_data_open(&a.data, NULL, fm, &d, &err) != CALQ_OK) goto fail;
     if (calq_compare(fm, qm, d, &o, model, qmodel, &res, &err) != CALQ_OK) goto fail;
-    print_table(res, top, o.isolated);
+    print_table(res, top, o.isolated, o.sensitivity);
     if (json && calq_compare_write_json(res, json, &err) != CALQ_OK) goto fail;
     if (html && calq_compare_write_html(res, html, &err) != CALQ_OK) goto fail;
     if (json || html)

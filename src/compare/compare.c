@@ -4,7 +4,8 @@
  *   with opts.isolated, F gets right after each layer a copy of that layer's Q nodes
  *   (graph/splice.h) fed F's own input: one float pass yields every layer quantized alone;
  *   per batch: run F (observing each layer's input, its float output, its isolated output) and
- *   Q (observing each layer's output after its dequantization), then add to the sums.
+ *   Q (observing each layer's output after its dequantization), then add to the sums;
+ *   with opts.sensitivity, then each layer alone quantized in F, at the outputs (sensitivity.c).
  * Only one batch's compared tensors are held (copied from the float run until Q's run compares
  * them); the sums are all that crosses batches, so memory does not grow with their number. */
 #include <math.h>
@@ -137,60 +138,12 @@ static int observe(void *user, const char *name, const calq_tensor *t)
 
 /* ---- the isolated copies ------------------------------------------------------------------ */
 
-static int mapped(ctx *c, calq_graph *g, const char *layer, int qv, calq_error *err)
-{
-    if (qv < 0) return -1;
-    if (c->qmap[qv] >= 0) return c->qmap[qv];
-    const calq_value *v = &c->q->values[qv];
-    char name[2 * CALQ_ERROR_NAME_MAX + 32];
-    snprintf(name, sizeof name, "calq.iso/%s/%s", layer, v->name);
-    /* constants are viewed: the quantized model outlives the graph */
-    c->qmap[qv] = calq__graph_new_value(g, name, v->constant, false, err);
-    return c->qmap[qv];
-}
-
 static calq_status add_isolated(ctx *c, calq_graph *g, int li, calq_error *err)
 {
-    const calq__cmp_match *m = &c->m[li];
-    const char *L = c->f->nodes[m->f_node].name;
-    for (int v = 0; v < c->q->n_values; v++) c->qmap[v] = -1;
-    if (m->stop_int8) { /* QuantizeLinear(float input) stands for the previous QLinear layer's int8 output */
-        int in[3] = {m->f_in, mapped(c, g, L, m->stop_scale, err), mapped(c, g, L, m->stop_zp, err)};
-        char name[CALQ_ERROR_NAME_MAX + 32];
-        snprintf(name, sizeof name, "calq.iso/%s/input_quantized", L);
-        int o = in[1] < 0 || in[2] < 0 ? -1 : calq__graph_new_value(g, name, NULL, false, err);
-        if (o < 0 || calq__graph_new_node(g, name, "QuantizeLinear", in, 3, &o, 1, err) < 0) return err->status;
-        c->qmap[m->q_stop] = o;
-    } else {
-        c->qmap[m->q_stop] = m->f_in;
-    }
-    for (int k = 0; k < m->n_chain; k++) {
-        const calq_node *n = &c->q->nodes[m->chain[k]];
-        int *in = malloc(sizeof(int) * (size_t)(n->n_inputs + 1)),
-            *out = malloc(sizeof(int) * (size_t)(n->n_outputs + 1));
-        if (!in || !out) {
-            free(in);
-            free(out);
-            return oom(err);
-        }
-        bool ok = true;
-        for (int j = 0; j < n->n_inputs && ok; j++)
-            ok = n->inputs[j] < 0 || (in[j] = mapped(c, g, L, n->inputs[j], err)) >= 0;
-        for (int j = 0; j < n->n_inputs; j++)
-            if (n->inputs[j] < 0) in[j] = -1;
-        for (int j = 0; j < n->n_outputs && ok; j++) {
-            out[j] = -1;
-            if (n->outputs[j] >= 0) ok = (out[j] = mapped(c, g, L, n->outputs[j], err)) >= 0;
-        }
-        char name[2 * CALQ_ERROR_NAME_MAX + 32];
-        snprintf(name, sizeof name, "calq.iso/%s/%s", L, n->name);
-        ok = ok && calq__graph_copy_node(g, n, name, in, out, err) >= 0;
-        free(in);
-        free(out);
-        if (!ok) return err->status;
-    }
-    c->ls[li].iso_value = c->qmap[m->q_out];
-    if (!(c->ls[li].iso_name = strdup(g->values[c->ls[li].iso_value].name))) return oom(err);
+    int v = calq__cmp_copy_layer(g, c->q, &c->m[li], c->f->nodes[c->m[li].f_node].name, c->qmap, err);
+    if (v < 0) return err->status;
+    c->ls[li].iso_value = v;
+    if (!(c->ls[li].iso_name = strdup(g->values[v].name))) return oom(err);
     return CALQ_OK;
 }
 
@@ -424,6 +377,8 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
             calq__log(CALQ_LOG_DEBUG, "calq: compare: batch %d/%d (%s)", b + 1, nb,
                       calq_data_batch_source(data, b, src, sizeof src));
     }
+    if (st == CALQ_OK && o.sensitivity && c.n)
+        st = calq__cmp_sensitivity(fold, qm->g, m, c.n, data, nb, ins, n_in, o.n_threads, o.log, r->layers, err);
     if (st == CALQ_OK) {
         r->model = dup_or_empty(model_label);
         r->quantized = dup_or_empty(quantized_label);

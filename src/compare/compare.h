@@ -46,6 +46,21 @@ calq_status calq__cmp_match_layers(const calq_graph *f, const calq_graph *q, cal
                                    int *n_float, calq_error *err);
 void calq__cmp_matches_free(calq__cmp_match *m, int n);
 
+/* Adds to g (a copy of F: F's value indices) layer m's Q nodes (q: Q's graph) fed F's value
+ * m->f_in, through QuantizeLinear when Q's layer reads int8 (copy.c). Names start with
+ * "calq.iso/<layer>/". qmap: scratch of q->n_values ints. Returns the copy's value standing for
+ * m->q_out, or -1 with err set. */
+int calq__cmp_copy_layer(calq_graph *g, const calq_graph *q, const calq__cmp_match *m, const char *layer, int *qmap,
+                         calq_error *err);
+
+/* calq_compare_opts.sensitivity (sensitivity.c): for each layer i with m[i].iso, F with that
+ * layer alone replaced by its Q copy, run on batches 0..nb-1 of data (ins: n_in tensors shaped
+ * for the batches, their buffers used for reading); the model outputs against F's fill
+ * out[i].sens, sens_output and has_sensitivity. */
+calq_status calq__cmp_sensitivity(const calq_graph *f, const calq_graph *q, const calq__cmp_match *m, int n,
+                                  calq_data *data, int nb, calq_tensor *ins, int n_in, int n_threads, int log,
+                                  calq_compare_layer *out, calq_error *err);
+
 /* Streaming sums of float y against quantized q (stats.c). Every call is one batch; the sums
  * run in double over fixed chunks of the tensor, combined in order, so they are the same for
  * any thread count. */

@@ -4,9 +4,11 @@
  *   a per-layer chart in graph order (SQNR of each layer's output, accumulated as bars and
  *   isolated as dots, bands at 20 and 30 dB);
  *   the worst layers' input histograms (log counts) with the quantization range drawn on them;
- *   the table of every layer, worst first. */
+ *   the table of every layer, worst first (with opts.sensitivity, by what each layer alone costs
+ *   the model outputs). */
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +190,11 @@ static void histogram(FILE *f, const calq_compare_layer *l)
 
 static void layer_table(FILE *f, const calq_compare_result *r, const int *order)
 {
-    fputs("<h2>All layers, worst first</h2>\n<table><tr><th>#</th><th>layer</th><th>op</th><th>cosine</th>"
+    bool sens = false;
+    for (int k = 0; k < r->n_layers; k++) sens = sens || r->layers[k].has_sensitivity;
+    fprintf(f, "<h2>All layers, worst first%s</h2>\n",
+            sens ? " (by the model outputs' cosine with the layer alone quantized)" : "");
+    fputs("<table><tr><th>#</th><th>layer</th><th>op</th><th>outputs cosine, layer alone</th><th>cosine</th>"
           "<th>isolated cosine</th><th>SQNR dB</th><th>isolated SQNR dB</th><th>rel. L2</th><th>max |error|</th>"
           "<th>clipped %</th><th>scale</th><th>offset</th></tr>\n",
           f);
@@ -199,6 +205,8 @@ static void layer_table(FILE *f, const calq_compare_result *r, const int *order)
         esc(f, l->name);
         fputs("</td><td class=\"l\">", f);
         esc(f, l->op);
+        fputs("</td><td>", f);
+        if (l->has_sensitivity) num(f, l->sens.cosine, "%.6f");
         fputs("</td><td>", f);
         num(f, l->acc.cosine, "%.6f");
         fputs("</td><td>", f);

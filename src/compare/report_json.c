@@ -4,8 +4,10 @@
  *    "outputs": [{"name", "cosine", "cosine_min", "rel_l2", "sqnr_db", "max_abs", "count"}],
  *    "layers": [{"name", "op", "index", "input", "output", "cosine", "cosine_min", "rel_l2", "sqnr_db",
  *                "max_abs", "isolated_cosine", "isolated_cosine_min", "isolated_rel_l2", "isolated_sqnr_db",
- *                "isolated_max_abs", "clip_fraction", "scale", "offset", "clip_min", "clip_max",
- *                "input_min", "input_max", "histogram": {"lo", "hi", "counts", "below", "above"}}]} */
+ *                "isolated_max_abs", "sensitivity_cosine", "sensitivity_cosine_min", "sensitivity_rel_l2",
+ *                "sensitivity_sqnr_db", "sensitivity_max_abs", "sensitivity_output", "clip_fraction", "scale",
+ * "offset", "clip_min", "clip_max", "input_min", "input_max", "histogram": {"lo", "hi", "counts", "below", "above"}}]}
+ */
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -60,6 +62,12 @@ static cJSON *build(const calq_compare_result *r)
         cJSON_AddStringToObject(o, "output", l->output);
         stats(o, "", &l->acc, true);
         stats(o, "isolated_", &l->iso, l->has_isolated != 0);
+        /* the model outputs with this layer alone quantized: the output hurt most */
+        stats(o, "sensitivity_", &l->sens, l->has_sensitivity != 0);
+        if (l->has_sensitivity && l->sens_output >= 0 && l->sens_output < r->n_outputs)
+            cJSON_AddStringToObject(o, "sensitivity_output", r->outputs[l->sens_output].name);
+        else
+            cJSON_AddNullToObject(o, "sensitivity_output");
         cJSON_AddNumberToObject(o, "clip_fraction", l->clip_fraction);
         if (l->has_range) {
             cJSON_AddNumberToObject(o, "scale", l->scale);

@@ -133,7 +133,7 @@ void calq_compare_worst_first(const calq_compare_result *r, int *order)
     ranked *t = malloc(sizeof *t * ((size_t)r->n_layers + 1));
     for (int i = 0; i < r->n_layers; i++) {
         const calq_compare_layer *l = &r->layers[i];
-        double d = 1.0 - (l->has_isolated ? l->iso.cosine : l->acc.cosine);
+        double d = 1.0 - (l->has_sensitivity ? l->sens.cosine : l->has_isolated ? l->iso.cosine : l->acc.cosine);
         if (t) t[i] = (ranked){d == d ? d : 2.0, i}; /* NaN ranks as the worst */
         order[i] = i;
     }

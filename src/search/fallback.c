@@ -5,8 +5,11 @@
  * model saved from the one record (only quant_enable changes, the factors never do), loaded and
  * measured (the user's evaluator, or calq_compare's worst output cosine over the batches).
  *
- *   rank:   one calq_compare --isolated pass over the all-quantized model: each layer's own
- *           damage (1 - isolated cosine), worst first;
+ *   rank:   calq_compare --sensitivity on the all-quantized model: what each layer alone costs
+ *           the model outputs (the worst output's cosine with only it quantized), worst first;
+ *           its own error (--isolated, one pass, rank_isolated) misses the layers whose small
+ *           error the rest of the network amplifies (PAN's first depthwise convolution: isolated
+ *           0.998, 11th of 67; alone it takes the outputs to 0.973, 1st);
  *   units:  layers reading one tensor share its quantization (§3.2) and go to float together
  *           (pruning can still return single ones to int8); a unit ranks as its worst layer;
  *   grow:   each step measures the first `lookahead` units of the ranking not yet float and
@@ -142,6 +145,7 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
         calq_compare_opts_init(&co);
         co.outputs_only = ranking == NULL;
         co.isolated = ranking != NULL;
+        co.sensitivity = ranking != NULL && !s->o.rank_isolated;
         co.batch_num = s->nb;
         co.n_threads = s->o.n_threads;
         co.log = 0;
@@ -227,19 +231,22 @@ void calq_fallback_result_free(calq_fallback_result *r)
     free(r->float_layers);
     free(r->ranked);
     free(r->isolated_cosine);
+    free(r->ranking_cosine);
     free(r->steps);
     free(r);
 }
 
-/* The ranking: enabled layers by isolated cosine, worst first (layers compare did not find keep
- * their config order at the end). order[] gets indices into s's enabled layers. */
+/* The ranking: enabled layers worst first by calq_compare_worst_first (the outputs' cosine with
+ * the layer alone quantized, else its isolated cosine); layers compare did not find keep their
+ * config order at the end. order[] gets indices into s's enabled layers. */
 static calq_status rank(search *s, const calq_compare_result *cr, int *order, calq_fallback_result *r, calq_error *err)
 {
     int *worst = malloc(sizeof(int) * ((size_t)cr->n_layers + 1));
     bool *used = calloc((size_t)s->n + 1, sizeof(bool));
     r->ranked = calloc((size_t)s->n + 1, sizeof(char *));
     r->isolated_cosine = calloc((size_t)s->n + 1, sizeof(double));
-    if (!worst || !used || !r->ranked || !r->isolated_cosine) {
+    r->ranking_cosine = calloc((size_t)s->n + 1, sizeof(double));
+    if (!worst || !used || !r->ranked || !r->isolated_cosine || !r->ranking_cosine) {
         free(worst);
         free(used);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "fallback: out of memory");
@@ -251,12 +258,16 @@ static calq_status rank(search *s, const calq_compare_result *cr, int *order, ca
         for (int k = 0; k < s->n; k++)
             if (!used[k] && strcmp(s->cfg->layers[s->cfg_index[k]].name, l->name) == 0) {
                 used[k] = true;
-                r->isolated_cosine[n] = l->has_isolated ? l->iso.cosine : l->acc.cosine;
+                r->isolated_cosine[n] = l->has_isolated ? l->iso.cosine : NAN;
+                r->ranking_cosine[n] = l->has_sensitivity ? l->sens.cosine
+                                       : l->has_isolated  ? l->iso.cosine
+                                                          : l->acc.cosine;
+                r->ranked_by_outputs |= l->has_sensitivity;
                 order[n++] = k;
             }
     }
     for (int k = 0; k < s->n; k++)
-        if (!used[k]) r->isolated_cosine[n] = 1.0, order[n++] = k;
+        if (!used[k]) r->isolated_cosine[n] = NAN, r->ranking_cosine[n] = 1.0, order[n++] = k;
     for (int i = 0; i < n; i++)
         if (!(r->ranked[i] = strdup(s->cfg->layers[s->cfg_index[order[i]]].name))) {
             r->n_ranked = i;
@@ -334,9 +345,11 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
         list[0] = 0;
         for (int i = 0; i < r->n_ranked && i < 5; i++)
             at += (size_t)snprintf(list + at, sizeof list - at, "%s%s %.5f", i ? ", " : "", r->ranked[i],
-                                   r->isolated_cosine[i]);
-        calq__log(CALQ_LOG_INFO, "calq: sensitivity: %d layers ranked in %.1f s (worst isolated cosine: %s%s)",
-                  r->n_ranked, r->ranking_seconds, list, r->n_ranked > 5 ? ", ..." : "");
+                                   r->ranking_cosine[i]);
+        calq__log(CALQ_LOG_INFO, "calq: sensitivity: %d layers ranked in %.1f s (worst %s: %s%s)", r->n_ranked,
+                  r->ranking_seconds,
+                  r->ranked_by_outputs ? "output cosine with the layer alone quantized" : "isolated cosine", list,
+                  r->n_ranked > 5 ? ", ..." : "");
         calq__log(CALQ_LOG_INFO, "calq: every layer quantized: %s %.5f (target %s %.5g; float model %.5g)",
                   s->o.evaluator ? "metric" : "min output cosine", cur, s->o.lower_is_better ? "<=" : ">=", s->o.target,
                   r->metric_float);

@@ -15,8 +15,10 @@
  *   grow:   each step measures the first `lookahead` units of the ranking not yet float and
  *           keeps the one whose trial is best; the measured ones move to the front of the
  *           ranking in the order of their measures (the ranking is a proxy; measures are not);
- *           a step with no improvement widens to twice the lookahead once, then the search
- *           stops; ends when the target is met, at max_float_layers, or at the time budget;
+ *           a step with no improvement widens to twice the lookahead once, then takes the best
+ *           measured all the same (twice in a row at most: errors partly cancel, and a layer may
+ *           help only with the next one), then the search stops; the best set seen is kept; ends
+ *           when the target is met, at max_float_layers, or at the time budget;
  *   prune:  each float layer, earliest first, goes back to int8 when the target stays met.
  * Why not bisection over the ranking: it assumes the first k ranked layers are the ones to keep,
  * and returns all k, useful or not; the isolated error is only a proxy (a badly quantized layer
@@ -373,7 +375,7 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
     int *added = malloc(sizeof(int) * ((size_t)s->n + 1)), n_added = 0;
     if (st == CALQ_OK && (!here || !mk || !added))
         st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "fallback: out of memory");
-    int best_here = -1, n_here = 0;
+    int best_here = -1, n_here = 0, plateau = 0;
     char uname[1024];
     while (st == CALQ_OK && !met && count(is_float, s->n) < max_float && time_left(s)) {
         int nc = 0, nf = count(is_float, s->n);
@@ -410,11 +412,17 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
         for (int i = 0; i < n_units; i++)
             if (!here[order[i]]) cand[at++] = order[i];
         memcpy(order, cand, sizeof(int) * (size_t)n_units);
-        if (!better(s, mk[best_here], cur)) {
-            if (widened || nc == 0) break; /* nothing measured helps, twice the lookahead: stop */
+        bool gain = better(s, mk[best_here], cur);
+        if (!gain && !widened && nc > 0) { /* nothing measured helps: twice the lookahead once */
             widened = true;
             continue;
         }
+        /* Still nothing: take the best measured anyway, twice in a row at most. Quantization
+         * errors partly cancel, so a layer can help only together with the next one (PAN: the
+         * 3rd and 4th layers gained 0.0005 and 0.00006, the 5th 0.0035); the best set seen is
+         * what is kept, and pruning drops what the target does not need. */
+        if (!gain && (plateau >= 2 || nc == 0)) break;
+        plateau = gain ? 0 : plateau + 1;
         int u = best_here;
         unit_name(s, u, uname, sizeof uname);
         if (s->o.log) {
@@ -427,8 +435,8 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
                     n2 += (size_t)snprintf(list + n2, sizeof list - n2, "%s%s %.5f", shown++ ? ", " : "", un,
                                            mk[order[i]]);
                 }
-            calq__log(CALQ_LOG_INFO, "calq: step %d: %s float: %.5f (measured %d: %s)", r->n_steps + 1, uname, mk[u],
-                      n_here, list);
+            calq__log(CALQ_LOG_INFO, "calq: step %d: %s float: %.5f%s (measured %d: %s)", r->n_steps + 1, uname, mk[u],
+                      plateau ? ", no gain: going on" : "", n_here, list);
         }
         set_unit(s, is_float, u, true);
         for (int k = 0; k < s->n; k++)

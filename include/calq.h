@@ -984,15 +984,19 @@ typedef struct calq_fallback_opts {
                                     the model outputs, of the cosine fake-quant vs float) */
     calq_evaluator_fn evaluator; /* NULL: the cosine metric */
     void *evaluator_user;
-    int lower_is_better;  /* the evaluator's metric is an error (default: higher is better) */
-    calq_data *eval_data; /* data for the metric and the ranking; NULL: the calibration data */
-    int eval_batches;     /* batches of it (0: all of eval_data, or the config's batch_num) */
-    int max_float_layers; /* at most this many layers in float (0: no limit) */
-    double time_budget;   /* seconds for the search (0: no limit); it stops before a trial that
-                             would exceed it */
-    int lookahead;        /* layers measured per step (0: 4) */
-    int rank_isolated;    /* 1: rank by isolated cosine (one float pass) instead of by the model
-                             outputs with each layer alone quantized (one run per layer and batch) */
+    int lower_is_better;      /* the evaluator's metric is an error (default: higher is better) */
+    calq_data *eval_data;     /* data for the metric and the ranking; NULL: the calibration data */
+    int eval_batches;         /* batches of it (0: all of eval_data, or the config's batch_num) */
+    int max_float_layers;     /* at most this many layers in float (0: no limit) */
+    double time_budget;       /* seconds for the search (0: no limit); it stops before a trial that
+                                 would exceed it */
+    int lookahead;            /* layers measured per step (0: 4) */
+    int rank_isolated;        /* 1: rank by isolated cosine (one float pass) instead of by the model
+                                 outputs with each layer alone quantized (one run per layer and batch) */
+    calq_save_format measure; /* the model each trial saves and measures (and the evaluator gets):
+                                 CALQ_SAVE_ASCEND_FAKE_QUANT (the default: AMCT's fake-quant model) or
+                                 CALQ_SAVE_QDQ, optionally | CALQ_SAVE_REDUCE_RANGE (what the QDQ /
+                                 QOperator files compute: their scheme and weight bits); ONNX only */
     int n_threads;
     int log;               /* 1 (default): the ranking, every step and the summary */
     const char *work_dir;  /* folder for the trial models (NULL: a new temporary folder, removed) */

@@ -285,8 +285,24 @@ static const char *check_combination(const calib_args *a, bool searching)
 
 /* After calibration: the accuracy search (calq_fallback) on the staged record and config.
  * *missed: the target was not met. */
+/* What the search measures: the QDQ file when the user deploys the standard ONNX files in a way
+ * AMCT's fake-quant model does not simulate (7-bit weights, the int8 scheme) or asked for no
+ * AMCT model; else AMCT's fake-quant model. */
+static calq_save_format measured_format(const calib_args *a, const calq_save_format *fmts, int n_fmts)
+{
+    bool ascend = false, onnx_std = false, reduce = false;
+    for (int k = 0; k < n_fmts; k++) {
+        calq_save_format f = (calq_save_format)(fmts[k] & ~CALQ_SAVE_REDUCE_RANGE);
+        reduce = reduce || (fmts[k] & CALQ_SAVE_REDUCE_RANGE);
+        ascend = ascend || f == CALQ_SAVE_ASCEND_FAKE_QUANT || f == CALQ_SAVE_ASCEND_DEPLOY;
+        onnx_std = onnx_std || f == CALQ_SAVE_QDQ || f == CALQ_SAVE_QOPERATOR;
+    }
+    if (a->weights || !onnx_std || (ascend && !reduce && a->qdq_scheme != 1)) return CALQ_SAVE_ASCEND_FAKE_QUANT;
+    return reduce ? (calq_save_format)(CALQ_SAVE_QDQ | CALQ_SAVE_REDUCE_RANGE) : CALQ_SAVE_QDQ;
+}
+
 static calq_status search(const calib_args *a, calq_model *m, calq_data *d, calq_outputs *outs, const char *record_path,
-                          const char *config_path, bool *missed, calq_error *err)
+                          const char *config_path, calq_save_format measure, bool *missed, calq_error *err)
 {
     calq_fallback_opts fo;
     calq_fallback_opts_init(&fo);
@@ -298,6 +314,10 @@ static calq_status search(const calib_args *a, calq_model *m, calq_data *d, calq
     fo.time_budget = isnan(a->time_budget) ? 0.0 : a->time_budget;
     fo.lookahead = a->lookahead;
     fo.rank_isolated = a->rank == 1;
+    fo.measure = measure;
+    if (measure != CALQ_SAVE_ASCEND_FAKE_QUANT)
+        fprintf(stderr, "calq: the search measures the QDQ file%s (what the qdq / qoperator files compute)\n",
+                measure & CALQ_SAVE_REDUCE_RANGE ? " with 7-bit weights" : "");
     fo.n_threads = a->threads;
     fo.outputs = outs; /* the record and config are staged there, not yet renamed */
     calq_data *ed = NULL;
@@ -405,7 +425,8 @@ int calq_cmd_calibration(int argc, char **argv)
     cli_progress_end();
     if (cst != CALQ_OK) goto fail;
     bool missed = false;
-    if (searching && search(&a, m, d, outs, record_path, config_path, &missed, &err) != CALQ_OK) {
+    if (searching &&
+        search(&a, m, d, outs, record_path, config_path, measured_format(&a, fmts, n_fmts), &missed, &err) != CALQ_OK) {
         cli_fail(&err);
         calq_outputs *kept = outs;
         outs = NULL;

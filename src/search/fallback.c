@@ -2,8 +2,9 @@
  * model reaches a target.
  *
  * A trial is a set of float layers: the config with those layers disabled, AMCT's fake-quant
- * model saved from the one record (only quant_enable changes, the factors never do), loaded and
- * measured (the user's evaluator, or calq_compare's worst output cosine over the batches).
+ * model (or the QDQ file, opts.measure: what the user deploys) saved from the one record (only
+ * quant_enable changes, the factors never do), loaded and measured (the user's evaluator, or
+ * calq_compare's worst output cosine over the batches).
  *
  *   rank:   calq_compare --sensitivity on the all-quantized model: what each layer alone costs
  *           the model outputs (the worst output's cosine with only it quantized), worst first;
@@ -45,6 +46,7 @@ void calq_fallback_opts_init(calq_fallback_opts *o)
     memset(o, 0, sizeof *o);
     o->target = 0.99;
     o->log = 1;
+    o->measure = CALQ_SAVE_ASCEND_FAKE_QUANT;
 }
 
 static double now(void)
@@ -119,7 +121,11 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     snprintf(cfg_path, sizeof cfg_path, "%s/trial_config.json", s->dir);
     snprintf(prefix, sizeof prefix, "%s/trial", s->dir);
     bool caffe = s->m->format == CALQ_FORMAT_CAFFE;
-    snprintf(model, sizeof model, "%s_fake_quant_model.%s", prefix, caffe ? "prototxt" : "onnx");
+    bool qdq = (s->o.measure & ~CALQ_SAVE_REDUCE_RANGE) == CALQ_SAVE_QDQ;
+    if (qdq)
+        snprintf(model, sizeof model, "%s_qdq.onnx", prefix);
+    else
+        snprintf(model, sizeof model, "%s_fake_quant_model.%s", prefix, caffe ? "prototxt" : "onnx");
     snprintf(weights, sizeof weights, "%s_fake_quant_weights.caffemodel", prefix);
     calq_status st = CALQ_OK;
     calq_model *q = NULL;
@@ -136,7 +142,7 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     calq_config_free(c);
     if (st == CALQ_OK) {
         /* quiet: the trials' saves are not the user's outputs */
-        calq_save_format f = CALQ_SAVE_ASCEND_FAKE_QUANT;
+        calq_save_format f = s->o.measure;
         st = calq__save_models_quiet(s->m, s->record, cfg_path, &f, 1, prefix, err);
     }
     if (st == CALQ_OK) st = load_like(s, model, caffe ? weights : NULL, &q, err);
@@ -535,6 +541,16 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
         if (cfg->layers[i].quant_enable) s.cfg_index[s.n++] = i;
     if (st == CALQ_OK && s.n == 0)
         st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "fallback: the config enables no layer");
+    calq_save_format kind = (calq_save_format)(s.o.measure & ~CALQ_SAVE_REDUCE_RANGE);
+    bool reduce = (s.o.measure & CALQ_SAVE_REDUCE_RANGE) != 0;
+    if (st == CALQ_OK && !(kind == CALQ_SAVE_ASCEND_FAKE_QUANT && !reduce) && kind != CALQ_SAVE_QDQ)
+        st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                        "fallback: opts.measure must be CALQ_SAVE_ASCEND_FAKE_QUANT or CALQ_SAVE_QDQ (optionally | "
+                        "CALQ_SAVE_REDUCE_RANGE), not %d",
+                        (int)s.o.measure);
+    if (st == CALQ_OK && kind == CALQ_SAVE_QDQ && m->format == CALQ_FORMAT_CAFFE)
+        st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                        "fallback: a Caffe model has no QDQ file to measure; use CALQ_SAVE_ASCEND_FAKE_QUANT");
     s.unit = malloc(sizeof(int) * ((size_t)s.n + 1));
     s.unit_size = calloc((size_t)s.n + 1, sizeof(int));
     if (st == CALQ_OK && (!s.unit || !s.unit_size)) st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -565,7 +581,8 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
     if (st == CALQ_OK) st = run(&s, config, r, err);
     if (s.own_dir) { /* the trial files, then the folder */
         static const char *const files[] = {"trial_config.json", "trial_fake_quant_model.onnx",
-                                            "trial_fake_quant_model.prototxt", "trial_fake_quant_weights.caffemodel"};
+                                            "trial_fake_quant_model.prototxt", "trial_fake_quant_weights.caffemodel",
+                                            "trial_qdq.onnx"};
         char p[4300];
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             snprintf(p, sizeof p, "%s/%s", s.dir, files[i]);

@@ -46,6 +46,21 @@ awk -v w="$worst" 'BEGIN { exit !(w >= 0.99) }' || fail "the written model's wor
     >"$T/b.log" 2>&1 || fail "calibration --config"
 cmp -s "$T/a/uf_record.txt" "$T/b/uf_record.txt" || fail "calibration --config does not reproduce the record"
 
+# --reduce-range: the search measures the 7-bit QDQ file, so the file written meets the target
+# (measured on AMCT's 8-bit fake-quant model, Conv_2 alone was enough and the 7-bit file stayed
+# at a worst cosine of 0.988)
+# shellcheck disable=SC2086
+"$CALQ" calibration --model "$UF" $IMG --batch_num 4 --format qdq --reduce-range --save_path "$T/r/uf" \
+    --target-cosine 0.99 >"$T/r.log" 2>&1 || { fail "--reduce-range --target-cosine 0.99: exit $?"; tail -5 "$T/r.log"; }
+grep -E '^calq: (the search|min output cosine)' "$T/r.log" | sed 's/^/    /'
+grep -q "the search measures the QDQ file with 7-bit weights" "$T/r.log" || fail "--reduce-range: not measuring the 7-bit file"
+grep -q "target met" "$T/r.log" || fail "--reduce-range: the target is not met"
+# shellcheck disable=SC2086
+"$CALQ" compare --model "$UF" --quantized "$T/r/uf_qdq.onnx" $IMG --batch_num 4 >"$T/rcmp.txt" 2>&1 || fail "compare (7-bit)"
+worst=$(awk '/^  (scores|boxes) /{print $3}' "$T/rcmp.txt" | sort -n | head -1)
+echo "written 7-bit QDQ model: worst output cosine over the batches $worst"
+awk -v w="$worst" 'BEGIN { exit !(w >= 0.99) }' || fail "the 7-bit file's worst cosine $worst is below 0.99"
+
 # an unreachable target within 1 float layer: exit 0 with the best model, --strict: exit 1
 # shellcheck disable=SC2086
 "$CALQ" calibration --model "$UF" $IMG --batch_num 2 --format ascend --save_path "$T/c/uf" --target-cosine 0.99999 \

@@ -12,6 +12,7 @@
  * inputs and F's outputs are read once and held, so memory grows with the batches compared; the
  * sums themselves are compare's streaming ones (stats.c), the same for any thread count. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +35,47 @@ typedef struct one {
     int copy; /* the copy's output value in the spliced graph */
 } one;
 
+/* A scalar constant of g (owned by it): -1 with err set. */
+static int scalar(calq_graph *g, const char *name, calq_dtype dt, double v, calq_error *err)
+{
+    calq_tensor *t = calloc(1, sizeof *t);
+    if (t) t->data = malloc(8);
+    if (!t || !t->data) {
+        free(t);
+        oom(err);
+        return -1;
+    }
+    t->dtype = dt;
+    t->ndim = 0;
+    if (dt == CALQ_DTYPE_FLOAT32)
+        *(float *)t->data = (float)v;
+    else
+        *(int8_t *)t->data = (int8_t)v;
+    return calq__graph_new_value(g, name, t, true, err);
+}
+
+/* A QOperator layer's copy ends in its int8 output: the float readers get it dequantized with the
+ * output's own factors (as compare.c reads it). Returns the float value, or -1 with err set. */
+static int dequantized(calq_graph *g, const calq__cmp_match *m, const char *layer, int q, calq_error *err)
+{
+    char name[CALQ_ERROR_NAME_MAX + 48];
+    snprintf(name, sizeof name, "calq.iso/%s/output_scale", layer);
+    int sc = scalar(g, name, CALQ_DTYPE_FLOAT32, m->q_scale, err);
+    snprintf(name, sizeof name, "calq.iso/%s/output_zero_point", layer);
+    int zp = sc < 0 ? -1 : scalar(g, name, CALQ_DTYPE_INT8, m->q_zp, err);
+    snprintf(name, sizeof name, "calq.iso/%s/output_dequantized", layer);
+    int y = zp < 0 ? -1 : calq__graph_new_value(g, name, NULL, false, err);
+    int in[3] = {q, sc, zp};
+    if (y < 0 || calq__graph_new_node(g, name, "DequantizeLinear", in, 3, &y, 1, err) < 0) return -1;
+    return y;
+}
+
 static calq_status after_layer(void *user, calq_graph *g, int src_node, calq_error *err)
 {
     one *o = user;
     if (src_node != o->m->f_node) return CALQ_OK;
     o->copy = calq__cmp_copy_layer(g, o->q, o->m, o->layer, o->qmap, err);
+    if (o->copy >= 0 && o->m->q_int8) o->copy = dequantized(g, o->m, o->layer, o->copy, err);
     return o->copy < 0 ? err->status : CALQ_OK;
 }
 

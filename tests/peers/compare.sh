@@ -42,6 +42,23 @@ for q in fake_quant_model deploy_model qdq; do
 done
 sed 's/^/    /' "$T/fake_quant_model.txt"
 
+# --sensitivity on every ONNX kind (AMCT's fake-quant and deploy models, QDQ, QOperator whose
+# layers end in int8): the same layer costs the outputs most in each, the table is ranked by it
+# shellcheck disable=SC2086
+"$CALQ" save --model "$UF" --record "$T/uf/uf_record.txt" --format qoperator --save_path "$T/uf/uf" >/dev/null 2>&1 ||
+    fail "save qoperator"
+for q in fake_quant_model deploy_model qdq qoperator; do
+    # shellcheck disable=SC2086
+    "$CALQ" compare --model "$UF" --quantized "$T/uf/uf_$q.onnx" --images "$T/val" $IMG --sensitivity --top 3 \
+        --json "$T/s_$q.json" >"$T/s_$q.txt" 2>"$T/s_$q.err" || { fail "compare --sensitivity $q"; cat "$T/s_$q.err"; continue; }
+    grep -q "layers, worst first (by the outputs' cosine with the layer alone quantized; 3 of 42" "$T/s_$q.txt" ||
+        { fail "compare --sensitivity $q: no table"; cat "$T/s_$q.txt"; }
+    $CHECK json "$T/s_$q.json" 42 scores,boxes --sensitivity >"$T/s_$q.chk" || { fail "compare --sensitivity $q: JSON"; cat "$T/s_$q.chk"; }
+    sed -n 's/.*worst layer at the outputs \([^ ]*\) .*/\1/p' "$T/s_$q.chk" >>"$T/s_worst.txt"
+    sed 's/^/    /' "$T/s_$q.chk" | head -1
+done
+[ "$(sort -u "$T/s_worst.txt" | wc -l)" = 1 ] || fail "compare --sensitivity: the worst layer differs between formats: $(tr '\n' ' ' <"$T/s_worst.txt")"
+
 # the figures, recomputed from the two models' own outputs on one photo (the fake-quant model
 # run as written, --no-fusion, as compare runs it)
 mkdir -p "$T/one"
@@ -79,6 +96,12 @@ for q in fake_quant deploy; do
         --json "$T/d3_$q.json" >"$T/d3_$q.txt" 2>&1 || { fail "det3 compare $q"; cat "$T/d3_$q.txt"; continue; }
     $CHECK json "$T/d3_$q.json" 8 conv6-2,conv6-3,prob1 --isolated || fail "det3 compare $q: JSON"
 done
+# shellcheck disable=SC2086
+"$CALQ" compare --model "$D3.prototxt" --weights "$D3.caffemodel" --quantized "$T/d3/d3_deploy_model.prototxt" \
+    --quantized-weights "$T/d3/d3_deploy_weights.caffemodel" --images "$T/val" $C3 --sensitivity \
+    --json "$T/d3_s.json" --html "$T/d3_s.html" >"$T/d3_s.txt" 2>&1 || { fail "det3 compare --sensitivity"; cat "$T/d3_s.txt"; }
+$CHECK json "$T/d3_s.json" 8 conv6-2,conv6-3,prob1 --sensitivity || fail "det3 compare --sensitivity: JSON"
+grep -q "outputs cosine, layer alone" "$T/d3_s.html" || fail "det3 compare --sensitivity: the HTML has no sensitivity column"
 sed 's/^/    /' "$T/d3_deploy.txt" | head -12
 
 # Caffe in-place chains (bottom == top) the quantized model writes otherwise: WeChat's QR detector

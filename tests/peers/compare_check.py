@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks of `calq compare` output (tests/peers/compare.sh):
 
-  json FILE N_LAYERS OUTPUTS [--isolated]   the JSON report against its schema (docs/cli.md):
+  json FILE N_LAYERS OUTPUTS [--isolated] [--sensitivity]
+                                            the JSON report against its schema (docs/cli.md):
                                             every key with its type, N_LAYERS layers, the named outputs
   outputs FILE FLOAT_DIR Q_DIR              the output figures of a one-batch report recomputed with NumPy
                                             from the two models' outputs (.npy files written by calq run)
@@ -29,7 +30,7 @@ def num_or_null(v):
     return v is None or isinstance(v, (int, float))
 
 
-def check_json(path, n_layers, outputs, isolated):
+def check_json(path, n_layers, outputs, isolated, sensitivity=False):
     j = json.load(open(path))
     for k, t in (("model", str), ("quantized", str), ("batches", int), ("seconds", (int, float)),
                  ("float_layers", int), ("outputs", list), ("layers", list)):
@@ -56,6 +57,20 @@ def check_json(path, n_layers, outputs, isolated):
         for k in STATS + tuple("isolated_" + s for s in STATS):
             if k not in l or not num_or_null(l[k]):
                 fail(f"{path}: layer {l['name']}: '{k}' is {l.get(k)!r}")
+        for k in tuple("sensitivity_" + s for s in STATS):
+            if k not in l or not num_or_null(l[k]) or (l[k] is None) == sensitivity and k != "sensitivity_sqnr_db":
+                fail(f"{path}: layer {l['name']}: '{k}' is {l.get(k)!r} ({'with' if sensitivity else 'without'} "
+                     "--sensitivity)")
+        if sensitivity:
+            # the figures of the output hurt most: no output is hurt less than the model as a whole
+            # is by every layer together, and the named output exists
+            if l.get("sensitivity_output") not in names:
+                fail(f"{path}: layer {l['name']}: sensitivity_output {l.get('sensitivity_output')!r} is no output")
+            if not (-1.0 <= l["sensitivity_cosine"] <= 1.0 + 1e-12 and
+                    l["sensitivity_cosine_min"] <= l["sensitivity_cosine"] + 1e-12):
+                fail(f"{path}: layer {l['name']}: inconsistent sensitivity figures {l}")
+        elif l.get("sensitivity_output") is not None:
+            fail(f"{path}: layer {l['name']}: sensitivity_output without --sensitivity")
         if isolated and l["isolated_cosine"] is None:
             fail(f"{path}: layer {l['name']} has no isolated figures")
         if not isolated and l["isolated_cosine"] is not None:
@@ -73,6 +88,10 @@ def check_json(path, n_layers, outputs, isolated):
             fail(f"{path}: layer {l['name']}: bad histogram")
         if isolated and l["isolated_cosine"] < 0.9:
             fail(f"{path}: layer {l['name']}: isolated cosine {l['isolated_cosine']} is implausibly low")
+    if sensitivity:
+        worst = min(j["layers"], key=lambda l: l["sensitivity_cosine"])
+        print(f"{path}: worst layer at the outputs {worst['name']} {worst['sensitivity_cosine']:.6f} "
+              f"({worst['sensitivity_output']})")
     print(f"{path}: schema ok, {n_layers} layers, outputs {','.join(names)}")
 
 
@@ -158,7 +177,7 @@ def check_png(path):
 def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "json":
-        check_json(a[0], int(a[1]), a[2], "--isolated" in a)
+        check_json(a[0], int(a[1]), a[2], "--isolated" in a, "--sensitivity" in a)
     elif cmd == "outputs":
         check_outputs(*a)
     elif cmd == "layer":

@@ -84,20 +84,31 @@ static bool hold(held *h, const calq_tensor *t)
     return true;
 }
 
-/* q (float, or int8 dequantized with the layer's factors) against the held float copy. */
+/* q (float, or int8 / uint8 dequantized with the layer's factors) against the held float copy. */
 static void compare_to_float(ctx *c, int li, calq__cmp_acc *a, const void *qd, calq_dtype dt, size_t n)
 {
     lstate *s = &c->ls[li];
     const calq__cmp_match *m = &c->m[li];
-    if (!s->f.set || s->f.dtype != CALQ_DTYPE_FLOAT32 || s->f.n != n ||
-        (dt != CALQ_DTYPE_FLOAT32 && !(dt == CALQ_DTYPE_INT8 && m->q_int8))) {
+    bool integer = m->q_int8 && dt == (m->q_uint8 ? CALQ_DTYPE_UINT8 : CALQ_DTYPE_INT8);
+    if (!s->f.set || s->f.dtype != CALQ_DTYPE_FLOAT32 || s->f.n != n || (dt != CALQ_DTYPE_FLOAT32 && !integer)) {
         s->bad_shape = true;
         return;
     }
-    if (dt == CALQ_DTYPE_INT8)
+    if (integer && m->q_uint8) { /* the same integers shifted by 128: (q - zp) is unchanged */
+        int8_t *t = malloc(n + 1);
+        if (!t) {
+            s->bad_shape = true;
+            return;
+        }
+        const uint8_t *u = qd;
+        for (size_t i = 0; i < n; i++) t[i] = (int8_t)(u[i] ^ 0x80u);
+        calq__cmp_acc_add(a, s->f.data, NULL, t, m->q_scale, m->q_zp - 128, n, c->n_threads);
+        free(t);
+    } else if (integer) {
         calq__cmp_acc_add(a, s->f.data, NULL, qd, m->q_scale, m->q_zp, n, c->n_threads);
-    else
+    } else {
         calq__cmp_acc_add(a, s->f.data, qd, NULL, 0.0f, 0, n, c->n_threads);
+    }
 }
 
 /* One session's view of the watches: the float run's (roles < ROLE_QOUT) or the quantized one's. */

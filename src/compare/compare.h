@@ -19,6 +19,8 @@ typedef struct calq__cmp_match {
     int f_node, f_in, f_out; /* the layer, its input, the float value compared */
     int q_node, q_out;       /* the layer in Q, the Q value compared (after its dequantization) */
     bool q_int8;             /* q_out is int8 (QOperator): x = (q - q_zp) * q_scale */
+    bool q_uint8;            /* with q_int8: it is uint8 instead (the int8 scheme's activations, the same
+                                integers shifted by 128: docs/cli.md "int8 end to end") */
     float q_scale;
     int q_zp;
     bool has_range; /* the input's factors were found: x ~ (q - offset) * scale, q in [qmin, qmax] */

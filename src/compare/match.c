@@ -177,6 +177,17 @@ static bool const_zp(const calq_graph *g, int v, int *zp, int *qmin, int *qmax)
     return false;
 }
 
+/* A uint8 zero point (the int8 scheme's activations) as AMCT's offset_d: the same integers
+ * shifted by 128, so the range is the same and the figure is the record's. */
+static void as_offset_d(calq__cmp_match *m)
+{
+    if (m->qmin == 0 && m->qmax == 255) {
+        m->offset -= 128;
+        m->qmin = -128;
+        m->qmax = 127;
+    }
+}
+
 /* The factors a quantize node gives (QuantizeLinear, AscendQuant), or the Ascend fake-quant
  * Mul(1/scale_d) -> Round -> Add(offset_d) chain read at its Round. */
 static bool quant_factors(const calq_graph *q, int ni, calq__cmp_match *m)
@@ -190,6 +201,7 @@ static bool quant_factors(const calq_graph *q, int ni, calq__cmp_match *m)
         m->offset = zp;
         m->qmin = lo;
         m->qmax = hi;
+        as_offset_d(m);
         return true;
     }
     if (is_op(n, "AscendQuant")) {
@@ -342,6 +354,7 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
         if (s && const_zp(q, qn->inputs[2], &m->offset, &m->qmin, &m->qmax)) {
             m->scale = *s;
             m->has_range = true;
+            as_offset_d(m);
         }
     }
     int stop = qn->n_inputs > 0 ? input_stop(c, qn->inputs[0], m) : -1;
@@ -359,15 +372,16 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
     if (ql && m->q_out == qn->outputs[0]) {
         const float *ys = const_f32(q, qn->inputs[6]);
         int lo, hi;
-        if (ys && const_zp(q, qn->inputs[7], &m->q_zp, &lo, &hi) && lo == -128) {
+        if (ys && const_zp(q, qn->inputs[7], &m->q_zp, &lo, &hi) && (lo == -128 || (lo == 0 && hi == 255))) {
             m->q_int8 = true;
+            m->q_uint8 = lo == 0;
             m->q_scale = *ys;
         }
         fv = f_of_quantized(c, qname);
     }
     if (fv >= 0) m->f_out = fv;
     if (ql && !m->q_int8) {
-        *quantized = false; /* a uint8 output: not what calq writes */
+        *quantized = false; /* an output of another integer type: not what calq writes */
         return CALQ_OK;
     }
 

@@ -57,6 +57,16 @@ for q in fake_quant_model deploy_model qdq qoperator; do
     sed -n 's/.*worst layer at the outputs \([^ ]*\) .*/\1/p' "$T/s_$q.chk" >>"$T/s_worst.txt"
     sed 's/^/    /' "$T/s_$q.chk" | head -1
 done
+# the int8 scheme's QOperator file (uint8 activations, zero point + 128): every layer matched
+# shellcheck disable=SC2086
+"$CALQ" calibration --model "$UF" --images "$T/calib" $IMG --batch_num 2 --format qoperator --qdq-scheme int8 \
+        --save_path "$T/uf/i8" >"$T/i8.log" 2>&1 || { fail "int8 scheme calibration"; tail -5 "$T/i8.log"; }
+# shellcheck disable=SC2086
+"$CALQ" compare --model "$UF" --quantized "$T/uf/i8_qoperator.onnx" --images "$T/val" $IMG --isolated --sensitivity \
+    --top 3 --json "$T/s_i8.json" >"$T/s_i8.txt" 2>"$T/s_i8.err" || { fail "compare int8 scheme QOperator"; cat "$T/s_i8.err"; }
+grep -q "42 quantized layers, 0 kept in float" "$T/s_i8.txt" || fail "int8 scheme QOperator: layers not matched: $(head -1 "$T/s_i8.txt")"
+$CHECK json "$T/s_i8.json" 42 scores,boxes --isolated --sensitivity >"$T/s_i8.chk" || { fail "int8 scheme QOperator: JSON"; cat "$T/s_i8.chk"; }
+sed 's/^/    /' "$T/s_i8.chk" | head -1
 [ "$(sort -u "$T/s_worst.txt" | wc -l)" = 1 ] || fail "compare --sensitivity: the worst layer differs between formats: $(tr '\n' ' ' <"$T/s_worst.txt")"
 
 # the figures, recomputed from the two models' own outputs on one photo (the fake-quant model

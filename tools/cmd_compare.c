@@ -110,6 +110,40 @@ static void fmt(char *buf, size_t n, double v, const char *f)
         snprintf(buf, n, f, v);
 }
 
+/* With --sensitivity: the layers that alone cost the outputs a tenth or more of what the whole
+ * quantized model costs them, and what to do (user-journeys §5). The losses do not add up (errors
+ * partly cancel), so the shares are an indication; the search measures. */
+static void print_blame(const calq_compare_result *r, const int *order)
+{
+    double worst = 1.0;
+    for (int i = 0; i < r->n_outputs; i++)
+        if (r->outputs[i].s.cosine < worst) worst = r->outputs[i].s.cosine;
+    double loss = 1.0 - worst;
+    if (!(loss > 1e-6)) return;
+    char names[1024];
+    size_t at = 0;
+    int n = 0;
+    for (int k = 0; k < r->n_layers && n < 5; k++) {
+        const calq_compare_layer *l = &r->layers[order[k]];
+        if (!l->has_sensitivity || !(1.0 - l->sens.cosine >= 0.1 * loss)) break;
+        if (!n)
+            printf("\nthe outputs lose most to (each layer alone, as a share of the whole model's loss %.4g):", loss);
+        printf("%s %s %.0f%%", n ? "," : "", l->name, 100.0 * (1.0 - l->sens.cosine) / loss);
+        if (at + strlen(l->name) + 2 < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", n ? "," : "", l->name);
+        n++;
+    }
+    if (!n) {
+        printf("\nno layer alone costs the outputs a tenth of the model's loss (%.4g): it is spread over many\n"
+               "layers; calq calibration --target-cosine C finds the fewest to keep in float\n",
+               loss);
+        return;
+    }
+    printf("\n  to keep %s in float: calq calibration ... --skip_layers %s (or \"quant_enable\": false in\n"
+           "  the config); or let calq calibration --target-cosine C choose the fewest layers\n",
+           n == 1 ? "it" : "them", names);
+}
+
 static void print_table(const calq_compare_result *r, int top, bool isolated, bool sensitivity)
 {
     char a[32], b[32], c[32], d[32], e[32], g[32], h[32], x[32];
@@ -157,7 +191,10 @@ static void print_table(const calq_compare_result *r, int top, bool isolated, bo
             printf("  %4d %-22s %-14s", order[k], l->name, l->op);
         printf(" %9s %9s %8s %8s %9s %9s %8s\n", a, b, c, d, e, g, h);
     }
-    if (sensitivity) printf("outputs: the model outputs' cosine (the worst output's) with only that layer quantized\n");
+    if (sensitivity) {
+        printf("outputs: the model outputs' cosine (the worst output's) with only that layer quantized\n");
+        print_blame(r, order);
+    }
     free(order);
 }
 

@@ -35,7 +35,7 @@ extern "C" {
  * package follow. Before 1.0 a minor release may change the API and the ABI (docs/c-api.md,
  * "Versions"). */
 #define CALQ_VERSION_MAJOR 0
-#define CALQ_VERSION_MINOR 4
+#define CALQ_VERSION_MINOR 5
 #define CALQ_VERSION_PATCH 0
 
 #define CALQ_VERSION_HEX   ((CALQ_VERSION_MAJOR << 16) | (CALQ_VERSION_MINOR << 8) | CALQ_VERSION_PATCH)

@@ -9,14 +9,18 @@ Every failure raises calq.Error, carrying the library's status code (.status, .s
 layer involved (.layer, or "") and its message (what, where, why, what to do)."""
 import collections
 import collections.abc
+import json
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
 from . import _capi
 from ._capi import ctypes
 
-__all__ = ["Error", "Model", "Value", "CalibrationResult", "version", "load", "calibrate", "save", "set_log"]
+__all__ = ["Error", "Model", "Value", "CalibrationResult", "version", "load", "calibrate", "save", "compare",
+           "set_log"]
 
 _lib = None
 
@@ -506,3 +510,49 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
         if data:
             lib.calq_data_free(data)
         feeder.keep = None
+
+
+def compare(float_model, quantized, batches, batch_num=None, isolated=False, sensitivity=False, threads=0):
+    """What quantization does to a model, as `calq compare --json`: the float model and a quantized
+    model calq wrote from it (calq.Model each) on the same batches (an iterable of dicts input
+    name -> numpy array, read once, lazily). isolated: also each layer quantized alone, fed the
+    float input (its own error); sensitivity: also each layer quantized alone in the float model,
+    measured at the model outputs (which layers the outputs lose most to; one run per layer and
+    batch). batch_num: batches to use (None: every batch). Returns the report as a dict: "outputs"
+    and "layers" (graph order) with their figures, the schema of docs/cli.md ("calq compare")."""
+    lib = _L()
+    fh, qh = float_model._handle(), quantized._handle()
+    if batch_num is not None and (int(batch_num) != batch_num or batch_num <= 0):
+        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "batch_num must be a positive integer, not %r" % (batch_num,))
+    err = _capi.Error_()
+    feeder = _Feeder(batches, float_model.inputs)
+    data, res = ctypes.c_void_p(), ctypes.c_void_p()
+    tmp = tempfile.mkdtemp(prefix="calq_compare_")
+    try:
+        def call(st):
+            if st != _capi.CALQ_OK:
+                if feeder.exc is not None:
+                    raise feeder.exc
+                _raise(st, err)
+
+        call(lib.calq_data_open_stream(feeder.fn, None, b"numpy batches", ctypes.byref(data), ctypes.byref(err)))
+        o = _capi.CompareOpts()
+        lib.calq_compare_opts_init(ctypes.byref(o))
+        o.isolated = 1 if isolated else 0
+        o.sensitivity = 1 if sensitivity else 0
+        o.batch_num = int(batch_num or 0)
+        o.n_threads = int(threads)
+        o.log = 0
+        call(lib.calq_compare(fh, qh, data, ctypes.byref(o), _b(float_model.path), _b(quantized.path),
+                              ctypes.byref(res), ctypes.byref(err)))
+        path = os.path.join(tmp, "report.json")
+        call(lib.calq_compare_write_json(res, _b(path), ctypes.byref(err)))
+        with open(path) as f:
+            return json.load(f)
+    finally:
+        if res:
+            lib.calq_compare_result_free(res)
+        if data:
+            lib.calq_data_free(data)
+        feeder.keep = None
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -11,9 +11,9 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c
 MAX_DIMS = 8  # CALQ_MAX_DIMS
 ERROR_MESSAGE_MAX = 4096  # CALQ_ERROR_MESSAGE_MAX
 ERROR_NAME_MAX = 256  # CALQ_ERROR_NAME_MAX
-# the ABI this file describes: libcalq 0.3 (calq.h CALQ_VERSION_MAJOR/MINOR; before 1.0 a minor
+# the ABI this file describes: libcalq 0.5 (calq.h CALQ_VERSION_MAJOR/MINOR; before 1.0 a minor
 # release may change the ABI, docs/c-api.md "Versions")
-ABI = (0, 4)
+ABI = (0, 5)
 
 CALQ_OK = 0
 CALQ_ERR_GENERIC = -65536
@@ -50,6 +50,11 @@ class SessionOpts(Structure):  # calq_session_opts
     _fields_ = [("n_threads", c_int), ("kernels", c_int), ("no_fusion", c_int),
                 ("skip_fusion_layers", POINTER(c_char_p)), ("n_skip_fusion_layers", c_int),
                 ("max_arena_bytes", c_size_t)]
+
+
+class CompareOpts(Structure):  # calq_compare_opts
+    _fields_ = [("isolated", c_int), ("sensitivity", c_int), ("outputs_only", c_int), ("batch_num", c_int),
+                ("n_threads", c_int), ("log", c_int)]
 
 
 class SaveSkip(Structure):  # calq_save_skip
@@ -105,6 +110,10 @@ _FUNCS = {
                                            POINTER(SaveSkip), POINTER(c_int), _E]),
     "calq_save_models_staged": (c_int, [_P, _P, c_char_p, c_char_p, POINTER(c_int), c_int, c_char_p,
                                         POINTER(SaveSkip), POINTER(c_int), _E]),
+    "calq_compare_opts_init": (None, [POINTER(CompareOpts)]),
+    "calq_compare": (c_int, [_P, _P, _P, POINTER(CompareOpts), c_char_p, c_char_p, POINTER(_P), _E]),
+    "calq_compare_write_json": (c_int, [_P, c_char_p, _E]),
+    "calq_compare_result_free": (None, [_P]),
 }
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

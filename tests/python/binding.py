@@ -12,6 +12,7 @@
    onnx package), and that a materialised list of them would have been far larger.
 
 Usage: binding.py CALQ_CLI SHARED_DIR  (CALQ_LIBRARY and PYTHONPATH set by ctest)"""
+import json
 import os
 import re
 import resource
@@ -186,6 +187,32 @@ def main():
                 want = np.load("run/%s.npy" % name)
                 if a.shape != want.shape or a.tobytes() != want.tobytes():
                     fail("Model.run output %s differs from calq run" % name)
+
+        # calq.compare = calq compare --json (same figures), with --sensitivity
+        r = subprocess.run([CLI, "compare", "--model", MODEL, "--quantized", "cli/ultraface_fake_quant_model.onnx",
+                            "--npy", "npy", "--input_shape", "input:1,3,240,320", "--batch_num", "3",
+                            "--sensitivity", "--json", "cmp.json"], capture_output=True, text=True)
+        fake_cli = calq.load("cli/ultraface_fake_quant_model.onnx", input_shape={"input": (1, 3, 240, 320)})
+        rep = calq.compare(ns["model"], fake_cli, ({"input": np.load("npy/%02d.npy" % k)} for k in range(8)),
+                           batch_num=3, sensitivity=True)
+        if r.returncode != 0:
+            fail("calq compare: " + r.stderr[-1000:])
+        else:
+            want = json.load(open("cmp.json"))
+            for k in ("model", "quantized", "seconds"):
+                want.pop(k, None)
+                rep.pop(k, None)
+            if rep != want:
+                fail("calq.compare's report differs from calq compare --json")
+            worst = min(rep["layers"], key=lambda l: l["sensitivity_cosine"])
+            print("calq.compare = calq compare --json (%d layers; worst at the outputs %s %.5f)" % (
+                len(rep["layers"]), worst["name"], worst["sensitivity_cosine"]))
+        try:
+            calq.compare(ns["model"], fake_cli, [{"input": np.load("npy/00.npy")}], batch_num=2)
+            fail("calq.compare with batch_num 2 on 1 batch did not raise")
+        except calq.Error as e:
+            if "batch_num is 2" not in e.message:
+                fail("calq.compare batch_num error: %s" % e)
 
         # ---- 3. errors ----
         m = ns["model"]

@@ -117,7 +117,7 @@ static void print_blame(const calq_compare_result *r, const int *order)
 {
     double worst = 1.0;
     for (int i = 0; i < r->n_outputs; i++)
-        if (r->outputs[i].s.cosine < worst) worst = r->outputs[i].s.cosine;
+        if (r->outputs[i].s.count && r->outputs[i].s.cosine < worst) worst = r->outputs[i].s.cosine;
     double loss = 1.0 - worst;
     if (!(loss > 1e-6)) return;
     char names[1024];

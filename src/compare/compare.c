@@ -375,6 +375,9 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
             const calq_tensor *t;
             calq_session_output(qs, qout_of[i], &t);
             size_t n = (size_t)calq_tensor_numel(t);
+            /* an integer output (a detector's labels, indices) of the same type and size in both:
+             * not compared (no cosine of class ids); its figures stay empty (NaN, count 0) */
+            if (t->dtype == fouts[i].dtype && t->dtype != CALQ_DTYPE_FLOAT32 && n == fouts[i].n) continue;
             if (t->dtype != CALQ_DTYPE_FLOAT32 || fouts[i].dtype != CALQ_DTYPE_FLOAT32 || n != fouts[i].n)
                 st = calq__fail(err, CALQ_ERR_SHAPE, NULL,
                                 "compare: output %d holds %zu %s values in the float model and %zu %s in the "
@@ -401,6 +404,9 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
         calq_model_output_info(fm, i, &a);
         if (!(r->outputs[i].name = strdup(a.name))) st = oom(err);
         calq__cmp_acc_stats(&oacc[i], &r->outputs[i].s);
+        if (oacc[i].batches == 0) /* not compared */
+            r->outputs[i].s.cosine = r->outputs[i].s.cosine_min = r->outputs[i].s.rel_l2 = r->outputs[i].s.sqnr_db =
+                r->outputs[i].s.max_abs = NAN;
         r->n_outputs = i + 1;
     }
     for (int i = 0; st == CALQ_OK && i < c.n; i++) {

@@ -33,6 +33,7 @@ typedef struct calq__cmp_match {
     int q_stop;
     bool stop_int8;
     int stop_scale, stop_zp;
+    int q_stop2, f_in2; /* a MatMul of two activations: its second input's stop and F value (else -1) */
     int n_chain;
     int *chain;
 } calq__cmp_match;

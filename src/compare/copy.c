@@ -37,6 +37,7 @@ int calq__cmp_copy_layer(calq_graph *g, const calq_graph *q, const calq__cmp_mat
     } else {
         qmap[m->q_stop] = m->f_in;
     }
+    if (m->q_stop2 >= 0) qmap[m->q_stop2] = m->f_in2;
     for (int k = 0; k < m->n_chain; k++) {
         const calq_node *n = &q->nodes[m->chain[k]];
         int *in = malloc(sizeof(int) * (size_t)(n->n_inputs + 1)),

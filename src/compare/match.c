@@ -64,6 +64,7 @@ typedef struct mctx {
     int *mark;               /* per Q node: in the current chain */
     int *tail;               /* per Q node: the current layer or its dequantization */
     const char *layer;       /* the float layer being matched */
+    int stop2;               /* a second input's stop (a MatMul of two activations), or -1 */
     calq_error *err;
 } mctx;
 
@@ -273,7 +274,7 @@ static bool own_node(const mctx *c, int p)
  * when it needs another activation (then the layer is not isolated). */
 static bool chain_add(mctx *c, int v, int stop, calq__cmp_match *m)
 {
-    if (v < 0 || v == stop || c->q->values[v].constant) return true;
+    if (v < 0 || v == stop || v == c->stop2 || c->q->values[v].constant) return true;
     int p = c->q->values[v].producer;
     /* another float tensor read on the way (not the layer's own outputs, which Caffe's in-place
      * naming may give a float name) */
@@ -348,6 +349,8 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
     m->f_in = f->nodes[fi].inputs[0];
     m->f_out = f->nodes[fi].outputs[0];
     m->q_stop = m->stop_scale = m->stop_zp = -1;
+    m->q_stop2 = m->f_in2 = -1;
+    c->stop2 = -1;
     bool ql = qlinear(qn);
     if (ql && qn->n_inputs >= 8) {
         const float *s = const_f32(q, qn->inputs[1]);
@@ -404,6 +407,18 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
         }
         if (m->stop_scale < 0 || m->stop_zp < 0) return CALQ_OK;
         m->stop_int8 = true;
+    }
+    /* a second activation (MatMul of two variable inputs, §8.1): its own quantize chain from a
+     * float tensor of F belongs to the layer too */
+    if (!m->stop_int8 && qn->n_inputs >= 2 && qn->inputs[1] >= 0 && !q->values[qn->inputs[1]].constant &&
+        (is_op(qn, "MatMul") || is_op(qn, "Gemm") || is_op(qn, "BatchMatMul"))) {
+        calq__cmp_match scratch = {.stop_scale = -1, .stop_zp = -1};
+        int s2 = input_stop(c, qn->inputs[1], &scratch);
+        int f2 = s2 >= 0 ? f_value_of(c, q->values[s2].name) : -1;
+        if (f2 < 0) return CALQ_OK; /* not isolated */
+        c->stop2 = s2;
+        m->q_stop2 = s2;
+        m->f_in2 = f2;
     }
     memset(c->mark, 0, sizeof(int) * (size_t)q->n_nodes);
     memset(c->tail, 0, sizeof(int) * (size_t)q->n_nodes);

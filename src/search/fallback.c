@@ -161,8 +161,9 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
         st = calq_compare(s->m, q, s->o.eval_data ? s->o.eval_data : s->data, &co, NULL, NULL, &r, err);
         if (st == CALQ_OK) {
             double worst = 1.0;
-            for (int i = 0; i < r->n_outputs; i++)
-                if (r->outputs[i].s.cosine_min < worst || r->outputs[i].s.cosine_min != r->outputs[i].s.cosine_min)
+            for (int i = 0; i < r->n_outputs; i++) /* integer outputs (count 0) are not compared */
+                if (r->outputs[i].s.count &&
+                    (r->outputs[i].s.cosine_min < worst || r->outputs[i].s.cosine_min != r->outputs[i].s.cosine_min))
                     worst = r->outputs[i].s.cosine_min;
             *metric = worst;
             if (ranking)

@@ -165,6 +165,56 @@ def main():
                 fail("%s: the sensitivity figure %.6f does not match the model saved with it alone (onnxruntime "
                      "%.6f, calq compare %.6f)" % (lname, mine, ort_cos, cmp_cos))
 
+        # attention: a MatMul of two activations (§8.1) gets its figure too, from both inputs'
+        # quantize chains; checked against the model saved with it alone, in onnxruntime
+        if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0:
+            at = os.path.join(work, "attn")
+            run(["/usr/bin/python3", os.path.join(HERE, "attention_model.py"), at, "13"])
+            am, ad = os.path.join(at, "attn13.onnx"), os.path.join(at, "data")
+            ap = os.path.join(at, "q", "m")
+            run([calq, "calibration", "--model", am, "--npy", ad, "--batch_num", "4", "--input_shape", "x:1,8,20",
+                 "--save_path", ap, "--format", "ascend", "--save_type", "Fakequant"])
+            j = os.path.join(at, "s.json")
+            run([calq, "compare", "--model", am, "--quantized", ap + "_fake_quant_model.onnx", "--npy", ad,
+                 "--input_shape", "x:1,8,20", "--batch_num", "4", "--sensitivity", "--isolated", "--json", j])
+            al = json.load(open(j))["layers"]
+            two = [k[:-2] for k in open(ap + "_record.txt").read().split('"') if k.endswith(":1")]
+            if not two or any(l["sensitivity_cosine"] is None or l["isolated_cosine"] is None for l in al):
+                fail("attention: layers without figures (two-input MatMuls %s): %s" %
+                     (two, [l["name"] for l in al if l["sensitivity_cosine"] is None]))
+            acfg = json.load(open(ap + "_config.json"))
+            anames = [k for k, v in acfg.items() if isinstance(v, dict) and "quant_enable" in v]
+            files = sorted(os.path.join(ad, n) for n in os.listdir(ad))[:4]
+            afl = os.path.join(at, "float")
+            run(["node", os.path.join(HERE, "ort_runs.js"), am, afl, "x"] + files, env=env)
+            for lname in two:
+                c = json.loads(json.dumps(acfg))
+                for k in anames:
+                    c[k]["quant_enable"] = k == lname
+                cp = os.path.join(at, "only.json")
+                json.dump(c, open(cp, "w"))
+                op = os.path.join(at, "only", lname.replace("/", "_"))
+                run([calq, "save", "--model", am, "--record", ap + "_record.txt", "--config", cp, "--save_path", op,
+                     "--format", "ascend", "--save_type", "Fakequant", "--input_shape", "x:1,8,20"])
+                out = os.path.join(at, "ort_" + lname.replace("/", "_"))
+                run(["node", os.path.join(HERE, "ort_runs.js"), op + "_fake_quant_model.onnx", out, "x"] + files,
+                    env=env)
+                ys = [np.load(os.path.join(afl, str(k), n)) for k in range(len(files))
+                      for n in sorted(os.listdir(os.path.join(afl, str(k))))]
+                qs = [np.load(os.path.join(out, str(k), n)) for k in range(len(files))
+                      for n in sorted(os.listdir(os.path.join(out, str(k))))]
+                ort_cos = cosine(np.concatenate([y.ravel() for y in ys]), np.concatenate([q.ravel() for q in qs]))
+                mine = [l for l in al if l["name"] == lname][0]["sensitivity_cosine"]
+                print("attention %s (two activations) alone: 1 - cosine: calq compare --sensitivity %.4g, saved "
+                      "alone in onnxruntime %.4g" % (lname, 1 - mine, 1 - ort_cos), flush=True)
+                # the losses agree to a few percent (onnxruntime's float kernels differ by ~1e-7), and
+                # the copy is quantized (a float copy would give exactly 1)
+                if abs((1 - mine) - (1 - ort_cos)) > 0.05 * (1 - ort_cos) + 2e-7 or not mine < 1.0 - 1e-9:
+                    fail("attention %s: the sensitivity figure %.6f does not match onnxruntime's %.6f (or the "
+                         "layer is not quantized in the copy)" % (lname, mine, ort_cos))
+        else:
+            print("SKIP (part): no python3-torch for the attention model")
+
         # the accuracy search ranked by it
         r = run([calq, "calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path",
                  os.path.join(work, "fb", "pan"), "--format", "ascend", "--save_type", "Fakequant",

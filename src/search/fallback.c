@@ -20,7 +20,8 @@
  *           measured all the same (twice in a row at most: errors partly cancel, and a layer may
  *           help only with the next one), then the search stops; the best set seen is kept; ends
  *           when the target is met, at max_float_layers, or at the time budget;
- *   prune:  each float layer, earliest first, goes back to int8 when the target stays met.
+ *   prune:  each float layer, earliest first, goes back to int8 when the target stays met (when
+ *           it was not met: when the metric is no worse than the best found).
  * Why not bisection over the ranking: it assumes the first k ranked layers are the ones to keep,
  * and returns all k, useful or not; the isolated error is only a proxy (a badly quantized layer
  * may barely move the outputs), so measuring a few candidates per step and pruning at the end
@@ -460,22 +461,27 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
             memcpy(best_set, is_float, sizeof(bool) * (size_t)s->n);
         }
     }
-    /* prune, layer by layer (a unit's layers too), the earliest additions first */
-    for (int i = 0; st == CALQ_OK && met && count(is_float, s->n) > 1 && i < n_added && time_left(s); i++) {
+    /* prune, layer by layer (a unit's layers too), the earliest additions first, from the best set:
+     * a layer goes back to int8 when the target stays met, or, when it was not met, when the
+     * metric is no worse than the best (steps taken without a gain leave such layers) */
+    memcpy(is_float, best_set, sizeof(bool) * (size_t)s->n);
+    met = meets(s, best);
+    for (int i = 0; st == CALQ_OK && count(is_float, s->n) > 1 && i < n_added && time_left(s); i++) {
         int k = added[i];
         if (tried[k] || !is_float[k]) continue;
         tried[k] = true;
         is_float[k] = false;
         double v = 0.0;
         st = trial(s, is_float, &v, NULL, err);
-        if (st == CALQ_OK && meets(s, v)) {
+        if (st == CALQ_OK && (met ? meets(s, v) : !better(s, best, v))) {
             cur = v;
             best = v;
             memcpy(best_set, is_float, sizeof(bool) * (size_t)s->n);
             st = add_step(r, s->cfg->layers[s->cfg_index[k]].name, true, v, err);
             if (s->o.log)
-                calq__log(CALQ_LOG_INFO, "calq: pruned: %s back to int8: %.5f, still meets the target",
-                          s->cfg->layers[s->cfg_index[k]].name, v);
+                calq__log(CALQ_LOG_INFO, "calq: pruned: %s back to int8: %.5f, %s",
+                          s->cfg->layers[s->cfg_index[k]].name, v,
+                          met ? "still meets the target" : "no worse than with it in float");
         } else {
             is_float[k] = true;
         }

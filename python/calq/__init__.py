@@ -372,6 +372,21 @@ class _Feeder:
         self.exc = None
         self.fn = _capi.DATA_NEXT_FN(self)
 
+    def checker(self, err):
+        """A status check for the calls made while the library reads the batches: the generator's
+        own exception is re-raised as itself, anything else as calq.Error."""
+        def call(st):
+            if st != _capi.CALQ_OK:
+                if self.exc is not None:
+                    raise self.exc
+                _raise(st, err)
+        return call
+
+    def open(self, lib, data, err):
+        """calq_data_open_stream over this feeder into the c_void_p `data` (freed by the caller)."""
+        self.checker(err)(lib.calq_data_open_stream(self.fn, None, b"numpy batches", ctypes.byref(data),
+                                                    ctypes.byref(err)))
+
     def __call__(self, user, batch, tensors, n, end, err):
         self.keep = None
         try:
@@ -445,15 +460,10 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     skip = [skip_layers] if isinstance(skip_layers, str) else list(skip_layers or [])
     err = _capi.Error_()
     feeder = _Feeder(batches, m.inputs)
+    call = feeder.checker(err)
     data, cfg, outs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     try:
-        def call(st):
-            if st != _capi.CALQ_OK:
-                if feeder.exc is not None:
-                    raise feeder.exc
-                _raise(st, err)
-
-        call(lib.calq_data_open_stream(feeder.fn, None, b"numpy batches", ctypes.byref(data), ctypes.byref(err)))
+        feeder.open(lib, data, err)
         if config is not None:
             call(lib.calq_config_load(h, _b(os.fspath(config)), ctypes.byref(cfg), ctypes.byref(err)))
             for name in skip:
@@ -526,16 +536,11 @@ def compare(float_model, quantized, batches, batch_num=None, isolated=False, sen
         raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "batch_num must be a positive integer, not %r" % (batch_num,))
     err = _capi.Error_()
     feeder = _Feeder(batches, float_model.inputs)
+    call = feeder.checker(err)
     data, res = ctypes.c_void_p(), ctypes.c_void_p()
     tmp = tempfile.mkdtemp(prefix="calq_compare_")
     try:
-        def call(st):
-            if st != _capi.CALQ_OK:
-                if feeder.exc is not None:
-                    raise feeder.exc
-                _raise(st, err)
-
-        call(lib.calq_data_open_stream(feeder.fn, None, b"numpy batches", ctypes.byref(data), ctypes.byref(err)))
+        feeder.open(lib, data, err)
         o = _capi.CompareOpts()
         lib.calq_compare_opts_init(ctypes.byref(o))
         o.isolated = 1 if isolated else 0

@@ -302,5 +302,5 @@ set_tests_properties(cli.docs PROPERTIES LABELS cli TIMEOUT 60)
 # Dynamic dims other than the batch (a text line's width): .npy batches bind them without
 # --input_shape, the saved QDQ / QOperator files keep them dynamic.
 add_test(NAME cli.dynamic_dims
-         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/dynamic_dims.py $<TARGET_FILE:calq_cli>)
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/dynamic_dims.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(cli.dynamic_dims PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

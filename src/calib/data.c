@@ -419,6 +419,24 @@ static int64_t other_batch_bin(const calq_data *d, int i, const calq_value_info 
     return b > 0 && b != in->dims[0] ? b : 0;
 }
 
+/* Photos feed N x 3 x H x W: a dynamic N is the images per batch, a dynamic H or W the --resize
+ * size, else the first photo's (the preflight then wants every photo that size). */
+static void image_dims(const calq_data *d, calq_value_info *in)
+{
+    if (in->dims[0] < 0) in->dims[0] = d->batch_size;
+    if (in->dims[1] < 0) in->dims[1] = 3;
+    if (in->dims[2] >= 0 && in->dims[3] >= 0) return;
+    int w = d->image_opts.width, h = d->image_opts.height;
+    if (!w || !h) {
+        FILE *fp;
+        calq_error e = {0};
+        if (calq__image_open(d->streams[0].files[0], &fp, &w, &h, &e) != CALQ_OK) return; /* the preflight says why */
+        fclose(fp);
+    }
+    if (in->dims[2] < 0) in->dims[2] = h;
+    if (in->dims[3] < 0) in->dims[3] = w;
+}
+
 /* The shape stream i's batches feed input `in` at (see calq_data_input_info). */
 static void data_dims(const calq_data *d, int i, calq_value_info *in)
 {
@@ -428,6 +446,8 @@ static void data_dims(const calq_data *d, int i, calq_value_info *in)
     } else if (d->kind == CALQ_DATA_BIN) {
         int64_t b = other_batch_bin(d, i, in);
         if (b > 0) in->dims[0] = b;
+    } else if (d->kind == CALQ_DATA_IMAGES && in->ndim == 4) {
+        image_dims(d, in);
     }
 }
 

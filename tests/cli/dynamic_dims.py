@@ -2,8 +2,10 @@
 """Models with dynamic dims other than the batch (a text recogniser's width, an attention block's
 sequence length) calibrate on .npy batches without --input_shape: the .npy header gives every
 dim the model leaves unknown, as it gives a dynamic batch. The saved files keep the dim dynamic
-and run at another width. A later file of another width is refused naming both shapes.
-usage: dynamic_dims.py CALQ"""
+and run at another width. A later file of another width is refused naming both shapes. Photos
+(--images) bind a dynamic N x 3 x H x W input: N at the images per batch, H x W at --resize (or
+the first photo's size, refused naming the photo when another differs).
+usage: dynamic_dims.py CALQ [SHARED_DIR]"""
 import os
 import subprocess
 import sys
@@ -19,6 +21,7 @@ except ImportError:
     sys.exit(77)
 
 CALQ = sys.argv[1]
+FACES = os.path.join(sys.argv[2], "data", "faces") if len(sys.argv) > 2 else None
 T = tempfile.mkdtemp(prefix="calq_dyn_")
 failures = []
 
@@ -91,6 +94,40 @@ r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--s
 if r.returncode != 1 or "1x1x8x24" not in r.stderr or "1x1x8x20" not in r.stderr:
     failures.append("batches of widths 20 and 24: expected a refusal naming both shapes, got rc %d: %s" %
                     (r.returncode, r.stderr.strip()))
+
+
+def detector(path, dims):
+    """x [dims] -> Conv 3x3 stride 2 -> Relu -> Conv 1x1 -> y."""
+    rng = np.random.default_rng(2)
+    w1 = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((2, 8, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2")]
+    g = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, w2])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+if FACES and os.path.isdir(FACES):
+    # photos: a dynamic batch (the common torch export), and dynamic N, H and W
+    for tag, dims, resize, fed in (("n", ["N", 3, 48, 64], ["--resize", "64x48"], "x:1x3x48x64"),
+                                   ("nhw", ["N", 3, "H", "W"], ["--resize", "40x24"], "x:1x3x24x40")):
+        model = os.path.join(T, "det_%s.onnx" % tag)
+        detector(model, dims)
+        r = calq("calibration", "--model", model, "--images", FACES, "--batch_num", "2", "--save_path",
+                 os.path.join(T, tag, "m"), "--format", "qdq", *resize)
+        if r.returncode != 0 or fed not in r.stderr:
+            failures.append("photos into a %s model with %s: rc %d, expected batches of %s: %s" %
+                            ("x".join(map(str, dims)), " ".join(resize), r.returncode, fed, r.stderr.strip()[-600:]))
+        else:
+            print("photos into %s: fed at %s" % ("x".join(map(str, dims)), fed))
+    # without --resize, every photo must have the first one's size; the first that does not is named
+    r = calq("calibration", "--model", os.path.join(T, "det_nhw.onnx"), "--images", FACES, "--batch_num", "13",
+             "--save_path", os.path.join(T, "nhw_keep", "m"))
+    if r.returncode != 1 or "add --resize" not in r.stderr:
+        failures.append("photos of several sizes without --resize: expected a refusal, got rc %d: %s" %
+                        (r.returncode, r.stderr.strip()[-600:]))
 subprocess.run(["rm", "-rf", T])
 for f in failures:
     print("FAIL:", f)

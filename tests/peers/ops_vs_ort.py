@@ -208,6 +208,18 @@ def _():
     return one_node("NonMaxSuppression", ins, ["sel:i64"], opset=11)
 
 
+@case("nonmaxsuppression_no_limit")
+def _():
+    # torchvision's batched_nms exports max_output_boxes_per_class = INT64_MAX ("no limit") and no
+    # score threshold: 2^63 taken through a double kept no box at all (ssdlite320 found nothing)
+    xy = rng.uniform(0, 50, size=(1, 40, 2))
+    wh = rng.uniform(5, 20, size=(1, 40, 2))
+    boxes = np.concatenate([xy, xy + wh], axis=2).astype(np.float32)
+    ins = [("boxes", boxes), ("scores", rng.uniform(0, 1, size=(1, 1, 40)).astype(np.float32)),
+           ("m", np.array([np.iinfo(np.int64).max], np.int64)), ("iou", np.array([0.55], np.float32))]
+    return one_node("NonMaxSuppression", ins, ["sel:i64"], opset=11)
+
+
 @case("roialign_half_pixel_max")
 def _():
     rois = np.array([[1, 1, 6, 7], [0.5, 2, 9, 9], [3, 3, 4, 4.5]], np.float32)

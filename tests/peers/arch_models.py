@@ -124,6 +124,23 @@ class Edges(nn.Module):
         return self.fc(r.reshape(n, 8, 2 * h, w).permute(0, 2, 3, 1))
 
 
+class TextEncoder(nn.Module):
+    """A BERT-like encoder over int64 token ids with a dynamic length: Embedding (Gather),
+    learned positions sliced to the length, nn.TransformerEncoder (post-norm, GELU), mean pool."""
+
+    def __init__(self, vocab=1000, dim=64, heads=4, depth=2, classes=5):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(1, 128, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, activation="gelu", batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.cls = nn.Linear(dim, classes)
+
+    def forward(self, ids):
+        x = self.emb(ids) + self.pos[:, :ids.shape[1]]
+        return self.cls(self.enc(x).mean(dim=1))
+
+
 def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
 
@@ -142,6 +159,16 @@ MODELS = {
     "textdet": (TextDet, "image", 128),
     "swin_like": (SwinLike, "tokens", 49),
     "edges": (Edges, "image", 32),
+    "swin_t": (tv("swin_t"), "image", 112),
+    "text_encoder": (TextEncoder, "ids", 24),
+    "inception_v3": (tv("inception_v3", aux_logits=False, init_weights=False), "image", 139),
+    "deeplabv3": (lambda: torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, aux_loss=False), "image", 128),
+    "lraspp": (lambda: torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+        weights=None, weights_backbone=None), "image", 128),
+    "r3d_18": (lambda: torchvision.models.video.r3d_18(weights=None), "video", 56),
+    "ssdlite": (lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(
+        weights=None, weights_backbone=None, score_thresh=0.0), "image", 320),
 }
 
 
@@ -155,6 +182,11 @@ def sample(kind, size, rng, width=None):
         w = width or size
         x = rng.random((1, 1, 32, w)).astype(np.float32)
         return (x > 0.7).astype(np.float32) * 2 - 1 + 0.1 * rng.standard_normal((1, 1, 32, w)).astype(np.float32)
+    if kind == "video":
+        x = rng.standard_normal((1, 3, 2, size // 8, size // 8)).astype(np.float32)
+        return F.interpolate(torch.from_numpy(x), size=(8, size, size), mode="trilinear").numpy()
+    if kind == "ids":
+        return rng.integers(0, 1000, (1, width or size)).astype(np.int64)
     return rng.standard_normal((1, size, 96)).astype(np.float32)
 
 
@@ -178,6 +210,12 @@ def export(out, name):
             big = prm.abs() >= 1.999
             if prm.dim() > 1 and big.any():
                 prm[big] = 0.0
+    if name == "ssdlite":
+        # random heads give every anchor a score within 1e-7 of 1/91: the detections' order is
+        # then decided by last-bit rounding (float ties); sharper class logits make it a test
+        with torch.no_grad():
+            for prm in m.head.classification_head.parameters():
+                prm.mul_(40.0)
     rng = np.random.default_rng(7)
     d = os.path.join(out, name)
     for sub in ("cal", "eval"):
@@ -186,16 +224,17 @@ def export(out, name):
         np.save(os.path.join(d, "cal", "%d.npy" % k), sample(kind, size, rng))
     # held out: the text models at another width, the tokens at another length (dynamic axes)
     np.save(os.path.join(d, "eval", "0.npy"),
-            sample(kind, size if kind == "image" else size + 28 if kind == "text" else size + 15, rng))
+            sample(kind, size if kind in ("image", "video") else size + 28 if kind == "text" else size + 15, rng,
+                   width=None if kind in ("image", "video") else size + 28 if kind == "text" else size + 15))
     x = torch.from_numpy(sample(kind, size, rng))
     dyn = {"x": {0: "N"}, "y": {0: "N"}}
     if kind == "text":
         dyn = {"x": {3: "W"}, "y": {0: "T"}}
-    elif kind == "tokens":
+    elif kind in ("tokens", "ids"):
         dyn = {"x": {0: "N", 1: "T"}, "y": {0: "N"}}
-    with torch.no_grad():
-        torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=13, input_names=["x"],
-                          output_names=["y"], dynamic_axes=dyn, do_constant_folding=True)
+    # with grad enabled, as nn.TransformerEncoder's fused fast path (no ONNX export) is off then
+    torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=13, input_names=["x"],
+                      output_names=["y"], dynamic_axes=dyn, do_constant_folding=True)
     print(name, flush=True)
 
 

@@ -111,7 +111,7 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
     for (int b = first; b < cal->batch_num; b++) {
         cal->batch = b;
         double t0 = calq__now(), f0 = calq__act_cache_file_seconds(cal->cache);
-        CALQ_TRY(calq_data_read_batch(cal->data, b, ins, n_in, err));
+        CALQ_TRY(calq__data_read_batch_resize(cal->data, b, ins, n_in, err));
         calq_status st = calq_session_run(s, ins, n_in, err);
         if (st != CALQ_OK) {
             char src[1024];

@@ -475,10 +475,24 @@ calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, ca
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
     if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int i = 0; d->kind == CALQ_DATA_NPY && i < n && i < d->n_streams; i++) {
+        calq_model_input_info(m, i, &in[i]);
+        d->streams[i].free_dims = 0;
+        for (int k = 0; k < in[i].ndim && k < CALQ_MAX_DIMS; k++)
+            if (in[i].dims[k] < 0) d->streams[i].free_dims |= 1u << k;
+    }
     calq__data_input_shapes(d, m, in, n); /* a batch other than the model's is checked by the session */
     calq_status st = calq__data_preflight(d, in, n, batch_num, err);
     free(in);
     return st;
+}
+
+calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    if (d->kind != CALQ_DATA_NPY || !d->shapes_vary) return calq_data_read_batch(d, batch, inputs, n_inputs, err);
+    if (batch < 0 || batch >= calq_data_num_batches(d) || n_inputs != d->n_streams)
+        return calq_data_read_batch(d, batch, inputs, n_inputs, err); /* which says what is wrong */
+    return calq__data_npy_read(d, batch, inputs, true, err);
 }
 
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
@@ -502,7 +516,7 @@ calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, i
                           want, want == 1 ? "" : "s", n_inputs);
     switch (d->kind) {
     case CALQ_DATA_BIN: return calq__data_bin_read(d, batch, inputs, err);
-    case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, err);
+    case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, false, err);
     case CALQ_DATA_IMAGES: return calq__data_images_read(d, batch, inputs, err);
     case CALQ_DATA_STREAM: break;
     }

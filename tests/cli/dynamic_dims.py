@@ -2,7 +2,8 @@
 """Models with dynamic dims other than the batch (a text recogniser's width, an attention block's
 sequence length) calibrate on .npy batches without --input_shape: the .npy header gives every
 dim the model leaves unknown, as it gives a dynamic batch. The saved files keep the dim dynamic
-and run at another width. A later file of another width is refused naming both shapes. Photos
+and run at another width. Files of several widths run each at its own, and the factors are those
+of all the layer inputs together; a file that differs in a fixed dim is refused. Photos
 (--images) bind a dynamic N x 3 x H x W input: N at the images per batch, H x W at --resize (or
 the first photo's size, refused naming the photo when another differs).
 usage: dynamic_dims.py CALQ [SHARED_DIR]"""
@@ -87,14 +88,49 @@ else:
             failures.append("%s file at width 33: shape %s, cosine %.5f" % (f, y.shape, cosine(ref, y)))
         else:
             print("%s at width 33: cosine %.5f" % (f, cosine(ref, y)))
-# one batch per width: a file of another width is refused, naming both shapes
+# batches of several widths (text lines as they come): each batch runs at its own width, and
+# every layer's factors are those of all its inputs together (calq factors on the concatenation)
 np.save(os.path.join(cal, "1.npy"), rng.standard_normal((1, 1, 8, 24)).astype(np.float32))
-r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path",
-         os.path.join(T, "mixed", "m"))
-if r.returncode != 1 or "1x1x8x24" not in r.stderr or "1x1x8x20" not in r.stderr:
-    failures.append("batches of widths 20 and 24: expected a refusal naming both shapes, got rc %d: %s" %
-                    (r.returncode, r.stderr.strip()))
+mixed = os.path.join(T, "mixed", "m")
+r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path", mixed, "--format", "qdq")
+if r.returncode != 0:
+    failures.append("batches of widths 20 and 24: rc %d: %s" % (r.returncode, r.stderr.strip()[-600:]))
+else:
+    rec = open(mixed + "_record.txt").read()
 
+    def record_factors(key):
+        block = rec[rec.index('key: "%s"' % key):]
+        return (float(block.split("scale_d:")[1].split()[0]), int(block.split("offset_d:")[1].split()[0]))
+
+    for layer, tensor in (("conv", "x"), ("fc", "t")):
+        parts = []
+        for k in range(2):
+            f = os.path.join(cal, "%d.npy" % k)
+            if tensor == "x":
+                parts.append(np.load(f).ravel())
+            else:
+                d = os.path.join(T, "dump%d" % k)
+                calq("run", model, "--input", "x=" + f, "--output-dir", d, "--dump", tensor, "--no-fusion")
+                parts.append(np.load(os.path.join(d, tensor + ".npy")).ravel())
+        cat = os.path.join(T, "cat_%s.npy" % tensor)
+        np.save(cat, np.concatenate(parts))
+        r = calq("factors", "--algo", "ifmr", "--input", cat, "--json")
+        import json
+        want = json.loads(r.stdout) if r.returncode == 0 else None
+        got = record_factors(layer)
+        if not want or abs(want["scale"] - got[0]) > 1e-9 * max(1.0, abs(got[0])) or want["offset"] != got[1]:
+            failures.append("widths 20 and 24, layer %s: record %s, calq factors on both batches' inputs %s" %
+                            (layer, got, r.stdout.strip() or r.stderr.strip()))
+        else:
+            print("widths 20 and 24, layer %s: scale_d %.9g offset_d %d = calq factors on both inputs" %
+                  ((layer,) + got))
+# a fixed dim may not differ: the model takes 8 rows
+np.save(os.path.join(cal, "1.npy"), rng.standard_normal((1, 1, 9, 20)).astype(np.float32))
+r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path",
+         os.path.join(T, "rows", "m"))
+if r.returncode != 1 or "1x1x9x20" not in r.stderr or "1x1x8x20" not in r.stderr:
+    failures.append("a batch of 9 rows for an 8-row input: expected a refusal naming both shapes, got rc %d: %s" %
+                    (r.returncode, r.stderr.strip()))
 
 def detector(path, dims):
     """x [dims] -> Conv 3x3 stride 2 -> Relu -> Conv 1x1 -> y."""

@@ -141,6 +141,36 @@ class TextEncoder(nn.Module):
         return self.cls(self.enc(x).mean(dim=1))
 
 
+class CausalLM(nn.Module):
+    """A GPT-like decoder over int64 ids with a dynamic length: causal mask built from the length
+    (a Range comparison, masked_fill with -inf), attention through einsum, pre-norm, tied output embedding."""
+
+    def __init__(self, vocab=500, dim=64, heads=4, depth=2):
+        super().__init__()
+        self.heads = heads
+        self.emb = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(128, dim)
+        self.blocks = nn.ModuleList(nn.ModuleDict({
+            "ln1": nn.LayerNorm(dim), "qkv": nn.Linear(dim, 3 * dim), "proj": nn.Linear(dim, dim),
+            "ln2": nn.LayerNorm(dim), "fc1": nn.Linear(dim, 4 * dim), "fc2": nn.Linear(4 * dim, dim)})
+            for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, ids):
+        n, t = ids.shape
+        x = self.emb(ids) + self.pos(torch.arange(t).unsqueeze(0))
+        r = torch.arange(t)
+        mask = r.unsqueeze(0) > r.unsqueeze(1)  # key after query
+        h = self.heads
+        for b in self.blocks:
+            q, k, v = b["qkv"](b["ln1"](x)).reshape(n, t, 3, h, -1).unbind(2)
+            a = torch.einsum("nqhd,nkhd->nhqk", q, k) / 4.0
+            a = torch.softmax(a.masked_fill(mask, float("-inf")), dim=-1)
+            x = x + b["proj"](torch.einsum("nhqk,nkhd->nqhd", a, v).reshape(n, t, -1))
+            x = x + b["fc2"](F.gelu(b["fc1"](b["ln2"](x)), approximate="tanh"))
+        return self.norm(x) @ self.emb.weight.t()
+
+
 def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
 
@@ -161,6 +191,7 @@ MODELS = {
     "edges": (Edges, "image", 32),
     "swin_t": (tv("swin_t"), "image", 112),
     "text_encoder": (TextEncoder, "ids", 24),
+    "causal_lm": (CausalLM, "ids", 20),
     "inception_v3": (tv("inception_v3", aux_logits=False, init_weights=False), "image", 139),
     "deeplabv3": (lambda: torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
         weights=None, weights_backbone=None, aux_loss=False), "image", 128),
@@ -186,7 +217,7 @@ def sample(kind, size, rng, width=None):
         x = rng.standard_normal((1, 3, 2, size // 8, size // 8)).astype(np.float32)
         return F.interpolate(torch.from_numpy(x), size=(8, size, size), mode="trilinear").numpy()
     if kind == "ids":
-        return rng.integers(0, 1000, (1, width or size)).astype(np.int64)
+        return rng.integers(0, 500, (1, width or size)).astype(np.int64)
     return rng.standard_normal((1, size, 96)).astype(np.float32)
 
 

@@ -466,7 +466,10 @@ CALQ_API const char *calq_data_sample_source(const calq_data *d, int batch, int 
 
 /* The shape input i of m is fed at: m's, except that data whose first batch holds another
  * batch size of the same per-sample shape give theirs (.npy: the array's dim 0; .bin: the file
- * size over one sample's), also when m leaves the batch dim unknown (?xCxHxW). CALQ_OK;
+ * size over one sample's), also when m leaves the batch dim unknown (?xCxHxW), and that .npy
+ * data give every other dim m leaves unknown too (a text line's width: 1x1x32x?; calibration
+ * reads a later file of another width at its own shape, calq_data_read_batch does not), photos N (the
+ * images per batch), H and W (the resize size, else the first photo's). CALQ_OK;
  * CALQ_ERR_INDEX_OUT_OF_RANGE for a bad i, CALQ_ERR_BAD_PARAMETERS for a NULL argument. */
 CALQ_API calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out,
                                           calq_error *err);

@@ -308,3 +308,8 @@ set_tests_properties(cli.hostile PROPERTIES LABELS cli TIMEOUT 300 SKIP_RETURN_C
 add_test(NAME cli.docs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/cli_docs.sh $<TARGET_FILE:calq_cli>
                                ${CMAKE_SOURCE_DIR}/docs/cli.md)
 set_tests_properties(cli.docs PROPERTIES LABELS cli TIMEOUT 60)
+# Dynamic dims other than the batch (a text line's width): .npy batches bind them without
+# --input_shape, the saved QDQ / QOperator files keep them dynamic.
+add_test(NAME cli.dynamic_dims
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/dynamic_dims.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
+set_tests_properties(cli.dynamic_dims PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

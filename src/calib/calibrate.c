@@ -30,6 +30,7 @@
 #include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/passes.h"
+#include "graph/quantizable.h"
 
 void calq_calibrate_opts_init(calq_calibrate_opts *o)
 {
@@ -110,7 +111,7 @@ static calq_status run_pass(calq__calib *cal, calq_session *s, calq_tensor *ins,
     for (int b = first; b < cal->batch_num; b++) {
         cal->batch = b;
         double t0 = calq__now(), f0 = calq__act_cache_file_seconds(cal->cache);
-        CALQ_TRY(calq_data_read_batch(cal->data, b, ins, n_in, err));
+        CALQ_TRY(calq__data_read_batch_resize(cal->data, b, ins, n_in, err));
         calq_status st = calq_session_run(s, ins, n_in, err);
         if (st != CALQ_OK) {
             char src[1024];
@@ -376,6 +377,20 @@ static calq_status finish(calq__calib *cal, const calq_calibrate_opts *o, calq_o
     return CALQ_OK;
 }
 
+/* A model without any layer calq quantizes is told as such, not as a config that enables none:
+ * a weight computed by a node (float16 behind a Cast) makes a Conv unquantizable (§8.1). */
+static calq_status require_quantizable(const calq_graph *g, calq_error *err)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (calq__node_quantizable(g, i)) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                      "the model has no layer calq quantizes, so there is nothing to calibrate: a Conv, "
+                      "ConvTranspose, Gemm or MatMul needs its weight as a constant float32 tensor "
+                      "(amct-reference.md §8.1; calq inspect lists the quantizable layers), and a weight computed "
+                      "by a node (a Cast from float16, the DequantizeLinear of an already quantized model) is not "
+                      "one");
+}
+
 /* The output set of a calq_calibrate call given none: the lock of the record's prefix (the
  * record path without AMCT's "_record.txt", §1.3, so it is the lock `calq save` takes). */
 static calq_status begin_own_outputs(const char *record_out, calq_outputs **out, calq_error *err)
@@ -434,7 +449,8 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     cal.g = cal.g_owned ? cal.g_owned : m->g;
     if (st == CALQ_OK) st = calq__calib_setup(&cal, err);
     if (st == CALQ_OK && cal.n_layers == 0) {
-        st = calq__config_require_layers(cfg, "calibrate", err);
+        st = require_quantizable(m->g, err);
+        if (st == CALQ_OK) st = calq__config_require_layers(cfg, "calibrate", err);
         if (st == CALQ_OK) st = calq__fail(err, CALQ_ERR_INTERNAL, NULL, "calibration set up no layer");
     }
     /* DMQ first: the weights (ARQ) and the activation passes see the balanced tensors */

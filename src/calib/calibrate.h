@@ -133,6 +133,7 @@ void calq__calib_free(calq__calib *cal);
  * returns true while some slot needs another pass over the same batches, else settles the
  * group (done, failed, or auto_pending). */
 calq_status calq__group_setup(calq__calib_group *gr, const calq_layer_config *lc, int n_threads, calq_error *err);
+/* batch_num 0: the total count is not known ahead (batches of several shapes) */
 void calq__group_feed(calq__calib_group *gr, const float *x, size_t n, int pass, int batch_num, const char *layer);
 bool calq__group_end_pass(calq__calib_group *gr, int pass);
 /* True when the group's algorithm reads the batches more than once (IFMR, kl, mse, auto). */

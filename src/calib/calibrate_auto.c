@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "calib/calibrate.h"
+#include "calib/data.h"
 #include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/quantizable.h"
@@ -223,7 +224,7 @@ calq_status calq__calib_auto(calq__calib *cal, calq_error *err)
     cal->pass++; /* the evaluation pass, after the calibrators' */
     for (int b = 0; st == CALQ_OK && b < cal->batch_num; b++) {
         cal->batch = b;
-        st = calq_data_read_batch(cal->data, b, ins, n_in, err);
+        st = calq__data_read_batch_resize(cal->data, b, ins, n_in, err);
         if (st == CALQ_OK && (st = calq_session_run(s, ins, n_in, err)) != CALQ_OK) {
             char src[1024];
             calq__prefix(err, "act_algo auto, evaluation of batch %d (%s)", b,

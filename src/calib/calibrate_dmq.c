@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/strmap.h"
 #include "calib/calibrate.h"
+#include "calib/data.h"
 #include "exec/session.h"
 #include "frontend/model.h"
 #include "graph/balance.h"
@@ -113,7 +114,7 @@ static calq_status run_pass0(calq__calib *cal, calq_error *err)
     cal->pass = 0;
     for (int b = 0; st == CALQ_OK && b < cal->batch_num; b++) {
         cal->batch = b;
-        st = calq_data_read_batch(cal->data, b, ins, n_in, err);
+        st = calq__data_read_batch_resize(cal->data, b, ins, n_in, err);
         if (st == CALQ_OK && (st = calq_session_run(s, ins, n_in, err)) != CALQ_OK) {
             if (x.err.status != CALQ_OK) *err = x.err;
             char src[1024];

@@ -11,6 +11,14 @@
 
 #include "base/error.h"
 #include "calib/calibrate.h"
+#include "calib/data.h"
+
+/* The batch count the calibrators may size their tails by (count = numel x batches): 0, i.e.
+ * unknown, when the batches differ in shape (text lines of several widths) */
+static int feed_batches(const calq__calib *cal)
+{
+    return cal->data && cal->data->shapes_vary ? 0 : cal->batch_num;
+}
 
 double calq__now(void)
 {
@@ -107,7 +115,7 @@ static void observe_group(calq__calib *cal, calq__calib_group *gr, const char *t
         int64_t per_sample = t->ndim > 0 && t->dims[0] > 0 ? n / t->dims[0] : n;
         scan(&gr->stats, x, n, per_sample > 0 ? per_sample : 1, cal->batch);
     }
-    calq__group_feed(gr, x, (size_t)n, cal->pass, cal->batch_num, layer);
+    calq__group_feed(gr, x, (size_t)n, cal->pass, feed_batches(cal), layer);
 }
 
 /* Every group calibrating the tensor gets it (an asymmetric one and a symmetric-only one may
@@ -139,7 +147,7 @@ void calq__calib_replay_tensor(void *user, int batch, int first, const float *x,
     for (int k = first; k >= 0; k = cal->groups[k].next_same) {
         calq__calib_group *gr = &cal->groups[k];
         if (gr->failed || gr->done || gr->auto_pending) continue;
-        calq__group_feed(gr, x, n, cal->pass, cal->batch_num, cal->layers[gr->first_layer].key);
+        calq__group_feed(gr, x, n, cal->pass, feed_batches(cal), cal->layers[gr->first_layer].key);
     }
 }
 

@@ -382,28 +382,73 @@ calq_status calq__data_preflight(calq_data *d, const calq_value_info *inputs, in
     return CALQ_OK;
 }
 
+/* .npy data describe themselves: the first file's array gives every dim input `in` leaves
+ * unknown (a text recogniser's ?-wide line, ?xCxHxW), and dim 0 when it holds another batch of
+ * the same per-sample shape. Right-aligned, so a left-out leading dim counts as 1. Leaves `in`
+ * as it is when the array does not fit it (the preflight reports that). */
+static void npy_dims(const char *file, calq_value_info *in)
+{
+    calq_tensor a;
+    calq_error e = {0};
+    if (calq_npy_read(file, &a, &e) != CALQ_OK) return;
+    int lead = in->ndim - a.ndim;
+    int64_t dims[CALQ_MAX_DIMS];
+    bool fits = a.ndim >= 1 && lead >= 0;
+    for (int k = 0; k < in->ndim && fits; k++) {
+        int64_t have = k < lead ? 1 : a.dims[k - lead];
+        bool free_dim = in->dims[k] < 0 || (k == 0 && lead == 0);
+        dims[k] = free_dim ? have : in->dims[k];
+        fits = have > 0 && dims[k] == have;
+    }
+    if (fits) memcpy(in->dims, dims, (size_t)in->ndim * sizeof dims[0]);
+    calq_tensor_free_data(&a);
+}
+
 /* The batch the first file of stream i holds when it is not input `in`'s fixed dim 0 but the
  * rest of its shape is in's; 0 when it holds in's shape (or cannot tell). */
-static int64_t other_batch(const calq_data *d, int i, const calq_value_info *in)
+static int64_t other_batch_bin(const calq_data *d, int i, const calq_value_info *in)
 {
     /* a dynamic batch dim (?xCxHxW) takes the data's too: only the data can say it */
-    if (i >= d->n_streams || d->streams[i].n_files == 0 || in->ndim < 1) return 0;
     const char *file = d->streams[i].files[0];
     int64_t per = calq__shape_numel(in->dims + 1, in->ndim - 1), b = 0;
     if (per <= 0) return 0;
-    if (d->kind == CALQ_DATA_NPY) {
-        calq_tensor a;
-        calq_error e = {0};
-        if (calq_npy_read(file, &a, &e) != CALQ_OK) return 0; /* the preflight reports it */
-        if (a.ndim == in->ndim && calq__shape_equal(a.dims + 1, a.ndim - 1, in->dims + 1, in->ndim - 1)) b = a.dims[0];
-        calq_tensor_free_data(&a);
-    } else if (d->kind == CALQ_DATA_BIN) {
-        struct stat st;
-        size_t es = calq_dtype_size(d->streams[i].dtype);
-        if (es && stat(file, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size % ((uint64_t)per * es) == 0)
-            b = (int64_t)((uint64_t)st.st_size / ((uint64_t)per * es));
-    }
+    struct stat st;
+    size_t es = calq_dtype_size(d->streams[i].dtype);
+    if (es && stat(file, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size % ((uint64_t)per * es) == 0)
+        b = (int64_t)((uint64_t)st.st_size / ((uint64_t)per * es));
     return b > 0 && b != in->dims[0] ? b : 0;
+}
+
+/* Photos feed N x 3 x H x W: a dynamic N is the images per batch, a dynamic H or W the --resize
+ * size, else the first photo's (the preflight then wants every photo that size). */
+static void image_dims(const calq_data *d, calq_value_info *in)
+{
+    if (in->dims[0] < 0) in->dims[0] = d->batch_size;
+    if (in->dims[1] < 0) in->dims[1] = 3;
+    if (in->dims[2] >= 0 && in->dims[3] >= 0) return;
+    int w = d->image_opts.width, h = d->image_opts.height;
+    if (!w || !h) {
+        FILE *fp;
+        calq_error e = {0};
+        if (calq__image_open(d->streams[0].files[0], &fp, &w, &h, &e) != CALQ_OK) return; /* the preflight says why */
+        fclose(fp);
+    }
+    if (in->dims[2] < 0) in->dims[2] = h;
+    if (in->dims[3] < 0) in->dims[3] = w;
+}
+
+/* The shape stream i's batches feed input `in` at (see calq_data_input_info). */
+static void data_dims(const calq_data *d, int i, calq_value_info *in)
+{
+    if (i >= d->n_streams || d->streams[i].n_files == 0 || in->ndim < 1 || in->ndim > CALQ_MAX_DIMS) return;
+    if (d->kind == CALQ_DATA_NPY) {
+        npy_dims(d->streams[i].files[0], in);
+    } else if (d->kind == CALQ_DATA_BIN) {
+        int64_t b = other_batch_bin(d, i, in);
+        if (b > 0) in->dims[0] = b;
+    } else if (d->kind == CALQ_DATA_IMAGES && in->ndim == 4) {
+        image_dims(d, in);
+    }
 }
 
 calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, calq_value_info *in, int n)
@@ -421,8 +466,7 @@ calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i,
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "input %d: the model has %d input%s", i, n,
                           n == 1 ? "" : "s");
     calq_model_input_info(m, i, out);
-    int64_t b = other_batch(d, i, out);
-    if (b > 0) out->dims[0] = b;
+    data_dims(d, i, out);
     return CALQ_OK;
 }
 
@@ -431,10 +475,24 @@ calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, ca
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
     if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    for (int i = 0; d->kind == CALQ_DATA_NPY && i < n && i < d->n_streams; i++) {
+        calq_model_input_info(m, i, &in[i]);
+        d->streams[i].free_dims = 0;
+        for (int k = 0; k < in[i].ndim && k < CALQ_MAX_DIMS; k++)
+            if (in[i].dims[k] < 0) d->streams[i].free_dims |= 1u << k;
+    }
     calq__data_input_shapes(d, m, in, n); /* a batch other than the model's is checked by the session */
     calq_status st = calq__data_preflight(d, in, n, batch_num, err);
     free(in);
     return st;
+}
+
+calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    if (d->kind != CALQ_DATA_NPY || !d->shapes_vary) return calq_data_read_batch(d, batch, inputs, n_inputs, err);
+    if (batch < 0 || batch >= calq_data_num_batches(d) || n_inputs != d->n_streams)
+        return calq_data_read_batch(d, batch, inputs, n_inputs, err); /* which says what is wrong */
+    return calq__data_npy_read(d, batch, inputs, true, err);
 }
 
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
@@ -458,7 +516,7 @@ calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, i
                           want, want == 1 ? "" : "s", n_inputs);
     switch (d->kind) {
     case CALQ_DATA_BIN: return calq__data_bin_read(d, batch, inputs, err);
-    case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, err);
+    case CALQ_DATA_NPY: return calq__data_npy_read(d, batch, inputs, false, err);
     case CALQ_DATA_IMAGES: return calq__data_images_read(d, batch, inputs, err);
     case CALQ_DATA_STREAM: break;
     }

@@ -39,8 +39,10 @@ typedef struct calq_data_spool {
 typedef struct calq_data_stream {
     char *label; /* the folder (or file list) as the user wrote it, for messages */
     int n_files;
-    char **files;     /* paths in batch order */
-    calq_dtype dtype; /* .bin: element type of the files (--data_types) */
+    char **files;       /* paths in batch order */
+    calq_dtype dtype;   /* .bin: element type of the files (--data_types) */
+    unsigned free_dims; /* .npy: bit k set when the model leaves dim k of this input unknown
+                           (calq_data_check): a file may differ from the first there */
 } calq_data_stream;
 
 struct calq_data {
@@ -52,6 +54,7 @@ struct calq_data {
     void *buf;                  /* .bin, stream: buffer reused across batches (memory stays flat) */
     size_t buf_bytes;
     calq_data_spool spool; /* stream */
+    bool shapes_vary;      /* .npy: a file differs from the first in a free dim (the preflight) */
 };
 
 /* Allocates a source of `kind` with n_streams empty streams. */
@@ -92,8 +95,13 @@ calq_status calq__data_preflight(calq_data *d, const calq_value_info *inputs, in
  * n_batches = min(batch_num, available) batches; `read` fills caller tensors. */
 calq_status calq__data_bin_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
 calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
-calq_status calq__data_npy_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
-calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err);
+calq_status calq__data_npy_check(calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err);
+/* resize: a file of another shape in the input's free dims gives the tensor its shape, its data
+ * realloc'ed (the tensors must be malloc'ed: calq__data_read_batch_resize) */
+calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, bool resize, calq_error *err);
+/* As calq_data_read_batch, for tensors calq malloc'ed: when the .npy files differ in a dim the
+ * model leaves unknown (text lines of several widths), each batch is read at its own shape. */
+calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err);
 /* The shapes of the model's inputs as the data feed them (calq_data_input_info for each): the
  * model's, except that a source whose first file holds another batch (dim 0) of the same
  * per-sample shape gives that batch (.npy: the array's dim 0; .bin: the file size over one

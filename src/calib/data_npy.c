@@ -79,22 +79,58 @@ static calq_status check_array(const char *file, const calq_tensor *a, const cha
     return CALQ_OK;
 }
 
-calq_status calq__data_npy_check(const calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err)
+/* The array fits dims but for dims in `free` (bits of dims the model leaves unknown), which
+ * it may hold at any size; right-aligned, a left-out leading dim counts as 1. */
+static bool fits_free(const calq_tensor *a, const int64_t *dims, int ndim, unsigned free)
+{
+    int lead = ndim - a->ndim;
+    if (lead < 0 || a->ndim < 1) return false;
+    for (int k = 0; k < ndim; k++) {
+        int64_t have = k < lead ? 1 : a->dims[k - lead];
+        if (have != dims[k] && (!((free >> k) & 1u) || have <= 0)) return false;
+    }
+    return true;
+}
+
+calq_status calq__data_npy_check(calq_data *d, const calq_value_info *inputs, int n_batches, calq_error *err)
 {
     /* Reads each file once, one at a time: memory stays that of one batch. */
+    d->shapes_vary = false;
     for (int i = 0; i < d->n_streams; i++)
         for (int k = 0; k < n_batches; k++) {
             calq_tensor a;
             CALQ_TRY(calq_npy_read(d->streams[i].files[k], &a, err));
-            calq_status st = check_array(d->streams[i].files[k], &a, inputs[i].name, inputs[i].dtype, inputs[i].dims,
-                                         inputs[i].ndim, err);
+            const calq_value_info *in = &inputs[i];
+            calq_status st = CALQ_OK;
+            if (!calq__data_shape_fits(a.dims, a.ndim, in->dims, in->ndim) &&
+                fits_free(&a, in->dims, in->ndim, d->streams[i].free_dims))
+                d->shapes_vary = true; /* read at its own shape (calq__data_read_batch_resize) */
+            else
+                st = check_array(d->streams[i].files[k], &a, in->name, in->dtype, in->dims, in->ndim, err);
+            if (st == CALQ_OK && !calq__data_can_convert(a.dtype, in->dtype))
+                st = check_array(d->streams[i].files[k], &a, in->name, in->dtype, a.dims, a.ndim, err);
             calq_tensor_free_data(&a);
             CALQ_TRY(st);
         }
     return CALQ_OK;
 }
 
-calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, calq_error *err)
+/* Gives t the array's shape (right-aligned into t's rank), reallocating its data. */
+static calq_status take_shape(calq_tensor *t, const calq_tensor *a, calq_error *err)
+{
+    int lead = t->ndim - a->ndim;
+    int64_t dims[CALQ_MAX_DIMS];
+    for (int k = 0; k < t->ndim; k++) dims[k] = k < lead ? 1 : a->dims[k - lead];
+    if (calq__shape_equal(dims, t->ndim, t->dims, t->ndim)) return CALQ_OK;
+    int64_t n = calq__shape_numel(dims, t->ndim);
+    void *p = realloc(t->data, (size_t)(n > 0 ? n : 1) * calq_dtype_size(t->dtype));
+    if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory for a %lld-value batch", (long long)n);
+    t->data = p;
+    memcpy(t->dims, dims, sizeof(int64_t) * (size_t)t->ndim);
+    return CALQ_OK;
+}
+
+calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, bool resize, calq_error *err)
 {
     for (int i = 0; i < d->n_streams; i++) {
         const char *file = d->streams[i].files[batch];
@@ -103,7 +139,11 @@ calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, ca
         CALQ_TRY(calq_npy_read(file, &a, err));
         char name[32];
         snprintf(name, sizeof name, "#%d", i + 1);
-        calq_status st = check_array(file, &a, name, t->dtype, t->dims, t->ndim, err);
+        calq_status st = CALQ_OK;
+        if (resize && d->shapes_vary && !calq__data_shape_fits(a.dims, a.ndim, t->dims, t->ndim) &&
+            fits_free(&a, t->dims, t->ndim, d->streams[i].free_dims))
+            st = take_shape(t, &a, err);
+        if (st == CALQ_OK) st = check_array(file, &a, name, t->dtype, t->dims, t->ndim, err);
         if (st == CALQ_OK) calq__data_convert(a.data, a.dtype, t->data, t->dtype, calq_tensor_numel(t));
         calq_tensor_free_data(&a);
         CALQ_TRY(st);

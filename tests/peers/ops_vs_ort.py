@@ -208,6 +208,35 @@ def _():
     return one_node("NonMaxSuppression", ins, ["sel:i64"], opset=11)
 
 
+@case("nonmaxsuppression_no_limit")
+def _():
+    # torchvision's batched_nms exports max_output_boxes_per_class = INT64_MAX ("no limit") and no
+    # score threshold: 2^63 taken through a double kept no box at all (ssdlite320 found nothing)
+    xy = rng.uniform(0, 50, size=(1, 40, 2))
+    wh = rng.uniform(5, 20, size=(1, 40, 2))
+    boxes = np.concatenate([xy, xy + wh], axis=2).astype(np.float32)
+    ins = [("boxes", boxes), ("scores", rng.uniform(0, 1, size=(1, 1, 40)).astype(np.float32)),
+           ("m", np.array([np.iinfo(np.int64).max], np.int64)), ("iou", np.array([0.55], np.float32))]
+    return one_node("NonMaxSuppression", ins, ["sel:i64"], opset=11)
+
+
+@case("loop_while_int64_max_trip_count")
+def _():
+    # torch.jit's `while` loops export M = INT64_MAX with the condition: the loop ends when the
+    # body's condition turns false (here after 7 steps), not at M, which was refused as a trip
+    # count above calq's limit
+    body = h.make_graph(
+        [h.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         h.make_node("Constant", [], ["seven"], value=h.make_tensor("seven", I64, [], [6])),
+         h.make_node("Less", ["i", "seven"], ["c_out"]),
+         h.make_node("Identity", ["acc_out"], ["scan"])],
+        "body", [vi("i", I64, []), vi("c_in", TP.BOOL, []), vi("acc_in", F, [2, 3])],
+        [vi("c_out", TP.BOOL, []), vi("acc_out", F, [2, 3]), vi("scan", F, [2, 3])])
+    nodes = [h.make_node("Loop", ["m", "c", "x"], ["acc", "scans"], body=body)]
+    ins = [("m", np.array(np.iinfo(np.int64).max, np.int64)), ("c", np.array(True)), ("x", rnd(2, 3))]
+    return graph_model(nodes, ins, ["acc", "scans"], 13)
+
+
 @case("roialign_half_pixel_max")
 def _():
     rois = np.array([[1, 1, 6, 7], [0.5, 2, 9, 9], [3, 3, 4, 4.5]], np.float32)

@@ -273,7 +273,12 @@ static calq_status loop_infer(calq_op_ctx *c)
     /* A negative trip count runs no iteration, as in onnxruntime (iter < M); it was taken for
      * "no trip count" and ran until the condition ended the loop, or calq's limit. */
     if (max_trip < 0 && M && calq_tensor_numel(M) == 1) max_trip = 0;
-    bool cond = cond0 && calq_tensor_numel(cond0) == 1 ? calq__tensor_get_f64(cond0, 0) != 0.0 : true;
+    /* torch.jit exports a `while` loop as M = INT64_MAX ("no limit") with a condition: it runs as a
+     * loop without a trip count (that limit and memory bound apply) instead of being refused as a
+     * trip count above calq's limit; a real count that large (2^50) still is, up front */
+    bool has_cond = cond0 && calq_tensor_numel(cond0) == 1;
+    if (max_trip == INT64_MAX && has_cond) max_trip = -1;
+    bool cond = has_cond ? calq__tensor_get_f64(cond0, 0) != 0.0 : true;
     body_result *r = result_new(c, n_carried + n_scan);
     calq_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins),
                 *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
@@ -345,8 +350,8 @@ static calq_status loop_infer(calq_op_ctx *c)
     }
     if (s == CALQ_OK && max_trip < 0 && cond)
         s = calq__op_fail(c, CALQ_ERR_DATA,
-                          "the loop has no trip count and its condition is still true after %lld iterations "
-                          "(calq's limit per Loop run)",
+                          "the loop has no trip count (or INT64_MAX) and its condition is still true after %lld "
+                          "iterations (calq's limit per Loop run)",
                           (long long)iter);
     calq__plan_free(br.plan);
     free(ins);

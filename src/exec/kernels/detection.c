@@ -45,7 +45,9 @@ static calq_status nms_params_make(calq_op_ctx *c, nms_params *p)
     double v = 0;
     bool given = false;
     CALQ_TRY(scalar_input(c, 2, "max_output_boxes_per_class", &v, &given));
-    p->max_per_class = given ? (int64_t)v : 0;
+    /* read as the int64 it is: torchvision's "no limit", INT64_MAX, is 2^63 as a double, which
+     * converts back to INT64_MIN on x86 and kept no box at all */
+    p->max_per_class = given ? calq__tensor_get_i64(c->in[2], 0) : 0;
     if (p->max_per_class < 0) p->max_per_class = 0;
     CALQ_TRY(scalar_input(c, 3, "iou_threshold", &v, &given));
     p->iou_th = given ? (float)v : 0.0f;

@@ -487,6 +487,12 @@ CALQ_API calq_status calq_data_check(calq_data *d, const calq_model *m, int batc
  * numel elements); the source converts its values into them. Reusing the same tensors for
  * every batch keeps memory constant. */
 CALQ_API calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err);
+/* The same for tensors whose data come from malloc: when the .npy files differ in the dims the
+ * model leaves unknown (text lines of several widths, sentences of several lengths), each batch
+ * is read at its own shape, the tensor's dims set and its data realloc'ed (free them with
+ * calq_tensor_free_data). Other sources read as calq_data_read_batch does. */
+CALQ_API calq_status calq_data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs,
+                                                 calq_error *err);
 
 /* ---- One run's output files (src/base/outputs.c) ---- */
 /* The files one run writes under one prefix (AMCT's --save_path: the record and config of a

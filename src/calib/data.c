@@ -495,6 +495,11 @@ calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *i
     return calq__data_npy_read(d, batch, inputs, true, err);
 }
 
+calq_status calq_data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
+{
+    return calq__data_read_batch_resize(d, batch, inputs, n_inputs, err);
+}
+
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
     if (!inputs || n_inputs <= 0)

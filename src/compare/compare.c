@@ -359,7 +359,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     }
     for (int b = 0; st == CALQ_OK && b < nb; b++) {
         char src[1024];
-        st = calq_data_read_batch(data, b, ins, n_in, err);
+        st = calq_data_read_batch_resize(data, b, ins, n_in, err); /* text lines of several widths too */
         if (st == CALQ_OK && (st = calq_session_run(fs, ins, n_in, err)) != CALQ_OK)
             calq__prefix(err, "compare: float model, batch %d (%s)", b,
                          calq_data_batch_source(data, b, src, sizeof src));

@@ -111,7 +111,7 @@ typedef struct held_batches {
     int nb, n_in, n_out;
     calq_tensor *in; /* [nb * n_in], data owned */
     float **out;     /* [nb * n_out]; NULL for an output that is not float32 (not compared) */
-    size_t *out_n;   /* [n_out] elements (the same for every batch) */
+    size_t *out_n;   /* [nb * n_out] elements (batches of several widths differ) */
 } held_batches;
 
 static void held_free(held_batches *h)
@@ -128,13 +128,13 @@ static calq_status hold_float(const calq_graph *f, calq_data *data, calq_tensor 
 {
     h->in = calloc((size_t)(h->nb * h->n_in) + 1, sizeof *h->in);
     h->out = calloc((size_t)(h->nb * h->n_out) + 1, sizeof *h->out);
-    h->out_n = calloc((size_t)h->n_out + 1, sizeof *h->out_n);
+    h->out_n = calloc((size_t)(h->nb * h->n_out) + 1, sizeof *h->out_n);
     if (!h->in || !h->out || !h->out_n) return oom(err);
     calq_session *s = NULL;
     CALQ_TRY(calq__session_create_graph(f, so, &s, err));
     calq_status st = CALQ_OK;
     for (int b = 0; st == CALQ_OK && b < h->nb; b++) {
-        st = calq_data_read_batch(data, b, ins, h->n_in, err);
+        st = calq_data_read_batch_resize(data, b, ins, h->n_in, err);
         for (int i = 0; st == CALQ_OK && i < h->n_in; i++) {
             calq_tensor *t = &h->in[b * h->n_in + i];
             *t = ins[i];
@@ -152,8 +152,7 @@ static calq_status hold_float(const calq_graph *f, calq_data *data, calq_tensor 
             calq_session_output(s, i, &t);
             if (t->dtype != CALQ_DTYPE_FLOAT32) continue;
             size_t n = (size_t)calq_tensor_numel(t);
-            if (b == 0) h->out_n[i] = n;
-            if (n != h->out_n[i]) continue; /* an output whose size depends on the data: not compared */
+            h->out_n[b * h->n_out + i] = n;
             if (!(h->out[b * h->n_out + i] = malloc(n * sizeof(float) + 1))) {
                 st = oom(err);
                 break;
@@ -180,8 +179,9 @@ static calq_status measure(const calq_graph *f, one *o, const held_batches *h, c
             const float *y = h->out[b * h->n_out + i];
             const calq_tensor *t;
             calq_session_output(s, i, &t);
-            if (!y || t->dtype != CALQ_DTYPE_FLOAT32 || (size_t)calq_tensor_numel(t) != h->out_n[i]) continue;
-            calq__cmp_acc_add(&acc[i], y, t->data, NULL, 0.0f, 0, h->out_n[i], n_threads);
+            size_t n = h->out_n[b * h->n_out + i];
+            if (!y || t->dtype != CALQ_DTYPE_FLOAT32 || (size_t)calq_tensor_numel(t) != n) continue;
+            calq__cmp_acc_add(&acc[i], y, t->data, NULL, 0.0f, 0, n, n_threads);
         }
     }
     if (st != CALQ_OK) calq__prefix(err, "compare: sensitivity of layer '%s'", o->layer);

@@ -124,6 +124,40 @@ else:
         else:
             print("widths 20 and 24, layer %s: scale_d %.9g offset_d %d = calq factors on both inputs" %
                   ((layer,) + got))
+    # calq compare reads each batch at its own width too: its output figures equal those computed
+    # from the two models' outputs (calq run, as compare runs them) over both widths; every layer
+    # gets its isolated and sensitivity figures; the accuracy search runs on these batches
+    import json
+    j = os.path.join(T, "mixed.json")
+    r = calq("compare", "--model", model, "--quantized", mixed + "_qdq.onnx", "--npy", cal, "--isolated",
+             "--sensitivity", "--json", j)
+    if r.returncode != 0:
+        failures.append("compare on widths 20 and 24: rc %d: %s" % (r.returncode, r.stderr.strip()[-600:]))
+    else:
+        rep = json.load(open(j))
+        ys, qs = [], []
+        for k in range(2):
+            f = os.path.join(cal, "%d.npy" % k)
+            for m, acc in ((model, ys), (mixed + "_qdq.onnx", qs)):
+                d = os.path.join(T, "cmp%d_%d" % (k, len(acc)))
+                calq("run", m, "--input", "x=" + f, "--output-dir", d, "--no-fusion")
+                acc.append(np.load(os.path.join(d, "y.npy")).ravel())
+        want = cosine(np.concatenate(ys), np.concatenate(qs))
+        got = rep["outputs"][0]
+        if got["count"] != (20 + 24) * 5 or abs(got["cosine"] - want) > 1e-6:
+            failures.append("compare on widths 20 and 24: %d values, cosine %s; calq run gives %d, %.9f" %
+                            (got["count"], got["cosine"], (20 + 24) * 5, want))
+        elif rep["layers"][0]["sensitivity_cosine"] is None or \
+                any((l["isolated_cosine"] is None) != (l["sensitivity_cosine"] is None) for l in rep["layers"]):
+            failures.append("compare on widths 20 and 24: layers without figures: %s" % rep["layers"])
+        else:
+            print("compare on widths 20 and 24: %d values, cosine %.6f = calq run's; layers alone at the outputs: %s"
+                  % (got["count"], got["cosine"],
+                     ", ".join("%s %s" % (l["name"], l["sensitivity_cosine"]) for l in rep["layers"])))
+    r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path",
+             os.path.join(T, "mixed_fb", "m"), "--format", "qdq", "--target-cosine", "0.99998")
+    if r.returncode != 0 or "calq: min output cosine" not in r.stderr:
+        failures.append("--target-cosine on widths 20 and 24: rc %d: %s" % (r.returncode, r.stderr.strip()[-600:]))
 # a fixed dim may not differ: the model takes 8 rows
 np.save(os.path.join(cal, "1.npy"), rng.standard_normal((1, 1, 9, 20)).astype(np.float32))
 r = calq("calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path",

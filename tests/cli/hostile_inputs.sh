@@ -106,6 +106,12 @@ expect run_outputs_all_or_nothing 1 "cannot write .*/z.npy: it is a folder \\(no
 # Col2Im attributes were only checked for sign: a dilation of 2^62 overflowed int64 computing the block count
 expect col2im_dilation 1 "node 'Col2Im_0': image 4x4, block 2x2, strides 1x1, dilations 1099511627776x1 or pads \\(0, 0, 0, 0\\) are invalid" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-col2im-dilation-2-40.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# If with a float condition (ONNX: bool) ran as "not zero"; an else_branch of 2 outputs for a node of 1 passed
+# while the condition held, as the branch not taken was never looked at
+expect if_float_condition 1 "node 'if_node': the condition is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but the node has 1" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-else-branch-two-outputs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

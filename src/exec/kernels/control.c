@@ -173,14 +173,26 @@ static calq_status if_infer(calq_op_ctx *c)
     if (calq_tensor_numel(cond) != 1)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "the condition must hold one value, not %lld",
                              (long long)calq_tensor_numel(cond));
+    /* ONNX defines the condition as bool: a float one was taken as "not zero", as no runtime does */
+    if (cond->dtype != CALQ_DTYPE_BOOL)
+        return calq__op_fail(c, CALQ_ERR_DATA,
+                             "the condition is %s, but ONNX defines it as bool; compute it with a comparison or a "
+                             "Cast to bool",
+                             calq_dtype_name(cond->dtype));
+    /* Both branches, not only the one this run takes: a malformed else branch passed while the
+     * condition stayed true */
+    static const char *const branch[2] = {"else_branch", "then_branch"};
+    for (int b = 0; b < 2; b++) {
+        const calq_graph *bg = graph_attr(c, branch[b]);
+        if (!bg) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing", branch[b]);
+        if (bg->n_outputs != c->n_out)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "%s has %d outputs, but the node has %d; both branches must give one value per "
+                                 "output of the node",
+                                 branch[b], bg->n_outputs, c->n_out);
+    }
     bool take = calq__tensor_get_f64(cond, 0) != 0.0;
-    body_runner br = {graph_attr(c, take ? "then_branch" : "else_branch"), NULL, c->body_budget, false};
-    if (!br.g)
-        return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing",
-                             take ? "then_branch" : "else_branch");
-    if (br.g->n_outputs != c->n_out)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "the %s branch has %d outputs, the node %d", take ? "then" : "else",
-                             br.g->n_outputs, c->n_out);
+    body_runner br = {graph_attr(c, branch[take]), NULL, c->body_budget, false};
     if (br.g->n_inputs != c->n_in - 1)
         return calq__op_fail(c, CALQ_ERR_INTERNAL, "the branch reads %d outer values, the node passes %d",
                              br.g->n_inputs, c->n_in - 1);

@@ -112,6 +112,9 @@ expect if_float_condition 1 "node 'if_node': the condition is float32, but ONNX 
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but the node has 1" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-else-branch-two-outputs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# a Loop body returning its float32 carried value as float64 ran on, each iteration with another type
+expect loop_carried_dtype 1 "node 'loop_node': loop-carried value 0 \\('v_in'\\) enters iteration 0 as float32 but the body returns it as float64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-carried-dtype-changes.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

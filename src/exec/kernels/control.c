@@ -331,6 +331,20 @@ static calq_status loop_infer(calq_op_ctx *c)
         if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
         cond = calq_tensor_numel(&outs[0]) == 1 && calq__tensor_get_f64(&outs[0], 0) != 0.0;
         cond_v = cond;
+        /* ONNX keeps a carried value's type across iterations (its shape may change): a body turning a
+         * float32 into a float64 fed the next iteration a type its plan was not built for */
+        for (int k = 0; k < n_carried && s == CALQ_OK; k++)
+            if (outs[1 + k].dtype != r->t[k].dtype)
+                s = calq__op_fail(c, CALQ_ERR_DATA,
+                                  "loop-carried value %d ('%s') enters iteration %lld as %s but the body returns it "
+                                  "as %s; a Loop body must keep each carried value's type (cast it back inside the "
+                                  "body)",
+                                  k, g->values[g->inputs[2 + k]].name, (long long)iter, calq_dtype_name(r->t[k].dtype),
+                                  calq_dtype_name(outs[1 + k].dtype));
+        if (s != CALQ_OK) {
+            for (int k = 0; k < g->n_outputs; k++) calq_tensor_free_data(&outs[k]);
+            break;
+        }
         calq_tensor_free_data(&outs[0]);
         for (int k = 0; k < n_carried; k++) {
             calq_tensor_free_data(&r->t[k]);

@@ -1,6 +1,8 @@
 /* calq run: float inference of one input set; writes every graph output (and any requested
  * intermediate tensor) as DIR/<name>.npy. */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +221,7 @@ static int dump_observer(void *user, const char *name, const calq_tensor *t)
 }
 
 /* Converts float64 input data to float32 in place of `t` (the model's inputs are float32). */
-static calq_status to_float32(calq_tensor *t, calq_error *err)
+static calq_status to_float32(calq_tensor *t, const char *file, calq_error *err)
 {
     int64_t n = calq_tensor_numel(t);
     float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -227,7 +229,20 @@ static calq_status to_float32(calq_tensor *t, calq_error *err)
         snprintf(err->message, sizeof err->message, "out of memory");
         return err->status = CALQ_ERR_OUT_OF_MEMORY;
     }
-    for (int64_t i = 0; i < n; i++) f[i] = (float)((const double *)t->data)[i];
+    for (int64_t i = 0; i < n; i++) {
+        double v = ((const double *)t->data)[i];
+        f[i] = (float)v;
+        /* 1e300 became inf without a word */
+        if (isinf(f[i]) && isfinite(v)) {
+            free(f);
+            char shown[CLI_CUT_BUF];
+            snprintf(err->message, sizeof err->message,
+                     "%s: element %lld is %g, beyond the largest float32 (%g), so it would become %sinf; scale the "
+                     "data into the input's range or fix the file",
+                     cli_cut(file, shown), (long long)i, v, (double)FLT_MAX, v < 0 ? "-" : "");
+            return err->status = CALQ_ERR_DATA;
+        }
+    }
     calq_tensor_free_data(t);
     t->data = f;
     t->dtype = CALQ_DTYPE_FLOAT32;
@@ -286,7 +301,7 @@ int calq_cmd_run(int argc, char **argv)
         }
         calq_model_input_info(m, idx, &info);
         if (ins[idx].dtype == CALQ_DTYPE_FLOAT64 && info.dtype == CALQ_DTYPE_FLOAT32 &&
-            to_float32(&ins[idx], &err) != CALQ_OK) {
+            to_float32(&ins[idx], file, &err) != CALQ_OK) {
             cli_fail(&err);
             goto done;
         }

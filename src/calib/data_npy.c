@@ -104,7 +104,7 @@ calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, ca
         char name[32];
         snprintf(name, sizeof name, "#%d", i + 1);
         calq_status st = check_array(file, &a, name, t->dtype, t->dims, t->ndim, err);
-        if (st == CALQ_OK) calq__data_convert(a.data, a.dtype, t->data, t->dtype, calq_tensor_numel(t));
+        if (st == CALQ_OK) st = calq__data_convert(a.data, a.dtype, t->data, t->dtype, calq_tensor_numel(t), file, err);
         calq_tensor_free_data(&a);
         CALQ_TRY(st);
     }

@@ -11,7 +11,8 @@ trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
 numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32)); numpy.save('$T/x3.npy', numpy.ones((1, 1, 3), numpy.float32))
-numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))" ||
+numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))
+b = numpy.ones((1, 3, 8, 8)); b.flat[100] = -1e300; numpy.save('$T/x64big.npy', b)" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
 # expect NAME EXIT REGEX -- CALQ ARGS...
@@ -115,6 +116,9 @@ expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but 
 # a Loop body returning its float32 carried value as float64 ran on, each iteration with another type
 expect loop_carried_dtype 1 "node 'loop_node': loop-carried value 0 \\('v_in'\\) enters iteration 0 as float32 but the body returns it as float64" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-carried-dtype-changes.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# a float64 value of -1e300 became -inf in the float32 input without a word
+expect npy_float64_overflow 1 "x64big.npy: element 100 is -1e\\+300, beyond the largest float32 \\(3.40282e\\+38\\), so it would become -inf" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --input "x=$T/x64big.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -15,7 +15,7 @@
 typedef struct run_args {
     const char *model, *weights, *outdir, *shapes, *dump;
     cli_list inputs; /* tag 0: --input NAME=FILE.npy, 1: --image NAME=PHOTO */
-    int threads, dump_all, ref, no_fusion;
+    int threads, dump_all, ref, no_fusion, max_arena_mb;
     calq_image_opts img;
 } run_args;
 
@@ -64,6 +64,13 @@ static const cli_flag flags[] = {
      .offset = offsetof(run_args, threads),
      .metavar = "N",
      .help = "OpenMP threads (results are identical for any N; at most 4 per processor)"},
+    {.name = "--max-arena-mb",
+     .type = CLI_INT,
+     .offset = offsetof(run_args, max_arena_mb),
+     .metavar = "N",
+     .lo = 0,
+     .hi = 1073741824,
+     .help = CLI_MAX_ARENA_HELP},
     {.name = "--dump",
      .type = CLI_STRING,
      .offset = offsetof(run_args, dump),
@@ -92,7 +99,7 @@ static const cli_command command = {
     .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
                 "--input NAME=FILE.npy [--input ...] --output-dir DIR\n"
                 "[--image NAME=PHOTO --resize WxH --mean M[,M,M] --std S[,S,S] --scale K --bgr]\n"
-                "[--input-shape NAME:d0,d1,...] [--threads N] [--dump NAME,... | --dump-all]\n"
+                "[--input-shape NAME:d0,d1,...] [--threads N] [--max-arena-mb N] [--dump NAME,... | --dump-all]\n"
                 "[--ref] [--no-fusion]",
     .flags = CLI_FLAGS(flags),
     .positional = offsetof(run_args, model),
@@ -251,10 +258,12 @@ static calq_status to_float32(calq_tensor *t, const char *file, calq_error *err)
 
 int calq_cmd_run(int argc, char **argv)
 {
-    run_args a = {0};
+    run_args a = {.max_arena_mb = -1};
     calq_image_opts_init(&a.img);
     int rc = cli_parse(&command, argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    size_t max_arena;
+    if ((rc = cli_max_arena(a.max_arena_mb, &max_arena)) != 0) return rc;
     const char *model = a.model, *outdir = a.outdir, *dump = a.dump;
     int n_specs = a.inputs.n, dump_all = a.dump_all;
     const char *const *input_specs = a.inputs.value; /* --input and --image, in order */
@@ -320,6 +329,7 @@ int calq_cmd_run(int argc, char **argv)
     }
     calq_session_opts opts = {
         .n_threads = a.threads, .kernels = a.ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = a.no_fusion};
+    opts.max_arena_bytes = max_arena;
     if (calq_session_create(m, &opts, &s, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;

@@ -36,6 +36,7 @@ void calq__plan_ctx(const calq_plan *p, calq_plan_step *st, calq_op_ctx *c, calq
     c->post = st->post;
     c->n_post = st->n_post;
     c->body_budget = p->body_budget;
+    c->max_bytes = p->max_bytes;
 }
 
 void calq__plan_bind(calq_plan *p, calq_plan_step *st)
@@ -372,6 +373,7 @@ calq_status calq__plan_build_opts(const calq_graph *g, const calq_tensor *inputs
     if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
     p->g = g;
     p->body_budget = o->body_budget; /* before any step is folded: a folded Loop takes it too */
+    p->max_bytes = o->max_arena_bytes;
     /* Room for one converted copy per value, and a conversion step per copy. */
     p->cap_vals = 2 * g->n_values + 1;
     p->cap_steps = g->n_nodes + g->n_values + 1;
@@ -446,11 +448,21 @@ calq_status calq__plan_run_step(calq_plan *p, int s, calq_error *err)
     CALQ_TRY(step->def->infer(&c));
     /* infer may leave state for run (an If that ran its branch to learn its output shapes);
      * release it if run is not reached. */
-    for (int k = 0; k < step->n_out; k++)
-        if (step->out[k] && calq__tensor_alloc(step->out[k], err) != CALQ_OK) {
+    for (int k = 0; k < step->n_out; k++) {
+        /* the session's limit holds here too: a ConstantOfShape of a shape computed from the data
+         * asked for half of the machine's memory */
+        calq_status st = !step->out[k] ? CALQ_OK
+                         : p->max_bytes && calq__tensor_nbytes(step->out[k]) > p->max_bytes
+                             ? calq__op_fail(&c, CALQ_ERR_OUT_OF_MEMORY,
+                                             "output %d would take %zu bytes, above the limit of %zu bytes (the "
+                                             "session's max_arena_bytes, at most half of this machine's memory)",
+                                             k, calq__tensor_nbytes(step->out[k]), p->max_bytes)
+                             : calq__tensor_alloc(step->out[k], err);
+        if (st != CALQ_OK) {
             if (c.state && step->def->release) step->def->release(c.state);
-            return err ? err->status : CALQ_ERR_OUT_OF_MEMORY;
+            return st;
         }
+    }
     return step->def->run(&c);
 }
 

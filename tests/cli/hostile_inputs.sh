@@ -119,6 +119,37 @@ expect loop_carried_dtype 1 "node 'loop_node': loop-carried value 0 \\('v_in'\\)
 # a float64 value of -1e300 became -inf in the float32 input without a word
 expect npy_float64_overflow 1 "x64big.npy: element 100 is -1e\\+300, beyond the largest float32 \\(3.40282e\\+38\\), so it would become -inf" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --input "x=$T/x64big.npy" --output-dir "$T/o"
+# a 200-byte model whose ConstantOfShape asks for 11 GB: without max_arena_bytes (the CLI never set it) only the
+# per-tensor limit of half of the machine's memory applied; the CLI now bounds what one run's tensors take
+# (--max-arena-mb, CALQ_MAX_ARENA_MB, default a quarter of the machine's memory). Under a 4 GB address-space limit,
+# so that a calq without the bound fails instead of filling the memory.
+printf '#!/bin/sh\nulimit -v 4000000\nexec "%s" "$@"\n' "$CALQ" >"$T/calq4g" && chmod +x "$T/calq4g"
+calq_real=$CALQ CALQ=$T/calq4g
+expect arena_flag 1 "node 'cos': the constants folded while planning would take 11000000000 bytes, above the session's limit of 1073741824 bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o" --max-arena-mb 1024
+export CALQ_MAX_ARENA_MB=1024
+expect arena_env 1 "node 'cos': the constants folded while planning would take 11000000000 bytes, above the session's limit of 1073741824 bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# inspect plans the model too (its shapes): it says why it could not
+if timeout 20 "$CALQ" inspect "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" >"$T/out" 2>"$T/err" &&
+    grep -q "shapes: not inferred: .*above the session's limit of 1073741824 bytes" "$T/out"; then
+    echo "ok: arena_inspect: $(grep -m1 'not inferred' "$T/out" | cut -c1-160)"
+else
+    echo "FAIL: arena_inspect:"; tail -3 "$T/out" "$T/err"; bad=1
+fi
+export CALQ_MAX_ARENA_MB=lots
+expect arena_env_bad 2 "CALQ_MAX_ARENA_MB is 'lots'; it must be a whole number of MiB" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+unset CALQ_MAX_ARENA_MB
+# the default: a ConstantOfShape of as many MiB as x's largest value, 40% of this machine's memory
+mib=$(awk '/^MemTotal/ { print int($2 / 1024 * 0.4) }' /proc/meminfo)
+/usr/bin/python3 -c "import numpy; numpy.save('$T/xmib.npy', numpy.full((1, 3, 8, 8), $mib, numpy.float32))"
+expect arena_default_run 1 "node 'cos': output 0 would take [0-9]+ bytes, above the limit of [0-9]+ bytes \\(the session's max_arena_bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --input "x=$T/xmib.npy" --output-dir "$T/o"
+expect arena_default_calibration 1 "calibration batch 0 .*node 'cos': output 0 would take [0-9]+ bytes, above the limit" -- \
+    calibration --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --npy "$T/xmib.npy" \
+    --save_path "$T/o/c"
+CALQ=$calq_real
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -25,6 +25,21 @@
  * never turns false grew its stacks to half of the machine's memory before failing. */
 #define CALQ__LOOP_WHILE_MAX_BYTES ((size_t)64 << 20)
 
+/* What one tensor (a body's arena, a stack) may take: the session's limit, at most half of the
+ * machine's memory. */
+static size_t max_bytes(const calq_op_ctx *c)
+{
+    size_t m = calq__tensor_max_bytes();
+    return c->max_bytes && c->max_bytes < m ? c->max_bytes : m;
+}
+
+/* What the limit is, for messages. */
+static const char *max_bytes_what(const calq_op_ctx *c)
+{
+    return c->max_bytes && c->max_bytes < calq__tensor_max_bytes() ? "for one run (the session's max_arena_bytes)"
+                                                                   : "for one tensor (half of this machine's memory)";
+}
+
 /* Results of one call, kept from infer to run. */
 typedef struct body_result {
     int n;
@@ -90,7 +105,7 @@ static calq_status body_run(calq_op_ctx *c, body_runner *br, const calq_tensor *
     }
     if (!br->plan) {
         /* bounded as one tensor is: a body doubling a carried value asks for ever larger arenas */
-        calq_plan_opts o = {.max_arena_bytes = calq__tensor_max_bytes(), .body_budget = br->budget};
+        calq_plan_opts o = {.max_arena_bytes = max_bytes(c), .body_budget = br->budget};
         CALQ_TRY(calq__plan_build_opts(g, ins, g->n_inputs, &o, &br->plan, c->err));
     }
     calq_plan *p = br->plan;
@@ -317,8 +332,8 @@ static calq_status loop_infer(calq_op_ctx *c)
                              (long long)max_trip, (long long)CALQ__LOOP_MAX_ITERATIONS);
     }
     const int64_t limit = max_trip >= 0 ? max_trip : CALQ__LOOP_MAX_ITERATIONS;
-    size_t max = calq__tensor_max_bytes();
-    const char *what = "for one tensor (half of this machine's memory)";
+    size_t max = max_bytes(c);
+    const char *what = max_bytes_what(c);
     if (max_trip < 0 && max > CALQ__LOOP_WHILE_MAX_BYTES) {
         max = CALQ__LOOP_WHILE_MAX_BYTES;
         what = "for what a Loop without a trip count may accumulate (docs/operators.md)";
@@ -494,8 +509,7 @@ static calq_status scan_infer(calq_op_ctx *c)
             r->t[k] = outs[k];
         }
         for (int k = 0; k < n_out_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true, calq__tensor_max_bytes(),
-                             "for one tensor (half of this machine's memory)");
+            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true, max_bytes(c), max_bytes_what(c));
         for (int k = 0; k < n_out_scan; k++) calq_tensor_free_data(&outs[n_state + k]);
     }
     /* stacks are [T, ...]: reverse and move the step axis where the attributes put it. */

@@ -362,6 +362,16 @@ static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph input '%s' is listed twice", vi->name);
         }
         value_info_shape(g, v, vi);
+        /* a shape of more dims than calq holds was dropped, and the input then took any shape */
+        const Onnx__TypeProto *tp = vi->type;
+        if (depth == 0 && tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+            tp->tensor_type->shape && tp->tensor_type->shape->n_dim > CALQ_MAX_DIMS) {
+            free(ins);
+            return calq__fail(
+                err, CALQ_ERR_UNSUPPORTED, NULL,
+                "graph input '%s' has %zu dims; calq supports tensors of up to %d dims (export it with fewer)",
+                vi->name, tp->tensor_type->shape->n_dim, CALQ_MAX_DIMS);
+        }
         if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED && depth == 0) {
             free(ins);
             return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,

@@ -276,7 +276,7 @@ int calq_cmd_run(int argc, char **argv)
     int n_in = calq_model_num_inputs(m);
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
     calq_session *s = NULL;
-    char **dump_names = NULL;
+    char **dump_names = NULL, outdir_slash[4096] = "", created[4096] = "";
     name_set written = {0};
     staged_outputs staged = {0};
     if (!ins) goto done;
@@ -322,9 +322,13 @@ int calq_cmd_run(int argc, char **argv)
             cli_failf("no data for input '%s': add --input %s=FILE.npy", info.name, info.name);
             goto done;
         }
-    if (cli_mkdir_p(outdir) != 0) {
+    /* the folders it makes are removed again when the run fails (a refused model left an empty
+     * --output-dir behind) */
+    if (snprintf(outdir_slash, sizeof outdir_slash, "%s/", outdir) >= (int)sizeof outdir_slash ||
+        cli_make_parent("--output-dir", outdir_slash, created) != 0) {
         char shown[CLI_CUT_BUF];
-        cli_failf("cannot create --output-dir %s: %s", cli_cut(outdir, shown), strerror(errno));
+        if (strlen(outdir) + 1 >= sizeof outdir_slash)
+            cli_failf("cannot create --output-dir %s: %s", cli_cut(outdir, shown), strerror(ENAMETOOLONG));
         goto done;
     }
     calq_session_opts opts = {
@@ -375,6 +379,7 @@ int calq_cmd_run(int argc, char **argv)
     if (dump_all || n_dump) fprintf(stderr, "calq: dumped %d tensors into %s\n", dctx.written, outdir);
     rc = 0;
 done:
+    if (rc != 0) cli_unmake_parent(outdir_slash, created);
     release_outputs(&staged);
     if (dump_names)
         for (int i = 0; dump_names[i]; i++) free(dump_names[i]);

@@ -153,6 +153,11 @@ CALQ=$calq_real
 # a graph input declared with 9 dims (calq holds 8) lost its shape and took any input: a 1x3x8x8 array ran
 expect input_rank_9 1 "graph input 'x' has 9 dims; calq supports tensors of up to 8 dims" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-input-rank-9.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# a refused run left the --output-dir folders it had made behind, empty
+rm -rf "$T/fresh"
+expect run_fresh_output_dir 1 "node 'if_node': the condition is float32" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/fresh/a/b"
+[ -e "$T/fresh" ] && { echo "FAIL: run_fresh_output_dir: $T/fresh was left behind"; bad=1; }
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

@@ -153,6 +153,11 @@ CALQ=$calq_real
 # a graph input declared with 9 dims (calq holds 8) lost its shape and took any input: a 1x3x8x8 array ran
 expect input_rank_9 1 "graph input 'x' has 9 dims; calq supports tensors of up to 8 dims" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-input-rank-9.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# Loop conditions, the node's and the body's, of float32 (ONNX: bool) ran as "not zero"
+expect loop_condition_float 1 "node 'loop_node': the condition \\(input 1\\) is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+expect loop_body_condition_float 1 "node 'loop_node': the body's condition \\(output 0\\) is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-body-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
 # a refused run left the --output-dir folders it had made behind, empty
 rm -rf "$T/fresh"
 expect run_fresh_output_dir 1 "node 'if_node': the condition is float32" -- \

@@ -296,6 +296,12 @@ static calq_status loop_infer(calq_op_ctx *c)
                              "needs %d inputs and %d outputs",
                              g->n_formal_inputs, g->n_outputs, n_carried, 2 + n_carried, c->n_out);
     const calq_tensor *M = c->in[0], *cond0 = c->in[1];
+    /* bool, as If's (ONNX); a float32 condition ran as "not zero" */
+    if (cond0 && cond0->dtype != CALQ_DTYPE_BOOL)
+        return calq__op_fail(c, CALQ_ERR_DATA,
+                             "the condition (input 1) is %s, but ONNX defines it as bool; compute it with a "
+                             "comparison or a Cast to bool",
+                             calq_dtype_name(cond0->dtype));
     int64_t max_trip = M && calq_tensor_numel(M) == 1 ? calq__tensor_get_i64(M, 0) : -1;
     /* A negative trip count runs no iteration, as in onnxruntime (iter < M); it was taken for
      * "no trip count" and ran until the condition ended the loop, or calq's limit. */
@@ -344,6 +350,11 @@ static calq_status loop_infer(calq_op_ctx *c)
         for (int k = 0; k < n_carried; k++) ins[2 + k] = r->t[k];
         for (int k = 0; k < n_captured; k++) ins[2 + n_carried + k] = *c->in[c->node->n_formal + k];
         if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        if (outs[0].dtype != CALQ_DTYPE_BOOL)
+            s = calq__op_fail(c, CALQ_ERR_DATA,
+                              "the body's condition (output 0) is %s, but ONNX defines it as bool; compute it with a "
+                              "comparison or a Cast to bool",
+                              calq_dtype_name(outs[0].dtype));
         cond = calq_tensor_numel(&outs[0]) == 1 && calq__tensor_get_f64(&outs[0], 0) != 0.0;
         cond_v = cond;
         /* ONNX keeps a carried value's type across iterations (its shape may change): a body turning a

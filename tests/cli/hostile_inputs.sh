@@ -113,6 +113,11 @@ expect if_float_condition 1 "node 'if_node': the condition is float32, but ONNX 
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but the node has 1" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-else-branch-two-outputs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# If branches of different output types (then float32, else int64) passed: the output's type depended on the data
+expect if_branch_types 1 "node 'if_node': output 0 is float32 in then_branch but int64 in else_branch" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-branch-types-differ.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect if_taken_type 1 "node 'if_node': output 0 is float32 from then_branch but else_branch declares it int64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-taken-type-differs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # a Loop body returning its float32 carried value as float64 ran on, each iteration with another type
 expect loop_carried_dtype 1 "node 'loop_node': loop-carried value 0 \\('v_in'\\) enters iteration 0 as float32 but the body returns it as float64" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-carried-dtype-changes.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"

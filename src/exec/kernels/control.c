@@ -206,6 +206,16 @@ static calq_status if_infer(calq_op_ctx *c)
                                  "output of the node",
                                  branch[b], bg->n_outputs, c->n_out);
     }
+    /* the types of both, where the model declares them: they must agree */
+    const calq_graph *else_g = graph_attr(c, branch[0]), *then_g = graph_attr(c, branch[1]);
+    for (int i = 0; i < c->n_out; i++) {
+        calq_dtype te = else_g->values[else_g->outputs[i]].dtype, tt = then_g->values[then_g->outputs[i]].dtype;
+        if (te != CALQ_DTYPE_UNDEFINED && tt != CALQ_DTYPE_UNDEFINED && te != tt)
+            return calq__op_fail(c, CALQ_ERR_DATA,
+                                 "output %d is %s in then_branch but %s in else_branch; both branches must give "
+                                 "each output the same type",
+                                 i, calq_dtype_name(tt), calq_dtype_name(te));
+    }
     bool take = calq__tensor_get_f64(cond, 0) != 0.0;
     body_runner br = {graph_attr(c, branch[take]), NULL, c->body_budget, false};
     if (br.g->n_inputs != c->n_in - 1)
@@ -225,6 +235,20 @@ static calq_status if_infer(calq_op_ctx *c)
         free(r->t);
         free(r);
         return s;
+    }
+    /* what the branch gave against what the other one declares */
+    const calq_graph *other = take ? else_g : then_g;
+    for (int i = 0; i < c->n_out; i++) {
+        calq_dtype declared = other->values[other->outputs[i]].dtype;
+        if (declared != CALQ_DTYPE_UNDEFINED && declared != r->t[i].dtype) {
+            s = calq__op_fail(c, CALQ_ERR_DATA,
+                              "output %d is %s from %s but %s declares it %s; both branches must give each output "
+                              "the same type",
+                              i, calq_dtype_name(r->t[i].dtype), branch[take], branch[!take],
+                              calq_dtype_name(declared));
+            result_free(r);
+            return s;
+        }
     }
     return publish(c, r);
 }

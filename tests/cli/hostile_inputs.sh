@@ -113,6 +113,9 @@ expect if_float_condition 1 "node 'if_node': the condition is float32, but ONNX 
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but the node has 1" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-else-branch-two-outputs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# the same for a Scan state
+expect scan_state_dtype 1 "node 'scan_node': state 0 \\('s_in'\\) enters step 0 as float32 but the body returns it as float64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-scan-state-dtype-changes.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # If branches of different output types (then float32, else int64) passed: the output's type depended on the data
 expect if_branch_types 1 "node 'if_node': output 0 is float32 in then_branch but int64 in else_branch" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-branch-types-differ.onnx" --input "x=$T/x.npy" --output-dir "$T/o"

@@ -539,6 +539,18 @@ static calq_status scan_infer(calq_op_ctx *c)
         for (int k = 0; k < n_in_scan; k++) ins[n_state + k] = slices[k];
         for (int k = 0; k < n_captured; k++) ins[n_formal + k] = *c->in[n_formal + k];
         if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        /* as a Loop's carried values: a state keeps its type from step to step */
+        for (int k = 0; k < n_state && s == CALQ_OK; k++)
+            if (outs[k].dtype != r->t[k].dtype)
+                s = calq__op_fail(c, CALQ_ERR_DATA,
+                                  "state %d ('%s') enters step %lld as %s but the body returns it as %s; a Scan body "
+                                  "must keep each state's type (cast it back inside the body)",
+                                  k, g->values[g->inputs[k]].name, (long long)t, calq_dtype_name(r->t[k].dtype),
+                                  calq_dtype_name(outs[k].dtype));
+        if (s != CALQ_OK) {
+            for (int k = 0; k < g->n_outputs; k++) calq_tensor_free_data(&outs[k]);
+            break;
+        }
         for (int k = 0; k < n_state; k++) {
             calq_tensor_free_data(&r->t[k]);
             r->t[k] = outs[k];

@@ -12,7 +12,8 @@ trap 'rm -rf "$T"' EXIT
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
 numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32)); numpy.save('$T/x3.npy', numpy.ones((1, 1, 3), numpy.float32))
 numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))
-b = numpy.ones((1, 3, 8, 8)); b.flat[100] = -1e300; numpy.save('$T/x64big.npy', b)" ||
+b = numpy.ones((1, 3, 8, 8)); b.flat[100] = -1e300; numpy.save('$T/x64big.npy', b)
+numpy.save('$T/wide.npy', numpy.array([3e38, -3e38], numpy.float32))" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
 # expect NAME EXIT REGEX -- CALQ ARGS...
@@ -166,6 +167,10 @@ expect loop_condition_float 1 "node 'loop_node': the condition \\(input 1\\) is 
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
 expect loop_body_condition_float 1 "node 'loop_node': the body's condition \\(output 0\\) is float32, but ONNX defines it as bool" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-loop-body-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# HFMG on values spanning more than float32 holds: the histogram width overflowed and it printed scale 1, offset
+# -128 from a NaN clip range, exit 0
+expect hfmg_too_wide 1 "HFMG calibration failed for layer .*: its values span \\[-3.00000001e\\+38, 3.00000001e\\+38\\], wider than float32 holds" -- \
+    factors --algo hfmg --input "$T/wide.npy"
 # a refused run left the --output-dir folders it had made behind, empty
 rm -rf "$T/fresh"
 expect run_fresh_output_dir 1 "node 'if_node': the condition is float32" -- \

@@ -176,6 +176,22 @@ rm -rf "$T/fresh"
 expect run_fresh_output_dir 1 "node 'if_node': the condition is float32" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/fresh/a/b"
 [ -e "$T/fresh" ] && { echo "FAIL: run_fresh_output_dir: $T/fresh was left behind"; bad=1; }
+# a 6 MB prototxt of 100,000 in-place ReLUs (a caffemodel may be empty when no layer has weights): planning the
+# activation arena compared every tensor with every other one placed before it and took ~45 s (200,000: minutes)
+/usr/bin/python3 -c "
+import sys
+f = open(sys.argv[1], 'w')
+f.write('name: \"many\"\\ninput: \"data\"\\ninput_dim: 1\\ninput_dim: 1\\ninput_dim: 1\\ninput_dim: 4\\n')
+f.writelines('layer { name: \"r%d\" type: \"ReLU\" bottom: \"data\" top: \"data\" }\\n' % i for i in range(100000))" "$T/relu100k.prototxt"
+: >"$T/empty.caffemodel"
+/usr/bin/python3 -c "import numpy; numpy.save('$T/d4.npy', numpy.ones((1, 1, 1, 4), numpy.float32))"
+rm -rf "$T/relu"
+if timeout 20 "$CALQ" run --model "$T/relu100k.prototxt" --weights "$T/empty.caffemodel" --input "$T/d4.npy" \
+    --output-dir "$T/relu" >"$T/out" 2>"$T/err"; then
+    echo "ok: relu_100k_layers: $(grep -m1 'ran ' "$T/err" | cut -c1-120)"
+else
+    echo "FAIL: relu_100k_layers: exit $? (124: more than 20 s)"; tail -3 "$T/err"; bad=1
+fi
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

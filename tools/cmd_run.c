@@ -192,12 +192,17 @@ static int stage_tensor(staged_outputs *so, const char *dir, name_set *names, co
 static int commit_outputs(staged_outputs *so)
 {
     struct stat sb;
-    for (int i = 0; i < so->n; i++)
-        if (lstat(so->final[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    for (int i = 0; i < so->n; i++) {
+        /* what is in the way, through a link (a dangling one counts as a regular file) */
+        if (lstat(so->final[i], &sb) != 0 || (S_ISLNK(sb.st_mode) && stat(so->final[i], &sb) != 0)) continue;
+        if (!S_ISREG(sb.st_mode)) {
+            /* the rename replaced a FIFO or a device in the way with the output */
             char shown[CLI_CUT_BUF];
-            cli_failf("cannot write %s: it is a folder (no output was replaced)", cli_cut(so->final[i], shown));
+            cli_failf("cannot write %s: it is %s (no output was replaced)", cli_cut(so->final[i], shown),
+                      S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file (a FIFO, a device or a socket)");
             return -1;
         }
+    }
     for (int i = 0; i < so->n; i++)
         if (rename(so->tmp[i], so->final[i]) != 0) {
             char shown[CLI_CUT_BUF];

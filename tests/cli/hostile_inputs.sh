@@ -192,6 +192,18 @@ if timeout 20 "$CALQ" run --model "$T/relu100k.prototxt" --weights "$T/empty.caf
 else
     echo "FAIL: relu_100k_layers: exit $? (124: more than 20 s)"; tail -3 "$T/err"; bad=1
 fi
+# an output path naming a FIFO, a device or a link to one was replaced by the output's rename: --config_file
+# /dev/null turned the device into a regular file (as root)
+mkfifo "$T/fifo" && ln -s fifo "$T/fifo_link" || { echo "FAIL: cannot make a FIFO"; bad=1; }
+expect output_fifo 1 "cannot write .*/fifo: it is a FIFO \\(named pipe\\), which writing the output would replace" -- \
+    create-config --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --config_file "$T/fifo"
+expect output_fifo_link 1 "cannot write .*/fifo_link: it is a link to a FIFO \\(named pipe\\)" -- \
+    create-config --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --config_file "$T/fifo_link"
+rm -rf "$T/pipe" && mkdir -p "$T/pipe" && mkfifo "$T/pipe/z.npy"
+expect run_output_fifo 1 "cannot write .*/z.npy: it is not a regular file \\(a FIFO, a device or a socket\\) \\(no output was replaced\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-run-two-outputs-one-blocked.onnx" --input "x=$T/x.npy" --output-dir "$T/pipe"
+{ [ -p "$T/fifo" ] && [ -L "$T/fifo_link" ] && [ -p "$T/pipe/z.npy" ] && [ ! -e "$T/pipe/y.npy" ]; } ||
+    { echo "FAIL: output_fifo: a FIFO was replaced or an output written"; ls -la "$T" "$T/pipe"; bad=1; }
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

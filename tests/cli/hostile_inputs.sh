@@ -204,6 +204,14 @@ expect run_output_fifo 1 "cannot write .*/z.npy: it is not a regular file \\(a F
     run "$SRC/tests/fuzz/corpus/onnx/regression-run-two-outputs-one-blocked.onnx" --input "x=$T/x.npy" --output-dir "$T/pipe"
 { [ -p "$T/fifo" ] && [ -L "$T/fifo_link" ] && [ -p "$T/pipe/z.npy" ] && [ ! -e "$T/pipe/y.npy" ]; } ||
     { echo "FAIL: output_fifo: a FIFO was replaced or an output written"; ls -la "$T" "$T/pipe"; bad=1; }
+# external data offset and length were read with strtoll: "12abc" was 12, a length of -5 was ignored (the model ran)
+mkdir -p "$T/ext" && cp "$SRC/tests/fuzz/corpus/onnx/regression-external-offset-12abc.onnx" \
+    "$SRC/tests/fuzz/corpus/onnx/regression-external-length-negative.onnx" "$T/ext/" &&
+    /usr/bin/python3 -c "import numpy; numpy.ones(108, numpy.float32).tofile('$T/ext/w.bin')"
+expect external_offset 1 "tensor 'w': external data offset '12abc' is not a whole number of bytes" -- \
+    run "$T/ext/regression-external-offset-12abc.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect external_length 1 "tensor 'w': external data length '-5' is not a whole number of bytes" -- \
+    run "$T/ext/regression-external-length-negative.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

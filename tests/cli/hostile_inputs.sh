@@ -212,6 +212,22 @@ expect external_offset 1 "tensor 'w': external data offset '12abc' is not a whol
     run "$T/ext/regression-external-offset-12abc.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
 expect external_length 1 "tensor 'w': external data length '-5' is not a whole number of bytes" -- \
     run "$T/ext/regression-external-length-negative.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# photo preprocessing that overflows float32 (--std 1e-45, --scale 3e38) made every pixel inf and calq run wrote inf /
+# NaN outputs with exit 0
+/usr/bin/python3 -c "
+import struct, sys, zlib
+def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+rows = b''.join(b'\\0' + bytes(range(24)) for _ in range(8))
+open(sys.argv[1], 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 8, 8, 8, 2, 0, 0, 0)) +
+                               chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))" "$T/p8.png"
+expect image_std_tiny 1 "p8.png: channel 0: \\(pixel - mean 0\\) / std 1.4013e-45 \\* scale 1 overflows float32 for pixels of 0 to 255" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" --std 1e-45 --output-dir "$T/o"
+expect image_scale_huge 1 "p8.png: channel 0: .* scale 3e\\+38 overflows float32" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" --scale 3e38 --output-dir "$T/o"
+if ! timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" \
+    --mean 127 --std 128 --output-dir "$T/img_ok" >"$T/out" 2>"$T/err"; then
+    echo "FAIL: image_ok: the PNG fixture does not run:"; tail -3 "$T/err"; bad=1
+fi
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

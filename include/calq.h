@@ -568,6 +568,7 @@ typedef struct calq_calibrate_opts {
                                   takes the file or the disk fills, the later passes run the model
                                   again. 0: file only; negative: no cache. The record is the same
                                   bytes either way. Default CALQ_CALIBRATE_CACHE_MB_DEFAULT */
+    size_t max_arena_bytes;    /* the sessions' calq_session_opts.max_arena_bytes: 0 (default) no limit */
 } calq_calibrate_opts;
 
 #define CALQ_CALIBRATE_CACHE_MB_DEFAULT 256

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,36 @@
 int cli_fail(const calq_error *err)
 {
     fprintf(stderr, "calq: error: %s\n", err->message[0] ? err->message : calq_status_name(err->status));
+    if (err->status == CALQ_ERR_OUT_OF_MEMORY && strstr(err->message, "max_arena_bytes"))
+        fprintf(stderr, "calq: the limit is --max-arena-mb (default: CALQ_MAX_ARENA_MB, else a quarter of this "
+                        "machine's memory); raise it if the model really needs that much\n");
     return 1;
+}
+
+int cli_max_arena(int flag_mb, size_t *bytes)
+{
+    const uint64_t mib = UINT64_C(1) << 20;
+    if (flag_mb >= 0) {
+        *bytes = (size_t)((uint64_t)flag_mb * mib);
+        return 0;
+    }
+    const char *env = getenv("CALQ_MAX_ARENA_MB");
+    if (env && env[0]) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (!isdigit((unsigned char)env[0]) || *end || errno || v > (UINT64_MAX >> 20)) {
+            char shown[CLI_CUT_BUF];
+            fprintf(stderr, "calq: error: CALQ_MAX_ARENA_MB is '%s'; it must be a whole number of MiB (0: no limit)\n",
+                    cli_cut(env, shown));
+            return CLI_USAGE;
+        }
+        *bytes = (size_t)(v * mib);
+        return 0;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    *bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 32;
+    return 0;
 }
 
 int cli_failf(const char *fmt, ...)

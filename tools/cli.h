@@ -11,6 +11,15 @@
 
 #define CLI_USAGE 2 /* exit status for a usage error */
 
+/* --max-arena-mb: what the tensors of one run may take (calq_session_opts.max_arena_bytes): the
+ * flag's MiB when given (flag_mb >= 0), else the environment's CALQ_MAX_ARENA_MB, else a quarter
+ * of this machine's memory; 0 means no limit. Without it a 200-byte model could ask for half of
+ * the machine's memory. Returns 0, or CLI_USAGE after printing why (a bad CALQ_MAX_ARENA_MB). */
+int cli_max_arena(int flag_mb, size_t *bytes);
+#define CLI_MAX_ARENA_HELP                                                                                             \
+    "MiB the tensors of one run may take (activations, constants folded while planning, each tensor\n"                 \
+    "computed at run time); default: CALQ_MAX_ARENA_MB, else a quarter of this machine's memory; 0: no limit"
+
 /* Prints "calq: error: <message>" to stderr; returns 1. The message is bounded: names and
  * paths in it are cut with cli_cut. */
 int cli_fail(const calq_error *err);

@@ -12,6 +12,7 @@
 typedef struct calib_args {
     const char *model, *weights, *save, *shapes, *config, *cfg_simple, *skip, *format, *eval_data, *evaluator;
     int batch_num, act_offset, act_algo, save_type, skip_illegal, threads, qdq_scheme, cache_mb, reduce_range;
+    int max_arena_mb;
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
     double target_cosine, target, time_budget;
@@ -127,6 +128,13 @@ static const cli_flag flags[] = {
      .offset = offsetof(calib_args, threads),
      .metavar = "N",
      .help = "OpenMP threads (the record is identical for any N; at most 4 per processor)"},
+    {.name = "--max-arena-mb",
+     .type = CLI_INT,
+     .offset = offsetof(calib_args, max_arena_mb),
+     .metavar = "N",
+     .lo = 0,
+     .hi = 1073741824,
+     .help = CLI_MAX_ARENA_HELP},
     {.name = "--cache-mb",
      .type = CLI_INT,
      .offset = offsetof(calib_args, cache_mb),
@@ -212,7 +220,7 @@ static const cli_command command = {
                 "(--data_dir \"d1/;d2/\" [--data_types \"float32;...\"] | --images DIR | --npy SPEC)\n"
                 "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--config C.json]\n"
                 "[--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
-                "[--cache-mb N] [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
+                "[--max-arena-mb N] [--cache-mb N] [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
                 "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N]\n"
                 "[--rank outputs|isolated] [--strict]\n"
@@ -344,6 +352,7 @@ int calq_cmd_calibration(int argc, char **argv)
                     .act_algo = -1,
                     .save_type = CLI_SAVE_BOTH,
                     .cache_mb = CALQ_CALIBRATE_CACHE_MB_DEFAULT,
+                    .max_arena_mb = -1,
                     .target_cosine = NAN,
                     .target = NAN,
                     .time_budget = NAN};
@@ -361,6 +370,7 @@ int calq_cmd_calibration(int argc, char **argv)
     co.n_threads = a.threads;
     co.skip_illegal = a.skip_illegal;
     co.cache_mb = a.cache_mb;
+    if ((r = cli_max_arena(a.max_arena_mb, &co.max_arena_bytes)) != 0) return r;
     calq_save_format fmts[4];
     int n_fmts = 0, urc = cli_save_formats(a.format, a.save_type, a.weights != NULL, a.reduce_range, fmts, &n_fmts);
     if (urc) return urc;

@@ -7,6 +7,7 @@
 
 typedef struct inspect_args {
     const char *model, *weights, *shapes;
+    int max_arena_mb;
 } inspect_args;
 
 static const cli_flag flags[] = {
@@ -28,11 +29,19 @@ static const cli_flag flags[] = {
      .metavar = "SPEC",
      .parse = cli_parse_input_shapes,
      .help = "bind dynamic dims first, e.g. input:1,3,240,320 (several: a:..;b:...)"},
+    {.name = "--max-arena-mb",
+     .type = CLI_INT,
+     .offset = offsetof(inspect_args, max_arena_mb),
+     .metavar = "N",
+     .lo = 0,
+     .hi = 1073741824,
+     .help = CLI_MAX_ARENA_HELP},
 };
 
 static const cli_command command = {
     .name = "inspect",
-    .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel [--input-shape NAME:d0,...]",
+    .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel [--input-shape NAME:d0,...]\n"
+                "[--max-arena-mb N]",
     .about = "Inputs, outputs and their shapes, the operator histogram, and the layers calq would\n"
              "quantize (AMCT's rule) with their input and output shapes.",
     .flags = CLI_FLAGS(flags),
@@ -57,7 +66,7 @@ static void print_shape(const calq_value_info *v)
 
 int calq_cmd_inspect(int argc, char **argv)
 {
-    inspect_args a = {0};
+    inspect_args a = {.max_arena_mb = -1};
     int r = cli_parse(&command, argc, argv, &a);
     if (r) return r < 0 ? 0 : r;
     const char *model = a.model;
@@ -71,6 +80,10 @@ int calq_cmd_inspect(int argc, char **argv)
     calq_session *s = NULL;
     /* shapes of the model's own tensors; planning only, so no fast kernel is prepared */
     calq_session_opts opts = {.n_threads = 1, .kernels = CALQ_KERNELS_REF, .no_fusion = 1};
+    if ((r = cli_max_arena(a.max_arena_mb, &opts.max_arena_bytes)) != 0) {
+        calq_model_free(m);
+        return r;
+    }
     int shapes_ok = calq_session_create(m, &opts, &s, &err) == CALQ_OK;
     calq_error shape_err = {0};
     calq_value_info probe;

@@ -1,6 +1,8 @@
 /* calq run: float inference of one input set; writes every graph output (and any requested
  * intermediate tensor) as DIR/<name>.npy. */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 typedef struct run_args {
     const char *model, *weights, *outdir, *shapes, *dump;
     cli_list inputs; /* tag 0: --input NAME=FILE.npy, 1: --image NAME=PHOTO */
-    int threads, dump_all, ref, no_fusion;
+    int threads, dump_all, ref, no_fusion, max_arena_mb;
     calq_image_opts img;
 } run_args;
 
@@ -62,6 +64,13 @@ static const cli_flag flags[] = {
      .offset = offsetof(run_args, threads),
      .metavar = "N",
      .help = "OpenMP threads (results are identical for any N; at most 4 per processor)"},
+    {.name = "--max-arena-mb",
+     .type = CLI_INT,
+     .offset = offsetof(run_args, max_arena_mb),
+     .metavar = "N",
+     .lo = 0,
+     .hi = 1073741824,
+     .help = CLI_MAX_ARENA_HELP},
     {.name = "--dump",
      .type = CLI_STRING,
      .offset = offsetof(run_args, dump),
@@ -90,7 +99,7 @@ static const cli_command command = {
     .synopsis = "MODEL.onnx | --model NET.prototxt --weights NET.caffemodel\n"
                 "--input NAME=FILE.npy [--input ...] --output-dir DIR\n"
                 "[--image NAME=PHOTO --resize WxH --mean M[,M,M] --std S[,S,S] --scale K --bgr]\n"
-                "[--input-shape NAME:d0,d1,...] [--threads N] [--dump NAME,... | --dump-all]\n"
+                "[--input-shape NAME:d0,d1,...] [--threads N] [--max-arena-mb N] [--dump NAME,... | --dump-all]\n"
                 "[--ref] [--no-fusion]",
     .flags = CLI_FLAGS(flags),
     .positional = offsetof(run_args, model),
@@ -183,12 +192,17 @@ static int stage_tensor(staged_outputs *so, const char *dir, name_set *names, co
 static int commit_outputs(staged_outputs *so)
 {
     struct stat sb;
-    for (int i = 0; i < so->n; i++)
-        if (lstat(so->final[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    for (int i = 0; i < so->n; i++) {
+        /* what is in the way, through a link (a dangling one counts as a regular file) */
+        if (lstat(so->final[i], &sb) != 0 || (S_ISLNK(sb.st_mode) && stat(so->final[i], &sb) != 0)) continue;
+        if (!S_ISREG(sb.st_mode)) {
+            /* the rename replaced a FIFO or a device in the way with the output */
             char shown[CLI_CUT_BUF];
-            cli_failf("cannot write %s: it is a folder (no output was replaced)", cli_cut(so->final[i], shown));
+            cli_failf("cannot write %s: it is %s (no output was replaced)", cli_cut(so->final[i], shown),
+                      S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file (a FIFO, a device or a socket)");
             return -1;
         }
+    }
     for (int i = 0; i < so->n; i++)
         if (rename(so->tmp[i], so->final[i]) != 0) {
             char shown[CLI_CUT_BUF];
@@ -219,7 +233,7 @@ static int dump_observer(void *user, const char *name, const calq_tensor *t)
 }
 
 /* Converts float64 input data to float32 in place of `t` (the model's inputs are float32). */
-static calq_status to_float32(calq_tensor *t, calq_error *err)
+static calq_status to_float32(calq_tensor *t, const char *file, calq_error *err)
 {
     int64_t n = calq_tensor_numel(t);
     float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -227,7 +241,20 @@ static calq_status to_float32(calq_tensor *t, calq_error *err)
         snprintf(err->message, sizeof err->message, "out of memory");
         return err->status = CALQ_ERR_OUT_OF_MEMORY;
     }
-    for (int64_t i = 0; i < n; i++) f[i] = (float)((const double *)t->data)[i];
+    for (int64_t i = 0; i < n; i++) {
+        double v = ((const double *)t->data)[i];
+        f[i] = (float)v;
+        /* 1e300 became inf without a word */
+        if (isinf(f[i]) && isfinite(v)) {
+            free(f);
+            char shown[CLI_CUT_BUF];
+            snprintf(err->message, sizeof err->message,
+                     "%s: element %lld is %g, beyond the largest float32 (%g), so it would become %sinf; scale the "
+                     "data into the input's range or fix the file",
+                     cli_cut(file, shown), (long long)i, v, (double)FLT_MAX, v < 0 ? "-" : "");
+            return err->status = CALQ_ERR_DATA;
+        }
+    }
     calq_tensor_free_data(t);
     t->data = f;
     t->dtype = CALQ_DTYPE_FLOAT32;
@@ -236,10 +263,12 @@ static calq_status to_float32(calq_tensor *t, calq_error *err)
 
 int calq_cmd_run(int argc, char **argv)
 {
-    run_args a = {0};
+    run_args a = {.max_arena_mb = -1};
     calq_image_opts_init(&a.img);
     int rc = cli_parse(&command, argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    size_t max_arena;
+    if ((rc = cli_max_arena(a.max_arena_mb, &max_arena)) != 0) return rc;
     const char *model = a.model, *outdir = a.outdir, *dump = a.dump;
     int n_specs = a.inputs.n, dump_all = a.dump_all;
     const char *const *input_specs = a.inputs.value; /* --input and --image, in order */
@@ -252,7 +281,7 @@ int calq_cmd_run(int argc, char **argv)
     int n_in = calq_model_num_inputs(m);
     calq_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
     calq_session *s = NULL;
-    char **dump_names = NULL;
+    char **dump_names = NULL, outdir_slash[4096] = "", created[4096] = "";
     name_set written = {0};
     staged_outputs staged = {0};
     if (!ins) goto done;
@@ -286,7 +315,7 @@ int calq_cmd_run(int argc, char **argv)
         }
         calq_model_input_info(m, idx, &info);
         if (ins[idx].dtype == CALQ_DTYPE_FLOAT64 && info.dtype == CALQ_DTYPE_FLOAT32 &&
-            to_float32(&ins[idx], &err) != CALQ_OK) {
+            to_float32(&ins[idx], file, &err) != CALQ_OK) {
             cli_fail(&err);
             goto done;
         }
@@ -298,13 +327,18 @@ int calq_cmd_run(int argc, char **argv)
             cli_failf("no data for input '%s': add --input %s=FILE.npy", info.name, info.name);
             goto done;
         }
-    if (cli_mkdir_p(outdir) != 0) {
+    /* the folders it makes are removed again when the run fails (a refused model left an empty
+     * --output-dir behind) */
+    if (snprintf(outdir_slash, sizeof outdir_slash, "%s/", outdir) >= (int)sizeof outdir_slash ||
+        cli_make_parent("--output-dir", outdir_slash, created) != 0) {
         char shown[CLI_CUT_BUF];
-        cli_failf("cannot create --output-dir %s: %s", cli_cut(outdir, shown), strerror(errno));
+        if (strlen(outdir) + 1 >= sizeof outdir_slash)
+            cli_failf("cannot create --output-dir %s: %s", cli_cut(outdir, shown), strerror(ENAMETOOLONG));
         goto done;
     }
     calq_session_opts opts = {
         .n_threads = a.threads, .kernels = a.ref ? CALQ_KERNELS_REF : CALQ_KERNELS_DEFAULT, .no_fusion = a.no_fusion};
+    opts.max_arena_bytes = max_arena;
     if (calq_session_create(m, &opts, &s, &err) != CALQ_OK) {
         cli_fail(&err);
         goto done;
@@ -350,6 +384,7 @@ int calq_cmd_run(int argc, char **argv)
     if (dump_all || n_dump) fprintf(stderr, "calq: dumped %d tensors into %s\n", dctx.written, outdir);
     rc = 0;
 done:
+    if (rc != 0) cli_unmake_parent(outdir_slash, created);
     release_outputs(&staged);
     if (dump_names)
         for (int i = 0; dump_names[i]; i++) free(dump_names[i]);

@@ -43,7 +43,7 @@ PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_void_p)  # calq_progress_fn (the bind
 class CalibrateOpts(Structure):  # calq_calibrate_opts
     _fields_ = [("n_threads", c_int), ("skip_illegal", c_int), ("log", c_int), ("config_out", c_char_p),
                 ("outputs", c_void_p), ("progress", PROGRESS_FN), ("progress_user", c_void_p),
-                ("int8_tensors", c_int), ("cache_mb", c_int)]
+                ("int8_tensors", c_int), ("cache_mb", c_int), ("max_arena_bytes", c_size_t)]
 
 
 class SessionOpts(Structure):  # calq_session_opts

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -139,6 +140,23 @@ void calq__dirname(const char *path, char *buf, size_t n)
 calq_status calq__atomic_open(calq_atomic_file *f, const char *path, calq_error *err)
 {
     memset(f, 0, sizeof *f);
+    /* the rename at the end replaces whatever is there: --config_file /dev/null replaced the
+     * device with a regular file, --json /dev/stdout the link (folders fail at the rename; a
+     * link to a regular file is replaced, as before) */
+    struct stat ls, ts;
+    bool link = false, in_way = false;
+    if (lstat(path, &ls) == 0) {
+        link = S_ISLNK(ls.st_mode);
+        if (link)
+            in_way = stat(path, &ts) == 0 && !S_ISREG(ts.st_mode) && !S_ISDIR(ts.st_mode);
+        else
+            in_way = !S_ISREG(ls.st_mode) && !S_ISDIR(ls.st_mode);
+    }
+    if (in_way)
+        return calq__fail(err, CALQ_ERR_IO, NULL,
+                          "cannot write %s: it is %s%s, which writing the output would replace with a regular file; "
+                          "give the path of a regular file",
+                          calq__cut(path).s, link ? "a link to " : "", file_kind(link ? &ts : &ls));
     size_t len = strlen(path);
     f->path = malloc(len + 1);
     f->tmp_path = malloc(len + 32);

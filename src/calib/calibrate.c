@@ -203,6 +203,7 @@ static calq_status run_batches(calq__calib *cal, int cache_mb, const char *recor
 {
     const calq_config *c = cal->cfg;
     calq_session_opts so = {.n_threads = cal->n_threads,
+                            .max_arena_bytes = cal->max_arena_bytes,
                             .no_fusion = !c->do_fusion,
                             .skip_fusion_layers = (const char *const *)c->skip_fusion_layers,
                             .n_skip_fusion_layers = c->n_skip_fusion_layers};
@@ -431,6 +432,7 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
                        .cfg = cfg,
                        .data = data,
                        .n_threads = o.n_threads,
+                       .max_arena_bytes = o.max_arena_bytes,
                        .batch_num = cfg->batch_num,
                        .int8_tensors = o.int8_tensors != 0};
     cal.caffe_log = m->format == CALQ_FORMAT_CAFFE;

@@ -98,6 +98,7 @@ typedef struct calq__calib {
     bool caffe_log; /* Caffe's log lines (§1.4) rather than ONNX/PyTorch's */
     bool log;       /* AMCT lines and summary to the log callback */
     int n_threads;
+    size_t max_arena_bytes;      /* calq_calibrate_opts.max_arena_bytes, for every session it creates */
     bool int8_tensors;           /* calq_calibrate_opts.int8_tensors */
     calq_layer_config *implicit; /* the inputs it adds, entries like tensor_quantize's (owned) */
     int n_implicit;

@@ -214,7 +214,7 @@ calq_status calq__calib_auto(calq__calib *cal, calq_error *err)
     calq_status st = ins ? calq__graph_splice(cal->g, after_node, &x, &g, err)
                          : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory");
     /* the graph is folded already (cal->g); the session runs it as it is */
-    calq_session_opts so = {.n_threads = cal->n_threads, .no_fusion = 1};
+    calq_session_opts so = {.n_threads = cal->n_threads, .no_fusion = 1, .max_arena_bytes = cal->max_arena_bytes};
     if (st == CALQ_OK) st = calq__session_create_graph(g, &so, &s, err);
     if (st == CALQ_OK && !(names = malloc(sizeof *names * (size_t)(x.n_obs + 1))))
         st = calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "auto: out of memory");

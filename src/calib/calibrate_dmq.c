@@ -106,7 +106,7 @@ static calq_status run_pass0(calq__calib *cal, calq_error *err)
         if (!have) names[n_obs++] = t;
     }
     /* cal->g is folded already: the session runs it as it is */
-    calq_session_opts so = {.n_threads = cal->n_threads, .no_fusion = 1};
+    calq_session_opts so = {.n_threads = cal->n_threads, .no_fusion = 1, .max_arena_bytes = cal->max_arena_bytes};
     calq_session *s = NULL;
     if (st == CALQ_OK) st = calq__session_create_graph(cal->g, &so, &s, err);
     if (st == CALQ_OK) st = calq_session_set_observer(s, observe, &x, names, n_obs, err);

@@ -79,6 +79,30 @@ static calq_status syntax_error(const char *file, const char *text, size_t len, 
                       pos >= len ? "the file" : "the line");
 }
 
+/* How many arrays and objects are open at text[pos] (strings skipped): cJSON stops at
+ * CJSON_NESTING_LIMIT levels, against stack exhaustion, and reports it as any syntax error. */
+static int nesting_at(const char *text, size_t len, size_t pos)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < pos && i < len; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            depth++;
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return depth;
+}
+
 static int cmp_str_ptr(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -496,6 +520,14 @@ calq_status calq__config_parse_json(const calq_model *m, const char *text, size_
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         size_t pos = end && end >= text ? (size_t)(end - text) : 0;
+        if (pos < len && (text[pos] == '[' || text[pos] == '{') && nesting_at(text, len, pos) >= CJSON_NESTING_LIMIT) {
+            char what[192];
+            snprintf(what, sizeof what,
+                     "arrays and objects are nested more than %d levels deep, the limit of calq's JSON reader (a "
+                     "quantization config needs a few); remove the extra nesting",
+                     CJSON_NESTING_LIMIT);
+            return syntax_error(file, text, len, pos, what, err);
+        }
         return syntax_error(file, text, len, pos, "JSON syntax error", err);
     }
     size_t pos = end && end >= text ? (size_t)(end - text) : len;

@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,24 +149,47 @@ bool calq__data_can_convert(calq_dtype st, calq_dtype dt)
     return st != CALQ_DTYPE_UNDEFINED && st != CALQ_DTYPE_BOOL && calq__dtype_is_float(dt);
 }
 
-bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n)
+/* A finite value the conversion made infinite: 1e300 in a float64 file became inf in float32 and
+ * calibrated a range of inf without a word. */
+static calq_status overflowed(const calq_tensor *from, const calq_tensor *to, int64_t i, const char *what,
+                              calq_error *err)
 {
-    if (!calq__data_can_convert(st, dt)) return false;
+    double v = calq__tensor_get_f64(from, i);
+    return calq__fail(err, CALQ_ERR_DATA, NULL,
+                      "%s: element %lld is %g, beyond the largest %s (%g), so it would become %sinf; scale the data "
+                      "into the input's range or fix the file",
+                      what, (long long)i, v, calq_dtype_name(to->dtype),
+                      to->dtype == CALQ_DTYPE_FLOAT16 ? 65504.0 : (double)FLT_MAX, v < 0 ? "-" : "");
+}
+
+calq_status calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n, const char *what,
+                               calq_error *err)
+{
+    if (!calq__data_can_convert(st, dt))
+        return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "%s: cannot convert %s values to %s", what, calq_dtype_name(st),
+                          calq_dtype_name(dt));
     if (st == dt) {
         memcpy(dst, src, (size_t)n * calq_dtype_size(st));
-        return true;
+        return CALQ_OK;
     }
+    calq_tensor from = {.dtype = st, .ndim = 1, .dims = {n}, .data = (void *)src};
+    calq_tensor to = {.dtype = dt, .ndim = 1, .dims = {n}, .data = dst};
     if (st == CALQ_DTYPE_FLOAT64 && dt == CALQ_DTYPE_FLOAT32) {
         /* The common case (AMCT's float64 data for a float32 model), without the generic path. */
         const double *s = src;
         float *d = dst;
-        for (int64_t i = 0; i < n; i++) d[i] = (float)s[i];
-        return true;
+        for (int64_t i = 0; i < n; i++) {
+            d[i] = (float)s[i];
+            if (isinf(d[i]) && isfinite(s[i])) return overflowed(&from, &to, i, what, err);
+        }
+        return CALQ_OK;
     }
-    calq_tensor from = {.dtype = st, .ndim = 1, .dims = {n}, .data = (void *)src};
-    calq_tensor to = {.dtype = dt, .ndim = 1, .dims = {n}, .data = dst};
-    for (int64_t i = 0; i < n; i++) calq__tensor_set_f64(&to, i, calq__tensor_get_f64(&from, i));
-    return true;
+    for (int64_t i = 0; i < n; i++) {
+        double v = calq__tensor_get_f64(&from, i);
+        calq__tensor_set_f64(&to, i, v);
+        if (isfinite(v) && !isfinite(calq__tensor_get_f64(&to, i))) return overflowed(&from, &to, i, what, err);
+    }
+    return CALQ_OK;
 }
 
 bool calq__data_shape_fits(const int64_t *a, int na, const int64_t *b, int nb)

@@ -75,8 +75,11 @@ calq_status calq__data_add_file(calq_data_stream *s, const char *path, calq_erro
 bool calq__data_has_ext(const char *name, const char *const *exts);
 
 /* Converts n values of type st at src into type dt at dst: the same type is copied, floats
- * and integers become float16/32/64. Returns false for other pairs (dst untouched). */
-bool calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n);
+ * and integers become float16/32/64. Fails (CALQ_ERR_DATA, naming `what` (the file) and the
+ * element) on a finite value the target type cannot hold, which would become inf, and
+ * (CALQ_ERR_INTERNAL) on other pairs. dst is then partly written. */
+calq_status calq__data_convert(const void *src, calq_dtype st, void *dst, calq_dtype dt, int64_t n, const char *what,
+                               calq_error *err);
 bool calq__data_can_convert(calq_dtype st, calq_dtype dt);
 /* Shapes match when they agree after dropping leading dims of 1 (a [3,H,W] array feeds a
  * [1,3,H,W] input). */

@@ -172,7 +172,7 @@ calq_status calq__data_bin_read(calq_data *d, int batch, calq_tensor *inputs, ca
         fclose(fp);
         if (got != bytes || failed)
             return calq__fail(err, CALQ_ERR_IO, NULL, "%s: read %zu of %zu bytes", file, got, bytes);
-        if (dst != t->data) calq__data_convert(d->buf, s->dtype, t->data, t->dtype, numel);
+        if (dst != t->data) CALQ_TRY(calq__data_convert(d->buf, s->dtype, t->data, t->dtype, numel, file, err));
     }
     return CALQ_OK;
 }

@@ -144,7 +144,7 @@ calq_status calq__data_npy_read(calq_data *d, int batch, calq_tensor *inputs, bo
             fits_free(&a, t->dims, t->ndim, d->streams[i].free_dims))
             st = take_shape(t, &a, err);
         if (st == CALQ_OK) st = check_array(file, &a, name, t->dtype, t->dims, t->ndim, err);
-        if (st == CALQ_OK) calq__data_convert(a.data, a.dtype, t->data, t->dtype, calq_tensor_numel(t));
+        if (st == CALQ_OK) st = calq__data_convert(a.data, a.dtype, t->data, t->dtype, calq_tensor_numel(t), file, err);
         calq_tensor_free_data(&a);
         CALQ_TRY(st);
     }

@@ -173,7 +173,9 @@ static calq_status pull(calq_data *d, calq_error *err)
             d->buf = grown;
             d->buf_bytes = bytes;
         }
-        calq__data_convert(t[i].data, t[i].dtype, d->buf, v->dtype, ne);
+        char what[512];
+        snprintf(what, sizeof what, "%s, batch %d, input '%s'", s->label, b, v->name);
+        if ((st = calq__data_convert(t[i].data, t[i].dtype, d->buf, v->dtype, ne, what, err)) != CALQ_OK) break;
         if (fwrite(d->buf, 1, bytes, s->file) != bytes)
             st = calq__fail(err, CALQ_ERR_IO, NULL,
                             "cannot keep batch %d of %s in its temporary file (%zu bytes): %s (the disk of TMPDIR "
@@ -260,7 +262,8 @@ calq_status calq__data_stream_read(calq_data *d, int batch, calq_tensor *inputs,
         if (fread(dst, 1, bytes, s->file) != bytes)
             return calq__fail(err, CALQ_ERR_IO, NULL, "cannot read batch %d of %s back from its temporary file: %s",
                               batch, s->label, ferror(s->file) ? strerror(errno) : "short read");
-        if (dst != inputs[i].data) calq__data_convert(dst, v->dtype, inputs[i].data, inputs[i].dtype, ne);
+        if (dst != inputs[i].data)
+            CALQ_TRY(calq__data_convert(dst, v->dtype, inputs[i].data, inputs[i].dtype, ne, s->label, err));
     }
     return CALQ_OK;
 }

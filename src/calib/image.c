@@ -1,5 +1,6 @@
 /* Photos -> NCHW float tensors, through Debian's stb (stb_image decodes, stb_image_resize
  * resamples). */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,9 +99,17 @@ calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_ten
         calq_image_opts_init(&dflt);
         o = &dflt;
     }
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 3; c++) {
         if (!(o->std[c] != 0.0f))
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the std of channel %d must not be 0", c);
+        /* --std 1e-45 made every pixel inf, and calq run wrote inf / NaN outputs with exit 0 */
+        float inv = o->scale / o->std[c];
+        if (!isfinite(inv) || !isfinite((0.0f - o->mean[c]) * inv) || !isfinite((255.0f - o->mean[c]) * inv))
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                              "%s: channel %d: (pixel - mean %g) / std %g * scale %g overflows float32 for pixels of "
+                              "0 to 255; choose a mean, std and scale that keep the input finite",
+                              path, c, (double)o->mean[c], (double)o->std[c], (double)o->scale);
+    }
     if (o->width < 0 || o->height < 0 || (o->width == 0) != (o->height == 0))
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "resize needs both a width and a height (e.g. 320x240)");
     if ((uint64_t)o->width * (uint64_t)o->height > CALQ_IMAGE_MAX_PIXELS)

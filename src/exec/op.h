@@ -99,6 +99,9 @@ typedef struct calq_op_ctx {
     /* Loop / Scan inside a subgraph: the body runs left to the outermost Loop or Scan run
      * (exec/kernels/control.c); NULL outside subgraphs. */
     int64_t *body_budget;
+    /* The session's max_arena_bytes (0: none): subgraph plans and what Loop and Scan stack are held
+     * to it too. */
+    size_t max_bytes;
 } calq_op_ctx;
 
 /* calq_op_def.flags */

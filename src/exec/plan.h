@@ -63,6 +63,7 @@ typedef struct calq_plan {
     int in_ndim[64];
     int n_fused, n_converts; /* statistics: layers folded into post-ops, conversion steps */
     int64_t *body_budget;    /* a subgraph's plan: calq_op_ctx.body_budget of its nodes (NULL: none) */
+    size_t max_bytes;        /* calq_plan_opts.max_arena_bytes: also bounds each tensor computed at run time */
 } calq_plan;
 
 /* How to build a plan. */
@@ -76,7 +77,7 @@ typedef struct calq_plan_opts {
     calq_layout layout;     /* with fuse: the activation layout; 0: the one oneDNN chooses on this
                                CPU (calq__layout_native); tests force the others */
     size_t max_arena_bytes; /* fail with CALQ_ERR_OUT_OF_MEMORY before allocating an arena above
-                               it (0: no limit) */
+                               it, or a tensor whose shape is known only at run time (0: no limit) */
     int64_t *body_budget;   /* calq_plan.body_budget (a subgraph's plan; NULL: none) */
 } calq_plan_opts;
 

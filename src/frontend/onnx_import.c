@@ -362,6 +362,16 @@ static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph input '%s' is listed twice", vi->name);
         }
         value_info_shape(g, v, vi);
+        /* a shape of more dims than calq holds was dropped, and the input then took any shape */
+        const Onnx__TypeProto *tp = vi->type;
+        if (depth == 0 && tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+            tp->tensor_type->shape && tp->tensor_type->shape->n_dim > CALQ_MAX_DIMS) {
+            free(ins);
+            return calq__fail(
+                err, CALQ_ERR_UNSUPPORTED, NULL,
+                "graph input '%s' has %zu dims; calq supports tensors of up to %d dims (export it with fewer)",
+                vi->name, tp->tensor_type->shape->n_dim, CALQ_MAX_DIMS);
+        }
         if (g->values[v].dtype == CALQ_DTYPE_UNDEFINED && depth == 0) {
             free(ins);
             return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
@@ -417,6 +427,11 @@ static calq_status import_graph(const import_ctx *ic, const Onnx__GraphProto *gp
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph output %zu has no name", i);
         int v = calq__graph_value(g, gp->output[i]->name);
         if (v < 0) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        /* a subgraph's declared output types: what an If's branch not taken would give */
+        const Onnx__TypeProto *tp = gp->output[i]->type;
+        if (depth > 0 && g->values[v].dtype == CALQ_DTYPE_UNDEFINED && tp &&
+            tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type && tp->tensor_type->has_elem_type)
+            g->values[v].dtype = calq__onnx_dtype(tp->tensor_type->elem_type);
         g->values[v].is_output = true;
         outs[g->n_outputs++] = v;
     }

@@ -1,6 +1,7 @@
 #include "frontend/onnx_tensor.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,20 @@ static const char *onnx_type_name(int32_t t)
     return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
 }
 
+/* An external data offset or length: a whole decimal number of bytes, 0 to 2^63 - 1. strtoll
+ * took "12abc" for 12, "-5" for -5 (a length then ignored) and 10^20 for 2^63 - 1. */
+static bool external_number(const char *v, long long *out)
+{
+    unsigned long long n = 0;
+    if (!*v) return false;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9' || n > ((unsigned long long)LLONG_MAX - (unsigned)(*v - '0')) / 10) return false;
+        n = n * 10 + (unsigned)(*v - '0');
+    }
+    *out = (long long)n;
+    return true;
+}
+
 /* External data: only files inside the model's folder (ONNX's own rule), so a model cannot
  * make calq read arbitrary files. Opens the file positioned at the tensor's bytes, after
  * checking that the file holds them (before anything is allocated for them). */
@@ -70,8 +85,11 @@ static calq_status open_external(const Onnx__TensorProto *tp, const char *base_d
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key || !e->value) continue;
         if (strcmp(e->key, "location") == 0) location = e->value;
-        if (strcmp(e->key, "offset") == 0) offset = strtoll(e->value, NULL, 10);
-        if (strcmp(e->key, "length") == 0) length = strtoll(e->value, NULL, 10);
+        bool is_offset = strcmp(e->key, "offset") == 0, is_length = strcmp(e->key, "length") == 0;
+        if ((is_offset || is_length) && !external_number(e->value, is_offset ? &offset : &length))
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                              "tensor '%s': external data %s '%s' is not a whole number of bytes (0 to 2^63 - 1)", name,
+                              e->key, calq__cut(e->value).s);
     }
     if (!location || !location[0])
         return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "tensor '%s' has external data without a location", name);

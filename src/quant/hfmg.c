@@ -25,6 +25,10 @@ struct calq_hfmg {
     float mn, w; /* bin i spans [mn + i*w, mn + (i+1)*w] as AMCT computes the bounds */
     int has_bins;
     uint64_t fed, nan_count, pos_inf_count, neg_inf_count;
+    /* the finite values span more than float32 holds (max - min overflows): no histogram fits
+     * them; lo and hi are the extremes seen */
+    int too_wide;
+    float wide_lo, wide_hi;
 };
 
 void calq_hfmg_opts_init(calq_hfmg_opts *o)
@@ -128,6 +132,19 @@ calq_status calq_hfmg_feed(calq_hfmg *h, const float *x, size_t n, calq_error *e
         }
     }
     if (n_finite == 0) return CALQ_OK;
+    /* 3e38 and -3e38: the width overflowed to inf, the bounds became NaN and the result was
+     * scale 1 from a NaN clip range, without a word */
+    float all_lo = h->too_wide ? h->wide_lo : bmin, all_hi = h->too_wide ? h->wide_hi : bmax;
+    if (h->has_bins && !h->too_wide) {
+        all_lo = fminf(all_lo, bound(h->mn, h->w, 0));
+        all_hi = fmaxf(all_hi, bound(h->mn, h->w, h->B));
+    }
+    if (h->too_wide || !isfinite(all_hi - all_lo)) {
+        h->too_wide = 1;
+        h->wide_lo = fminf(all_lo, bmin);
+        h->wide_hi = fmaxf(all_hi, bmax);
+        return CALQ_OK;
+    }
     const unsigned B = h->B;
     if (!h->has_bins) { /* HfmgDistribute: the first batch spans its own range */
         float span = bmax - bmin;
@@ -258,6 +275,13 @@ calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out, calq_er
                           " elements, NaN: %" PRIu64 ", +Inf: %" PRIu64 ", -Inf: %" PRIu64
                           ". Find where with 'calq run --dump-all', or add the layer to skip_layers.",
                           name, h->fed, h->nan_count, h->pos_inf_count, h->neg_inf_count);
+    if (h->too_wide)
+        return calq__fail(err, CALQ_ERR_NOT_SUPPORT, h->layer,
+                          "Do HFMG calibration failed for layer \"%s\": its values span [%.9g, %.9g], wider than "
+                          "float32 holds (the largest minus the smallest overflows), so no histogram of them exists "
+                          "(%" PRIu64 " elements). Add the layer to skip_layers, or find why the activation is this "
+                          "large.",
+                          name, (double)h->wide_lo, (double)h->wide_hi, h->fed);
     if (!h->has_bins)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, h->layer,
                           "HFMG calibration data of layer \"%s\" is empty: no element was fed", name);

@@ -11,7 +11,9 @@ trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x.npy', numpy.ones((1, 3, 8, 8), numpy.float32))
 numpy.save('$T/x1.npy', numpy.ones((1, 1, 8, 8), numpy.float32)); numpy.save('$T/x4.npy', numpy.ones((4,), numpy.float32))
 numpy.save('$T/x14.npy', numpy.ones((1, 1, 4, 4), numpy.float32)); numpy.save('$T/x3.npy', numpy.ones((1, 1, 3), numpy.float32))
-numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))" ||
+numpy.save('$T/x256.npy', numpy.ones((1, 3, 256, 256), numpy.float32))
+b = numpy.ones((1, 3, 8, 8)); b.flat[100] = -1e300; numpy.save('$T/x64big.npy', b)
+numpy.save('$T/wide.npy', numpy.array([3e38, -3e38], numpy.float32))" ||
     { echo "SKIP: no numpy"; exit 77; }
 bad=0
 # expect NAME EXIT REGEX -- CALQ ARGS...
@@ -106,6 +108,126 @@ expect run_outputs_all_or_nothing 1 "cannot write .*/z.npy: it is a folder \\(no
 # Col2Im attributes were only checked for sign: a dilation of 2^62 overflowed int64 computing the block count
 expect col2im_dilation 1 "node 'Col2Im_0': image 4x4, block 2x2, strides 1x1, dilations 1099511627776x1 or pads \\(0, 0, 0, 0\\) are invalid" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-col2im-dilation-2-40.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# If with a float condition (ONNX: bool) ran as "not zero"; an else_branch of 2 outputs for a node of 1 passed
+# while the condition held, as the branch not taken was never looked at
+expect if_float_condition 1 "node 'if_node': the condition is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect if_else_branch_outputs 1 "node 'if_node': else_branch has 2 outputs, but the node has 1" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-else-branch-two-outputs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# the same for a Scan state
+expect scan_state_dtype 1 "node 'scan_node': state 0 \\('s_in'\\) enters step 0 as float32 but the body returns it as float64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-scan-state-dtype-changes.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# If branches of different output types (then float32, else int64) passed: the output's type depended on the data
+expect if_branch_types 1 "node 'if_node': output 0 is float32 in then_branch but int64 in else_branch" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-branch-types-differ.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect if_taken_type 1 "node 'if_node': output 0 is float32 from then_branch but else_branch declares it int64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-taken-type-differs.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# a Loop body returning its float32 carried value as float64 ran on, each iteration with another type
+expect loop_carried_dtype 1 "node 'loop_node': loop-carried value 0 \\('v_in'\\) enters iteration 0 as float32 but the body returns it as float64" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-carried-dtype-changes.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# a float64 value of -1e300 became -inf in the float32 input without a word
+expect npy_float64_overflow 1 "x64big.npy: element 100 is -1e\\+300, beyond the largest float32 \\(3.40282e\\+38\\), so it would become -inf" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --input "x=$T/x64big.npy" --output-dir "$T/o"
+# a 200-byte model whose ConstantOfShape asks for 11 GB: without max_arena_bytes (the CLI never set it) only the
+# per-tensor limit of half of the machine's memory applied; the CLI now bounds what one run's tensors take
+# (--max-arena-mb, CALQ_MAX_ARENA_MB, default a quarter of the machine's memory). Under a 4 GB address-space limit,
+# so that a calq without the bound fails instead of filling the memory.
+printf '#!/bin/sh\nulimit -v 4000000\nexec "%s" "$@"\n' "$CALQ" >"$T/calq4g" && chmod +x "$T/calq4g"
+calq_real=$CALQ CALQ=$T/calq4g
+expect arena_flag 1 "node 'cos': the constants folded while planning would take 11000000000 bytes, above the session's limit of 1073741824 bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o" --max-arena-mb 1024
+export CALQ_MAX_ARENA_MB=1024
+expect arena_env 1 "node 'cos': the constants folded while planning would take 11000000000 bytes, above the session's limit of 1073741824 bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# inspect plans the model too (its shapes): it says why it could not
+if timeout 20 "$CALQ" inspect "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" >"$T/out" 2>"$T/err" &&
+    grep -q "shapes: not inferred: .*above the session's limit of 1073741824 bytes" "$T/out"; then
+    echo "ok: arena_inspect: $(grep -m1 'not inferred' "$T/out" | cut -c1-160)"
+else
+    echo "FAIL: arena_inspect:"; tail -3 "$T/out" "$T/err"; bad=1
+fi
+export CALQ_MAX_ARENA_MB=lots
+expect arena_env_bad 2 "CALQ_MAX_ARENA_MB is 'lots'; it must be a whole number of MiB" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-11gb.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+unset CALQ_MAX_ARENA_MB
+# the default: a ConstantOfShape of as many MiB as x's largest value, 40% of this machine's memory
+mib=$(awk '/^MemTotal/ { print int($2 / 1024 * 0.4) }' /proc/meminfo)
+/usr/bin/python3 -c "import numpy; numpy.save('$T/xmib.npy', numpy.full((1, 3, 8, 8), $mib, numpy.float32))"
+expect arena_default_run 1 "node 'cos': output 0 would take [0-9]+ bytes, above the limit of [0-9]+ bytes \\(the session's max_arena_bytes" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --input "x=$T/xmib.npy" --output-dir "$T/o"
+expect arena_default_calibration 1 "calibration batch 0 .*node 'cos': output 0 would take [0-9]+ bytes, above the limit" -- \
+    calibration --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --npy "$T/xmib.npy" \
+    --save_path "$T/o/c"
+CALQ=$calq_real
+# a graph input declared with 9 dims (calq holds 8) lost its shape and took any input: a 1x3x8x8 array ran
+expect input_rank_9 1 "graph input 'x' has 9 dims; calq supports tensors of up to 8 dims" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-input-rank-9.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# Loop conditions, the node's and the body's, of float32 (ONNX: bool) ran as "not zero"
+expect loop_condition_float 1 "node 'loop_node': the condition \\(input 1\\) is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+expect loop_body_condition_float 1 "node 'loop_node': the body's condition \\(output 0\\) is float32, but ONNX defines it as bool" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-loop-body-condition-float.onnx" --input "x=$T/x4.npy" --output-dir "$T/o"
+# HFMG on values spanning more than float32 holds: the histogram width overflowed and it printed scale 1, offset
+# -128 from a NaN clip range, exit 0
+expect hfmg_too_wide 1 "HFMG calibration failed for layer .*: its values span \\[-3.00000001e\\+38, 3.00000001e\\+38\\], wider than float32 holds" -- \
+    factors --algo hfmg --input "$T/wide.npy"
+# a refused run left the --output-dir folders it had made behind, empty
+rm -rf "$T/fresh"
+expect run_fresh_output_dir 1 "node 'if_node': the condition is float32" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-if-float-condition.onnx" --input "x=$T/x.npy" --output-dir "$T/fresh/a/b"
+[ -e "$T/fresh" ] && { echo "FAIL: run_fresh_output_dir: $T/fresh was left behind"; bad=1; }
+# a 6 MB prototxt of 100,000 in-place ReLUs (a caffemodel may be empty when no layer has weights): planning the
+# activation arena compared every tensor with every other one placed before it and took ~45 s (200,000: minutes)
+/usr/bin/python3 -c "
+import sys
+f = open(sys.argv[1], 'w')
+f.write('name: \"many\"\\ninput: \"data\"\\ninput_dim: 1\\ninput_dim: 1\\ninput_dim: 1\\ninput_dim: 4\\n')
+f.writelines('layer { name: \"r%d\" type: \"ReLU\" bottom: \"data\" top: \"data\" }\\n' % i for i in range(100000))" "$T/relu100k.prototxt"
+: >"$T/empty.caffemodel"
+/usr/bin/python3 -c "import numpy; numpy.save('$T/d4.npy', numpy.ones((1, 1, 1, 4), numpy.float32))"
+rm -rf "$T/relu"
+if timeout 20 "$CALQ" run --model "$T/relu100k.prototxt" --weights "$T/empty.caffemodel" --input "$T/d4.npy" \
+    --output-dir "$T/relu" >"$T/out" 2>"$T/err"; then
+    echo "ok: relu_100k_layers: $(grep -m1 'ran ' "$T/err" | cut -c1-120)"
+else
+    echo "FAIL: relu_100k_layers: exit $? (124: more than 20 s)"; tail -3 "$T/err"; bad=1
+fi
+# an output path naming a FIFO, a device or a link to one was replaced by the output's rename: --config_file
+# /dev/null turned the device into a regular file (as root)
+mkfifo "$T/fifo" && ln -s fifo "$T/fifo_link" || { echo "FAIL: cannot make a FIFO"; bad=1; }
+expect output_fifo 1 "cannot write .*/fifo: it is a FIFO \\(named pipe\\), which writing the output would replace" -- \
+    create-config --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --config_file "$T/fifo"
+expect output_fifo_link 1 "cannot write .*/fifo_link: it is a link to a FIFO \\(named pipe\\)" -- \
+    create-config --model "$SRC/tests/fuzz/corpus/onnx/regression-constantofshape-data-sized.onnx" --config_file "$T/fifo_link"
+rm -rf "$T/pipe" && mkdir -p "$T/pipe" && mkfifo "$T/pipe/z.npy"
+expect run_output_fifo 1 "cannot write .*/z.npy: it is not a regular file \\(a FIFO, a device or a socket\\) \\(no output was replaced\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-run-two-outputs-one-blocked.onnx" --input "x=$T/x.npy" --output-dir "$T/pipe"
+{ [ -p "$T/fifo" ] && [ -L "$T/fifo_link" ] && [ -p "$T/pipe/z.npy" ] && [ ! -e "$T/pipe/y.npy" ]; } ||
+    { echo "FAIL: output_fifo: a FIFO was replaced or an output written"; ls -la "$T" "$T/pipe"; bad=1; }
+# external data offset and length were read with strtoll: "12abc" was 12, a length of -5 was ignored (the model ran)
+mkdir -p "$T/ext" && cp "$SRC/tests/fuzz/corpus/onnx/regression-external-offset-12abc.onnx" \
+    "$SRC/tests/fuzz/corpus/onnx/regression-external-length-negative.onnx" "$T/ext/" &&
+    /usr/bin/python3 -c "import numpy; numpy.ones(108, numpy.float32).tofile('$T/ext/w.bin')"
+expect external_offset 1 "tensor 'w': external data offset '12abc' is not a whole number of bytes" -- \
+    run "$T/ext/regression-external-offset-12abc.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect external_length 1 "tensor 'w': external data length '-5' is not a whole number of bytes" -- \
+    run "$T/ext/regression-external-length-negative.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+# photo preprocessing that overflows float32 (--std 1e-45, --scale 3e38) made every pixel inf and calq run wrote inf /
+# NaN outputs with exit 0
+/usr/bin/python3 -c "
+import struct, sys, zlib
+def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+rows = b''.join(b'\\0' + bytes(range(24)) for _ in range(8))
+open(sys.argv[1], 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 8, 8, 8, 2, 0, 0, 0)) +
+                               chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))" "$T/p8.png"
+expect image_std_tiny 1 "p8.png: channel 0: \\(pixel - mean 0\\) / std 1.4013e-45 \\* scale 1 overflows float32 for pixels of 0 to 255" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" --std 1e-45 --output-dir "$T/o"
+expect image_scale_huge 1 "p8.png: channel 0: .* scale 3e\\+38 overflows float32" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" --scale 3e38 --output-dir "$T/o"
+if ! timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-reflect-3e38.onnx" --image "x=$T/p8.png" \
+    --mean 127 --std 128 --output-dir "$T/img_ok" >"$T/out" 2>"$T/err"; then
+    echo "FAIL: image_ok: the PNG fixture does not run:"; tail -3 "$T/err"; bad=1
+fi
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

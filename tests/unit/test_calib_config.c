@@ -461,6 +461,22 @@ static void test_json_errors(calq_model *m)
         EXPECT_STATUS(st, cases[i].status, &err, cases[i].needle);
         EXPECT(c == NULL);
     }
+    /* Nested deeper than the JSON reader's limit: said so, with the limit, not "JSON syntax error" */
+    {
+        static char deep[2 * 1200 + 64];
+        size_t at = (size_t)snprintf(deep, sizeof deep, "{\"version\": 1, \"x\": ");
+        for (int i = 0; i < 1200; i++) deep[at++] = '[';
+        for (int i = 0; i < 1200; i++) deep[at++] = ']';
+        deep[at++] = '}';
+        deep[at] = 0;
+        write_text("bad.json", deep);
+        calq_error err = {0};
+        calq_config *c = NULL;
+        EXPECT_STATUS(calq_config_load(m, "bad.json", &c, &err), CALQ_ERR_BAD_FORMAT, &err,
+                      "bad.json:1:1020: arrays and objects are nested more than 1000 levels deep, the limit of "
+                      "calq's JSON reader");
+        EXPECT(c == NULL);
+    }
     /* The layer is named in calq_error.layer. */
     write_text("bad.json", "{\"conv\": {\"activation_quant_params\": {\"search_step\": -1}}}");
     calq_error err = {0};

@@ -292,6 +292,28 @@ static void test_npy(void)
                       "npy_wrong.npy holds a 1x2x4x5 float32 array but input 'x' takes 1x2x4x4 float32");
         calq_data_free(d);
     }
+    /* float64 values beyond float32's range became inf: refused, naming the file and the element */
+    double big[32] = {0};
+    big[5] = -1e300;
+    calq_tensor bt = {.dtype = CALQ_DTYPE_FLOAT64, .ndim = 4, .dims = {1, 2, 4, 4}, .data = big};
+    EXPECT_STATUS(calq_npy_write("npy_big.npy", &bt, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq_data_open_npy("npy_big.npy", &d, &err), CALQ_OK, &err, NULL);
+    if (d) {
+        EXPECT_STATUS(calq_data_read_batch(d, 0, &t, 1, &err), CALQ_ERR_DATA, &err,
+                      "npy_big.npy: element 5 is -1e+300, beyond the largest float32 (3.40282e+38), so it would "
+                      "become -inf");
+        calq_data_free(d);
+    }
+    mkdir("bin_big", 0777);
+    big[5] = 0;
+    big[31] = 1e39;
+    write_bytes("bin_big/a.bin", big, sizeof big);
+    EXPECT_STATUS(calq_data_open_bin("bin_big", "float64", &d, &err), CALQ_OK, &err, NULL);
+    if (d) {
+        EXPECT_STATUS(calq_data_read_batch(d, 0, &t, 1, &err), CALQ_ERR_DATA, &err,
+                      "bin_big/a.bin: element 31 is 1e+39, beyond the largest float32");
+        calq_data_free(d);
+    }
     EXPECT_STATUS(calq_data_open_npy("no_such_dir", &d, &err), CALQ_ERR_IO, &err, "no_such_dir");
     /* A file named in a list that does not exist is reported at the preflight. */
     EXPECT_STATUS(calq_data_open_npy("npy/a.npy,gone.npy", &d, &err), CALQ_OK, &err, NULL);

@@ -138,6 +138,19 @@ static void test_errors(void)
     EXPECT(strstr(e.message, "invalid value inf or nan") && strstr(e.message, "NaN: 1") &&
            strstr(e.message, "+Inf: 1") && strstr(e.message, "pool1"));
     calq_hfmg_free(h);
+    /* finite values whose span overflows float32: refused, not scale 1 from a NaN clip range;
+     * also when a later batch widens the histogram that far */
+    float wide[2] = {3e38f, -3e38f}, small[2] = {1.0f, 2.0f};
+    for (int later = 0; later < 2; later++) {
+        h = make(2048, 1, 0);
+        if (later) EXPECT(calq_hfmg_feed(h, small, 2, &e) == CALQ_OK);
+        EXPECT(calq_hfmg_feed(h, wide, 2, &e) == CALQ_OK);
+        EXPECT(calq_hfmg_feed(h, small, 2, &e) == CALQ_OK);
+        EXPECT(calq_hfmg_compute(h, &r, &e) == CALQ_ERR_NOT_SUPPORT);
+        EXPECT(strstr(e.message, "pool1") && strstr(e.message, "span [-3.00000001e+38, 3.00000001e+38], wider than "
+                                                               "float32 holds"));
+        calq_hfmg_free(h);
+    }
 }
 
 /* AMCT's code lets bins left of the clip range add nothing to the loss, so on a normal sample

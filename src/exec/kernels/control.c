@@ -25,6 +25,21 @@
  * never turns false grew its stacks to half of the machine's memory before failing. */
 #define CALQ__LOOP_WHILE_MAX_BYTES ((size_t)64 << 20)
 
+/* What one tensor (a body's arena, a stack) may take: the session's limit, at most half of the
+ * machine's memory. */
+static size_t max_bytes(const calq_op_ctx *c)
+{
+    size_t m = calq__tensor_max_bytes();
+    return c->max_bytes && c->max_bytes < m ? c->max_bytes : m;
+}
+
+/* What the limit is, for messages. */
+static const char *max_bytes_what(const calq_op_ctx *c)
+{
+    return c->max_bytes && c->max_bytes < calq__tensor_max_bytes() ? "for one run (the session's max_arena_bytes)"
+                                                                   : "for one tensor (half of this machine's memory)";
+}
+
 /* Results of one call, kept from infer to run. */
 typedef struct body_result {
     int n;
@@ -90,7 +105,7 @@ static calq_status body_run(calq_op_ctx *c, body_runner *br, const calq_tensor *
     }
     if (!br->plan) {
         /* bounded as one tensor is: a body doubling a carried value asks for ever larger arenas */
-        calq_plan_opts o = {.max_arena_bytes = calq__tensor_max_bytes(), .body_budget = br->budget};
+        calq_plan_opts o = {.max_arena_bytes = max_bytes(c), .body_budget = br->budget};
         CALQ_TRY(calq__plan_build_opts(g, ins, g->n_inputs, &o, &br->plan, c->err));
     }
     calq_plan *p = br->plan;
@@ -173,14 +188,36 @@ static calq_status if_infer(calq_op_ctx *c)
     if (calq_tensor_numel(cond) != 1)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "the condition must hold one value, not %lld",
                              (long long)calq_tensor_numel(cond));
+    /* ONNX defines the condition as bool: a float one was taken as "not zero", as no runtime does */
+    if (cond->dtype != CALQ_DTYPE_BOOL)
+        return calq__op_fail(c, CALQ_ERR_DATA,
+                             "the condition is %s, but ONNX defines it as bool; compute it with a comparison or a "
+                             "Cast to bool",
+                             calq_dtype_name(cond->dtype));
+    /* Both branches, not only the one this run takes: a malformed else branch passed while the
+     * condition stayed true */
+    static const char *const branch[2] = {"else_branch", "then_branch"};
+    for (int b = 0; b < 2; b++) {
+        const calq_graph *bg = graph_attr(c, branch[b]);
+        if (!bg) return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing", branch[b]);
+        if (bg->n_outputs != c->n_out)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "%s has %d outputs, but the node has %d; both branches must give one value per "
+                                 "output of the node",
+                                 branch[b], bg->n_outputs, c->n_out);
+    }
+    /* the types of both, where the model declares them: they must agree */
+    const calq_graph *else_g = graph_attr(c, branch[0]), *then_g = graph_attr(c, branch[1]);
+    for (int i = 0; i < c->n_out; i++) {
+        calq_dtype te = else_g->values[else_g->outputs[i]].dtype, tt = then_g->values[then_g->outputs[i]].dtype;
+        if (te != CALQ_DTYPE_UNDEFINED && tt != CALQ_DTYPE_UNDEFINED && te != tt)
+            return calq__op_fail(c, CALQ_ERR_DATA,
+                                 "output %d is %s in then_branch but %s in else_branch; both branches must give "
+                                 "each output the same type",
+                                 i, calq_dtype_name(tt), calq_dtype_name(te));
+    }
     bool take = calq__tensor_get_f64(cond, 0) != 0.0;
-    body_runner br = {graph_attr(c, take ? "then_branch" : "else_branch"), NULL, c->body_budget, false};
-    if (!br.g)
-        return calq__op_fail(c, CALQ_ERR_BAD_FORMAT, "the %s attribute is missing",
-                             take ? "then_branch" : "else_branch");
-    if (br.g->n_outputs != c->n_out)
-        return calq__op_fail(c, CALQ_ERR_SHAPE, "the %s branch has %d outputs, the node %d", take ? "then" : "else",
-                             br.g->n_outputs, c->n_out);
+    body_runner br = {graph_attr(c, branch[take]), NULL, c->body_budget, false};
     if (br.g->n_inputs != c->n_in - 1)
         return calq__op_fail(c, CALQ_ERR_INTERNAL, "the branch reads %d outer values, the node passes %d",
                              br.g->n_inputs, c->n_in - 1);
@@ -198,6 +235,20 @@ static calq_status if_infer(calq_op_ctx *c)
         free(r->t);
         free(r);
         return s;
+    }
+    /* what the branch gave against what the other one declares */
+    const calq_graph *other = take ? else_g : then_g;
+    for (int i = 0; i < c->n_out; i++) {
+        calq_dtype declared = other->values[other->outputs[i]].dtype;
+        if (declared != CALQ_DTYPE_UNDEFINED && declared != r->t[i].dtype) {
+            s = calq__op_fail(c, CALQ_ERR_DATA,
+                              "output %d is %s from %s but %s declares it %s; both branches must give each output "
+                              "the same type",
+                              i, calq_dtype_name(r->t[i].dtype), branch[take], branch[!take],
+                              calq_dtype_name(declared));
+            result_free(r);
+            return s;
+        }
     }
     return publish(c, r);
 }
@@ -269,6 +320,12 @@ static calq_status loop_infer(calq_op_ctx *c)
                              "needs %d inputs and %d outputs",
                              g->n_formal_inputs, g->n_outputs, n_carried, 2 + n_carried, c->n_out);
     const calq_tensor *M = c->in[0], *cond0 = c->in[1];
+    /* bool, as If's (ONNX); a float32 condition ran as "not zero" */
+    if (cond0 && cond0->dtype != CALQ_DTYPE_BOOL)
+        return calq__op_fail(c, CALQ_ERR_DATA,
+                             "the condition (input 1) is %s, but ONNX defines it as bool; compute it with a "
+                             "comparison or a Cast to bool",
+                             calq_dtype_name(cond0->dtype));
     int64_t max_trip = M && calq_tensor_numel(M) == 1 ? calq__tensor_get_i64(M, 0) : -1;
     /* A negative trip count runs no iteration, as in onnxruntime (iter < M); it was taken for
      * "no trip count" and ran until the condition ended the loop, or calq's limit. */
@@ -310,8 +367,8 @@ static calq_status loop_infer(calq_op_ctx *c)
                              (long long)max_trip, (long long)CALQ__LOOP_MAX_ITERATIONS);
     }
     const int64_t limit = max_trip >= 0 ? max_trip : CALQ__LOOP_MAX_ITERATIONS;
-    size_t max = calq__tensor_max_bytes();
-    const char *what = "for one tensor (half of this machine's memory)";
+    size_t max = max_bytes(c);
+    const char *what = max_bytes_what(c);
     if (max_trip < 0 && max > CALQ__LOOP_WHILE_MAX_BYTES) {
         max = CALQ__LOOP_WHILE_MAX_BYTES;
         what = "for what a Loop without a trip count may accumulate (docs/operators.md)";
@@ -322,8 +379,27 @@ static calq_status loop_infer(calq_op_ctx *c)
         for (int k = 0; k < n_carried; k++) ins[2 + k] = r->t[k];
         for (int k = 0; k < n_captured; k++) ins[2 + n_carried + k] = *c->in[c->node->n_formal + k];
         if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        if (outs[0].dtype != CALQ_DTYPE_BOOL)
+            s = calq__op_fail(c, CALQ_ERR_DATA,
+                              "the body's condition (output 0) is %s, but ONNX defines it as bool; compute it with a "
+                              "comparison or a Cast to bool",
+                              calq_dtype_name(outs[0].dtype));
         cond = calq_tensor_numel(&outs[0]) == 1 && calq__tensor_get_f64(&outs[0], 0) != 0.0;
         cond_v = cond;
+        /* ONNX keeps a carried value's type across iterations (its shape may change): a body turning a
+         * float32 into a float64 fed the next iteration a type its plan was not built for */
+        for (int k = 0; k < n_carried && s == CALQ_OK; k++)
+            if (outs[1 + k].dtype != r->t[k].dtype)
+                s = calq__op_fail(c, CALQ_ERR_DATA,
+                                  "loop-carried value %d ('%s') enters iteration %lld as %s but the body returns it "
+                                  "as %s; a Loop body must keep each carried value's type (cast it back inside the "
+                                  "body)",
+                                  k, g->values[g->inputs[2 + k]].name, (long long)iter, calq_dtype_name(r->t[k].dtype),
+                                  calq_dtype_name(outs[1 + k].dtype));
+        if (s != CALQ_OK) {
+            for (int k = 0; k < g->n_outputs; k++) calq_tensor_free_data(&outs[k]);
+            break;
+        }
         calq_tensor_free_data(&outs[0]);
         for (int k = 0; k < n_carried; k++) {
             calq_tensor_free_data(&r->t[k]);
@@ -468,13 +544,24 @@ static calq_status scan_infer(calq_op_ctx *c)
         for (int k = 0; k < n_in_scan; k++) ins[n_state + k] = slices[k];
         for (int k = 0; k < n_captured; k++) ins[n_formal + k] = *c->in[n_formal + k];
         if ((s = body_run(c, &br, ins, outs)) != CALQ_OK) break;
+        /* as a Loop's carried values: a state keeps its type from step to step */
+        for (int k = 0; k < n_state && s == CALQ_OK; k++)
+            if (outs[k].dtype != r->t[k].dtype)
+                s = calq__op_fail(c, CALQ_ERR_DATA,
+                                  "state %d ('%s') enters step %lld as %s but the body returns it as %s; a Scan body "
+                                  "must keep each state's type (cast it back inside the body)",
+                                  k, g->values[g->inputs[k]].name, (long long)t, calq_dtype_name(r->t[k].dtype),
+                                  calq_dtype_name(outs[k].dtype));
+        if (s != CALQ_OK) {
+            for (int k = 0; k < g->n_outputs; k++) calq_tensor_free_data(&outs[k]);
+            break;
+        }
         for (int k = 0; k < n_state; k++) {
             calq_tensor_free_data(&r->t[k]);
             r->t[k] = outs[k];
         }
         for (int k = 0; k < n_out_scan && s == CALQ_OK; k++)
-            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true, calq__tensor_max_bytes(),
-                             "for one tensor (half of this machine's memory)");
+            s = stack_append(c, &stacks[k], &caps[k], &outs[n_state + k], k, T, true, max_bytes(c), max_bytes_what(c));
         for (int k = 0; k < n_out_scan; k++) calq_tensor_free_data(&outs[n_state + k]);
     }
     /* stacks are [T, ...]: reverse and move the step axis where the attributes put it. */

@@ -410,8 +410,9 @@ static calq_status match_one(mctx *c, int fi, int qi, calq__cmp_match *m, bool *
     }
     /* a second activation (MatMul of two variable inputs, §8.1): its own quantize chain from a
      * float tensor of F belongs to the layer too */
-    if (!m->stop_int8 && qn->n_inputs >= 2 && qn->inputs[1] >= 0 && !q->values[qn->inputs[1]].constant &&
-        (is_op(qn, "MatMul") || is_op(qn, "Gemm") || is_op(qn, "BatchMatMul"))) {
+    const calq_qkind *kind = calq__qkind_of_node(f, fi);
+    if (!m->stop_int8 && kind && (kind->act_inputs & 2u) && !kind->tensor_only && qn->n_inputs >= 2 &&
+        qn->inputs[1] >= 0 && !q->values[qn->inputs[1]].constant) {
         calq__cmp_match scratch = {.stop_scale = -1, .stop_zp = -1};
         int s2 = input_stop(c, qn->inputs[1], &scratch);
         int f2 = s2 >= 0 ? f_value_of(c, q->values[s2].name) : -1;

@@ -214,6 +214,32 @@ static calq_status check_inputs(const calq_model *fm, const calq_model *qm, calq
     return CALQ_OK;
 }
 
+/* NaN or inf in a float input makes every figure NaN: refused naming the batch, the input and the
+ * element (calibration refuses such data too, amct-reference.md §8.4). */
+static calq_status check_finite(const calq_model *fm, calq_data *data, int b, const calq_tensor *ins, int n_in,
+                                calq_error *err)
+{
+    for (int i = 0; i < n_in; i++) {
+        if (ins[i].dtype != CALQ_DTYPE_FLOAT32) continue;
+        const float *x = ins[i].data;
+        int64_t n = calq_tensor_numel(&ins[i]);
+        for (int64_t k = 0; k < n; k++)
+            if (!isfinite(x[k])) {
+                calq_value_info v;
+                char src[1024];
+                calq_model_input_info(fm, i, &v);
+                return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                                  "compare: batch %d (%s), input '%s': element %lld is %s; every figure would be NaN. "
+                                  "Fix or drop that batch",
+                                  b, calq_data_batch_source(data, b, src, sizeof src), v.name, (long long)k,
+                                  x[k] != x[k] ? "NaN"
+                                  : x[k] > 0   ? "+inf"
+                                               : "-inf");
+            }
+    }
+    return CALQ_OK;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -360,6 +386,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     for (int b = 0; st == CALQ_OK && b < nb; b++) {
         char src[1024];
         st = calq_data_read_batch_resize(data, b, ins, n_in, err); /* text lines of several widths too */
+        if (st == CALQ_OK) st = check_finite(fm, data, b, ins, n_in, err);
         if (st == CALQ_OK && (st = calq_session_run(fs, ins, n_in, err)) != CALQ_OK)
             calq__prefix(err, "compare: float model, batch %d (%s)", b,
                          calq_data_batch_source(data, b, src, sizeof src));

@@ -94,6 +94,17 @@ for t in 1 2; do
 done
 $CHECK same "$T/t1.json" "$T/t2.json" || fail "--threads 1 and 2 give other figures"
 
+# NaN data: refused naming the batch, the input and the element (the figures were all NaN, exit 0)
+mkdir -p "$T/nan"
+$PY -c "
+import numpy as np, sys
+a = np.zeros((1, 3, 240, 320), np.float32); a[0, 1, 2, 3] = np.nan
+np.save(sys.argv[1] + '/0.npy', a)" "$T/nan" || fail "NaN .npy"
+"$CALQ" compare --model "$UF" --quantized "$T/uf/uf_qdq.onnx" --npy "$T/nan" >"$T/nan.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "input 'input': element 77443 is NaN" "$T/nan.txt" ||
+    { fail "compare on NaN data: exit $rc"; cat "$T/nan.txt"; }
+
 # Caffe: MTCNN det3 (PReLU in place: the quantized blobs are renamed by the DeQuant write)
 C3="--resize 48x48 --mean 127.5 --std 128 --input_shape data:1,3,48,48"
 # shellcheck disable=SC2086

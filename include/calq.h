@@ -888,12 +888,13 @@ CALQ_API calq_status calq_save_models_staged(calq_outputs *outputs, const calq_m
  * One run of the model per layer and batch; the batches' inputs and float outputs are held
  * meanwhile (memory grows with batch_num here: bound it with opts.batch_num). */
 typedef struct calq_compare_opts {
-    int isolated;     /* 1: also each layer quantized alone (0: accumulated only) */
-    int sensitivity;  /* 1: also each layer quantized alone, measured at the model outputs */
-    int outputs_only; /* 1: the model outputs only (no per-layer figures; faster) */
-    int batch_num;    /* batches of the data to run (0: all of them) */
-    int n_threads;    /* 0: OpenMP's default. The figures never depend on it. */
-    int log;          /* 1 (default): a CALQ_LOG_DEBUG line per batch (calq_set_log); 0: quiet */
+    int isolated;           /* 1: also each layer quantized alone (0: accumulated only) */
+    int sensitivity;        /* 1: also each layer quantized alone, measured at the model outputs */
+    int outputs_only;       /* 1: the model outputs only (no per-layer figures; faster) */
+    int batch_num;          /* batches of the data to run (0: all of them) */
+    int n_threads;          /* 0: OpenMP's default. The figures never depend on it. */
+    int log;                /* 1 (default): a CALQ_LOG_DEBUG line per batch (calq_set_log); 0: quiet */
+    size_t max_arena_bytes; /* the sessions' calq_session_opts.max_arena_bytes: 0 (default) no limit */
 } calq_compare_opts;
 
 /* Defaults: accumulated, every layer, every batch, log 1. */

@@ -11,7 +11,7 @@
 
 typedef struct compare_args {
     const char *model, *weights, *qmodel, *qweights, *shapes, *json, *html;
-    int batch_num, top, threads, isolated, sensitivity;
+    int batch_num, top, threads, isolated, sensitivity, max_arena_mb;
     cli_data data;
 } compare_args;
 
@@ -82,6 +82,13 @@ static const cli_flag flags[] = {
      .lo = 0,
      .hi = INT_MAX,
      .help = "layers in the table (default 20; 0: all)"},
+    {.name = "--max-arena-mb",
+     .type = CLI_INT,
+     .offset = offsetof(compare_args, max_arena_mb),
+     .metavar = "N",
+     .lo = 0,
+     .hi = 1073741824,
+     .help = CLI_MAX_ARENA_HELP},
     {.name = "--threads",
      .type = CLI_THREADS,
      .offset = offsetof(compare_args, threads),
@@ -95,7 +102,7 @@ static const cli_command command = {
                 "--quantized Q.onnx|Q.prototxt [--quantized-weights QW.caffemodel]\n"
                 "(--data_dir \"d1/;d2/\" [--data_types T] | --images DIR | --npy SPEC)\n"
                 "[--input_shape \"in:n,c,h,w;...\"] [--batch_num N] [--isolated] [--sensitivity]\n"
-                "[--json FILE] [--html FILE] [--top N] [--threads N]",
+                "[--json FILE] [--html FILE] [--top N] [--threads N] [--max-arena-mb N]",
     .flags = CLI_FLAGS(flags),
     .positional = CLI_NO_POSITIONAL,
 };
@@ -200,10 +207,12 @@ static void print_table(const calq_compare_result *r, int top, bool isolated, bo
 
 int calq_cmd_compare(int argc, char **argv)
 {
-    compare_args a = {.top = 20};
+    compare_args a = {.top = 20, .max_arena_mb = -1};
     cli_data_init(&a.data);
     int r = cli_parse(&command, argc, argv, &a);
     if (r) return r < 0 ? 0 : r;
+    size_t max_arena;
+    if ((r = cli_max_arena(a.max_arena_mb, &max_arena)) != 0) return r;
     const char *missing = cli_data_missing(&a.data);
     if (missing) {
         fprintf(stderr, "calq: error: %s ('calq compare --help' lists the options)\n", missing);
@@ -215,6 +224,7 @@ int calq_cmd_compare(int argc, char **argv)
     o.sensitivity = a.sensitivity;
     o.batch_num = a.batch_num;
     o.n_threads = a.threads;
+    o.max_arena_bytes = max_arena;
     const char *model = a.model, *weights = a.weights, *qmodel = a.qmodel, *qweights = a.qweights;
     const char *shapes = a.shapes, *json = a.json, *html = a.html;
     int top = a.top;

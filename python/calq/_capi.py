@@ -54,7 +54,7 @@ class SessionOpts(Structure):  # calq_session_opts
 
 class CompareOpts(Structure):  # calq_compare_opts
     _fields_ = [("isolated", c_int), ("sensitivity", c_int), ("outputs_only", c_int), ("batch_num", c_int),
-                ("n_threads", c_int), ("log", c_int)]
+                ("n_threads", c_int), ("log", c_int), ("max_arena_bytes", c_size_t)]
 
 
 class SaveSkip(Structure):  # calq_save_skip

@@ -363,7 +363,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
     }
     if (st == CALQ_OK && c.n == 0 && n_out == 0)
         st = calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "compare: nothing to compare");
-    calq_session_opts so = {.n_threads = o.n_threads, .no_fusion = 1};
+    calq_session_opts so = {.n_threads = o.n_threads, .no_fusion = 1, .max_arena_bytes = o.max_arena_bytes};
     if (st == CALQ_OK) st = calq__session_create_graph(run_g ? run_g : fold, &so, &fs, err);
     /* Q runs as its file says: a QDQ model as float fake-quant, so every layer's output exists */
     if (st == CALQ_OK) st = calq_session_create(qm, &so, &qs, err);
@@ -419,7 +419,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
                       calq_data_batch_source(data, b, src, sizeof src));
     }
     if (st == CALQ_OK && o.sensitivity && c.n)
-        st = calq__cmp_sensitivity(fold, qm->g, m, c.n, data, nb, ins, n_in, o.n_threads, o.log, r->layers, err);
+        st = calq__cmp_sensitivity(fold, qm->g, m, c.n, data, nb, ins, n_in, &o, r->layers, err);
     if (st == CALQ_OK) {
         r->model = dup_or_empty(model_label);
         r->quantized = dup_or_empty(quantized_label);

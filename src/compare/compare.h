@@ -58,10 +58,10 @@ int calq__cmp_copy_layer(calq_graph *g, const calq_graph *q, const calq__cmp_mat
 
 /* calq_compare_opts.sensitivity (sensitivity.c): for each layer i with m[i].iso, F with that
  * layer alone replaced by its Q copy, run on batches 0..nb-1 of data (ins: n_in tensors shaped
- * for the batches, their buffers used for reading); the model outputs against F's fill
- * out[i].sens, sens_output and has_sensitivity. */
+ * for the batches, their buffers used for reading; o: threads, log, arena limit); the model
+ * outputs against F's fill out[i].sens, sens_output and has_sensitivity. */
 calq_status calq__cmp_sensitivity(const calq_graph *f, const calq_graph *q, const calq__cmp_match *m, int n,
-                                  calq_data *data, int nb, calq_tensor *ins, int n_in, int n_threads, int log,
+                                  calq_data *data, int nb, calq_tensor *ins, int n_in, const calq_compare_opts *o,
                                   calq_compare_layer *out, calq_error *err);
 
 /* Streaming sums of float y against quantized q (stats.c). Every call is one batch; the sums

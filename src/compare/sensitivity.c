@@ -205,11 +205,12 @@ static calq_status measure(const calq_graph *f, one *o, const held_batches *h, c
 }
 
 calq_status calq__cmp_sensitivity(const calq_graph *f, const calq_graph *q, const calq__cmp_match *m, int n,
-                                  calq_data *data, int nb, calq_tensor *ins, int n_in, int n_threads, int log,
+                                  calq_data *data, int nb, calq_tensor *ins, int n_in, const calq_compare_opts *o,
                                   calq_compare_layer *out, calq_error *err)
 {
     held_batches h = {.nb = nb, .n_in = n_in, .n_out = f->n_outputs};
-    calq_session_opts so = {.n_threads = n_threads};
+    int n_threads = o->n_threads, log = o->log;
+    calq_session_opts so = {.n_threads = n_threads, .max_arena_bytes = o->max_arena_bytes};
     int *qmap = malloc(sizeof(int) * ((size_t)q->n_values + 1));
     calq__cmp_acc *acc = calloc((size_t)f->n_outputs + 1, sizeof *acc);
     calq_status st = qmap && acc ? CALQ_OK : oom(err);
@@ -218,11 +219,11 @@ calq_status calq__cmp_sensitivity(const calq_graph *f, const calq_graph *q, cons
     for (int i = 0; i < n; i++) n_iso += m[i].iso;
     for (int i = 0; st == CALQ_OK && i < n; i++) {
         if (!m[i].iso) continue;
-        one o = {q, &m[i], f->nodes[m[i].f_node].name, qmap, -1};
-        st = measure(f, &o, &h, &so, n_threads, acc, &out[i], err);
+        one l = {q, &m[i], f->nodes[m[i].f_node].name, qmap, -1};
+        st = measure(f, &l, &h, &so, n_threads, acc, &out[i], err);
         if (st == CALQ_OK && log)
             calq__log(CALQ_LOG_DEBUG, "calq: compare: sensitivity %d/%d: %s alone: output cosine %.6f", ++done, n_iso,
-                      o.layer, out[i].has_sensitivity ? out[i].sens.cosine : NAN);
+                      l.layer, out[i].has_sensitivity ? out[i].sens.cosine : NAN);
     }
     held_free(&h);
     free(acc);

@@ -54,6 +54,7 @@ typedef enum calq_post_kind {
     CALQ_POST_CLIP,         /* min(max(x, alpha), beta) */
     CALQ_POST_HARD_SIGMOID, /* max(0, min(1, alpha * x + beta)) */
     CALQ_POST_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1 / 2)) */
+    CALQ_POST_SWISH,        /* x * sigmoid(alpha * x) (SiLU: alpha 1) */
     CALQ_POST_SIGMOID,
     CALQ_POST_TANH,
     CALQ_POST_ELU,         /* x < 0 ? alpha * (exp(x) - 1) : x */

@@ -242,27 +242,38 @@ static calq_status try_elementwise(fast_ctx *f, calq_plan_step *st, bool *done)
     return CALQ_OK;
 }
 
-/* True when old steps a and b, both reading value x, are HardSigmoid(x) with alpha 1/6, beta 1/2
- * (read only by b) and Mul(x, that): HardSwish written out. */
-static bool hard_swish_pair(const fast_ctx *f, int x, int a, int b)
+/* The gate of a written-out gated activation: old steps a and b, both reading value x, are
+ * Gate(x) (read only by b) and Mul(x, that). Exporters write HardSwish as x * HardSigmoid(x)
+ * (alpha 1/6, beta 1/2) and SiLU / Swish as x * Sigmoid(x) (torch.onnx before opset 14,
+ * EfficientNet, YOLOv5/v8). Returns the post-op that computes both, or -1. */
+static int gated_pair(const fast_ctx *f, int x, int a, int b)
 {
     const calq_graph *g = f->p->g;
-    const calq_node *hs = &g->nodes[f->old[a].node], *mul = &g->nodes[f->old[b].node];
-    if (hs->domain[0] || mul->domain[0] || strcmp(hs->op_type, "HardSigmoid") != 0 || strcmp(mul->op_type, "Mul") != 0)
-        return false;
-    if (hs->n_inputs != 1 || hs->inputs[0] != x || hs->n_outputs != 1 || hs->outputs[0] < 0) return false;
-    const int h = hs->outputs[0];
-    if (f->uses[h] != 1 || f->consumer[h] != b || kept(f, h)) return false;
-    if (mul->n_inputs != 2 || mul->n_outputs != 1 || mul->outputs[0] < 0) return false;
-    if (!((mul->inputs[0] == x && mul->inputs[1] == h) || (mul->inputs[0] == h && mul->inputs[1] == x))) return false;
+    const calq_node *gate = &g->nodes[f->old[a].node], *mul = &g->nodes[f->old[b].node];
+    if (gate->domain[0] || mul->domain[0] || strcmp(mul->op_type, "Mul") != 0) return -1;
+    int kind;
+    if (strcmp(gate->op_type, "HardSigmoid") == 0) {
+        /* the float32 constants torch.onnx writes for hardswish's 1/6 and 1/2 */
+        if (calq__attr_float(gate, "alpha", 0.2f) != 1.0f / 6.0f || calq__attr_float(gate, "beta", 0.5f) != 0.5f)
+            return -1;
+        kind = CALQ_POST_HARD_SWISH;
+    } else if (strcmp(gate->op_type, "Sigmoid") == 0) {
+        kind = CALQ_POST_SWISH;
+    } else {
+        return -1;
+    }
+    if (gate->n_inputs != 1 || gate->inputs[0] != x || gate->n_outputs != 1 || gate->outputs[0] < 0) return -1;
+    const int h = gate->outputs[0];
+    if (f->uses[h] != 1 || f->consumer[h] != b || kept(f, h)) return -1;
+    if (mul->n_inputs != 2 || mul->n_outputs != 1 || mul->outputs[0] < 0) return -1;
+    if (!((mul->inputs[0] == x && mul->inputs[1] == h) || (mul->inputs[0] == h && mul->inputs[1] == x))) return -1;
     const calq_tensor *xt = &f->p->vals[x].t, *yt = &f->p->vals[mul->outputs[0]].t;
-    if (xt->dtype != CALQ_DTYPE_FLOAT32 || !calq__shape_equal(xt->dims, xt->ndim, yt->dims, yt->ndim)) return false;
-    /* the float32 constants torch.onnx writes for hardswish's 1/6 and 1/2 */
-    return calq__attr_float(hs, "alpha", 0.2f) == 1.0f / 6.0f && calq__attr_float(hs, "beta", 0.5f) == 0.5f;
+    if (xt->dtype != CALQ_DTYPE_FLOAT32 || !calq__shape_equal(xt->dims, xt->ndim, yt->dims, yt->ndim)) return -1;
+    return kind;
 }
 
 /* The chain of element-wise layers that could follow step s as post-ops. Returns its length;
- * hswish_sig[i] is the HardSigmoid step a HardSwish post-op also absorbs (else -1). */
+ * hswish_sig[i] is the gate step (HardSigmoid, Sigmoid) a gated post-op also absorbs (else -1). */
 static int chain_of(fast_ctx *f, int s, calq_post_op *ops, int *operand_v, int *steps, int *hswish_sig)
 {
     calq_plan *p = f->p;
@@ -272,11 +283,12 @@ static int chain_of(fast_ctx *f, int s, calq_post_op *ops, int *operand_v, int *
     while (n < MAX_CHAIN) {
         if (kept(f, cur)) break;
         if (f->uses[cur] == 2 && n + 2 <= MAX_CHAIN) {
-            /* x * HardSigmoid(x) with HardSwish's constants, as exporters write HardSwish */
+            /* x * HardSigmoid(x) (HardSwish) or x * Sigmoid(x) (SiLU) written out */
             int a = f->first_consumer[cur], b = f->consumer[cur];
             if (a <= s || f->absorbed[a] || f->absorbed[b] || f->old[a].dynamic || f->old[b].dynamic) break;
-            if (!hard_swish_pair(f, cur, a, b)) break;
-            ops[n] = (calq_post_op){.kind = CALQ_POST_HARD_SWISH, .exact = false};
+            int kind = gated_pair(f, cur, a, b);
+            if (kind < 0) break;
+            ops[n] = (calq_post_op){.kind = (calq_post_kind)kind, .alpha = 1.0f, .exact = false};
             operand_v[n] = -1;
             steps[n] = b; /* absorbs both; the Mul is the later one */
             hswish_sig[n] = a;

@@ -221,6 +221,7 @@ dnnl_status_t calq__conv_post_ops(const calq_op_ctx *c, int n, int nd, int64_t c
             if (st == dnnl_success) st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
             break;
         case CALQ_POST_HARD_SWISH: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0, 0); break;
+        case CALQ_POST_SWISH: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_swish, op->alpha, 0); break;
         case CALQ_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_logistic, 0, 0); break;
         case CALQ_POST_TANH: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_tanh, 0, 0); break;
         case CALQ_POST_ELU: st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, op->alpha, 0); break;

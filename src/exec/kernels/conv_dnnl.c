@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/conv_s2d.h"
 #include "exec/kernels/conv_wino.h"
 #include "exec/kernels/dnnl_common.h"
 
@@ -91,6 +92,8 @@ typedef struct conv_state {
     size_t dst_bytes; /* blocked output size, for the sum's copy */
     /* Winograd path (conv_wino.h): when set, nothing above but `serial` is used */
     calq_conv_wino *wino;
+    /* ConvTranspose with kernel == stride (conv_s2d.h): when set, nothing above is used */
+    calq_deconv_s2d *s2d;
 } conv_state;
 
 void calq__conv_dnnl_release(void *state)
@@ -108,6 +111,7 @@ void calq__conv_dnnl_release(void *state)
         if (s->bin_mem[i]) dnnl_memory_destroy(s->bin_mem[i]);
     if (s->stream) dnnl_stream_destroy(s->stream);
     calq__conv_wino_free(s->wino);
+    calq__deconv_s2d_free(s->s2d);
     free(s);
 }
 
@@ -366,6 +370,25 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
      * ends in a graph output): the tensors observed then are the direct kernel's whether the
      * graph around them is fused or not (with --dump-all nothing is fused, and Winograd without
      * the residual sum would otherwise be chosen where a fused chain takes the direct kernel). */
+    /* A ConvTranspose whose kernel equals its stride, on channels-last data: matrix products
+     * written in place (conv_s2d.h). Not where the unfused bits are required, as for Winograd. */
+    if (layouts && !c->exact_only && c->native == CALQ_LAYOUT_CHANNELS_LAST && calq__deconv_s2d_fits(&g)) {
+        calq_deconv_s2d *t = NULL;
+        CALQ_TRY(calq__deconv_s2d_create(c, &g, &t));
+        if (t) {
+            conv_state *s = calloc(1, sizeof *s);
+            if (!s) {
+                calq__deconv_s2d_free(t);
+                return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the convolution");
+            }
+            s->s2d = t;
+            s->sum_post = -1;
+            c->in_layout[0] = c->out_layout[0] = CALQ_LAYOUT_CHANNELS_LAST;
+            c->n_post_used = 0;
+            c->state = s;
+            return CALQ_OK;
+        }
+    }
     if (layouts && !c->exact_only && calq__conv_wino_fits(&g, c->native)) {
         int n = c->n_post < CALQ_CONV_MAX_POST ? c->n_post : CALQ_CONV_MAX_POST;
         for (; n >= 0; n--) {
@@ -547,6 +570,7 @@ static calq_status conv_run(calq_op_ctx *c, conv_state *s);
 calq_status calq__conv_dnnl_run(calq_op_ctx *c)
 {
     conv_state *s = c->state;
+    if (s->s2d) return calq__deconv_s2d_run(c, s->s2d);
     if (!s->prim && !s->wino) return gemm_run(c, s);
     const int prev = calq__dnnl_serial_begin(s->serial);
     calq_status st = s->wino ? calq__conv_wino_run(c, s->wino) : conv_run(c, s);

@@ -61,6 +61,7 @@ typedef enum calq_post_kind {
     CALQ_POST_SUM,         /* x + operand (same shape, in the output's layout): a residual Add */
     CALQ_POST_ADD_CHANNEL, /* x + operand[c]: a constant with one value per output channel (or one) */
     CALQ_POST_MUL_CHANNEL, /* x * operand[c] */
+    CALQ_POST_DIV_SCALAR,  /* x / operand[0]: a Div by one constant value (attention's scaling) */
     CALQ_POST_ADD_LAST     /* x + operand[j], j the index along the last axis: a MatMul's bias (rank >= 3) */
 } calq_post_kind;
 

@@ -3,18 +3,19 @@
  *
  * Exactness (calq_post_op.exact) compares oneDNN's post-op with calq's reference formula
  * (kernels/elementwise_unary.c) for finite inputs: Relu / LeakyRelu (compare and multiply), Clip
- * (max then min), the residual sum, the per-channel add / multiply and a MatMul's bias (an add
- * per last-axis element) are the same operations in float32. HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta
- * into one fused multiply-add where calq rounds twice), Sigmoid, Tanh and Elu (oneDNN's polynomial exp / tanh) differ
- * in the last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's Relu is max(x, 0),
- * which turns NaN into 0). */
+ * (max then min), the residual sum, the per-channel add / multiply, a division by one constant
+ * value and a MatMul's bias (an add per last-axis element) are the same operations in float32.
+ * HardSigmoid / HardSwish (oneDNN contracts alpha * x + beta into one fused multiply-add where
+ * calq rounds twice), Sigmoid, Tanh, Elu and SiLU (oneDNN's polynomial exp / tanh) differ in the
+ * last bits, within the fast-vs-reference tolerance. NaN inputs may map differently (oneDNN's
+ * Relu is max(x, 0), which turns NaN into 0). */
 #include "exec/post_ops.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-typedef enum { P_UNARY, P_CLIP, P_ADD, P_MUL } post_form;
+typedef enum { P_UNARY, P_CLIP, P_ADD, P_MUL, P_DIV } post_form;
 
 static const struct {
     const char *op_type;
@@ -34,6 +35,7 @@ static const struct {
     {"Elu", P_UNARY, CALQ_POST_ELU, false, "alpha", NULL, 1.0f, 0.0f},
     {"Add", P_ADD, CALQ_POST_SUM, true, NULL, NULL, 0.0f, 0.0f},
     {"Mul", P_MUL, CALQ_POST_MUL_CHANNEL, true, NULL, NULL, 0.0f, 0.0f},
+    {"Div", P_DIV, CALQ_POST_DIV_SCALAR, true, NULL, NULL, 0.0f, 0.0f},
 };
 
 static bool is_f32(const calq_tensor *t)
@@ -107,6 +109,17 @@ bool calq__post_op_for(const calq_plan *p, const calq_node *n, int x, calq_post_
                                                : post_table[i].beta;
             return true;
         case P_CLIP: return n->inputs[0] == x && clip_bounds(p, n, &op->alpha, &op->beta);
+        case P_DIV: {
+            /* x / c with c one constant value (not c / x) */
+            if (n->n_inputs != 2 || n->inputs[0] != x || n->inputs[1] < 0 || n->inputs[1] == x) return false;
+            const calq_plan_value *ov = &p->vals[n->inputs[1]];
+            if ((ov->kind != CALQ_PV_CONST && ov->kind != CALQ_PV_FOLDED) || !is_f32(&ov->t) || !ov->t.data ||
+                calq_tensor_numel(&ov->t) != 1 || ov->t.ndim > xt->ndim)
+                return false;
+            *operand_v = n->inputs[1];
+            op->operand = &ov->t;
+            return true;
+        }
         case P_ADD:
         case P_MUL: {
             if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;

@@ -267,6 +267,12 @@ static void test_exact_parts(void)
     /* a MatMul followed by an element-wise layer it does not take (a post-op without operand) */
     const int64_t wd[2] = {40, 24};
     y = gb_unary(&b, "relu", "Relu", gb_binary(&b, "l3", "MatMul", y, gb_const(&b, "l3.w", wd, 2, -0.3f, 0.3f)));
+    /* attention's scaling written as a Div by a constant: by a power of two (taken as a multiply by
+     * its reciprocal) and by another value (a divide) */
+    const int64_t wd4[2] = {24, 24};
+    y = gb_binary(&b, "l4", "MatMul", y, gb_const(&b, "l4.w", wd4, 2, -0.3f, 0.3f));
+    y = gb_binary(&b, "div8", "Div", y, gb_scalar(&b, "div8.k", 8.0f));
+    y = gb_binary(&b, "div3", "Div", y, gb_scalar(&b, "div3.k", 3.0f));
     gb_output(&b, y);
     b.g->opset = 13;
     calq_error err = {0};
@@ -279,6 +285,7 @@ static void test_exact_parts(void)
     run_graph(b.g, &xt, &rc, NULL, 0, tmp, plain, NULL);
     EXPECT(t_same_bits(&fused[0], &plain[0]));
     EXPECT(!ran(b.g, has, "l1.bias") && !ran(b.g, has, "l2.bias"));
+    EXPECT(!ran(b.g, has, "div8") && !ran(b.g, has, "div3"));
     if (have_vector_erf()) EXPECT(!ran(b.g, has, "g1.erf") && !ran(b.g, has, "g2.erf"));
     free(has);
     t_free_all(fused, 1);

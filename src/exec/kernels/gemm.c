@@ -289,16 +289,20 @@ static calq_status mm_prepare(calq_op_ctx *c)
         for (int i = 0; i < c->n_post && d.n_bin < CALQ_MM_MAX_BIN; i++) {
             const calq_post_op *op = &c->post[i];
             const bool binary = op->kind == CALQ_POST_ADD_LAST || op->kind == CALQ_POST_ADD_CHANNEL ||
-                                op->kind == CALQ_POST_MUL_CHANNEL;
+                                op->kind == CALQ_POST_MUL_CHANNEL || op->kind == CALQ_POST_DIV_SCALAR;
             if (!binary || !op->operand) break; /* the element-wise ones and the residual sum stay layers */
             const int64_t n = calq_tensor_numel(op->operand);
             const calq_tensor *y = c->out[0];
             /* one value per column of the products (not so when B is a vector: then Y's last dim is M) */
             bool per_col = n == g.N && n > 1 && y->ndim >= 1 && y->dims[y->ndim - 1] == g.N &&
                            (op->kind == CALQ_POST_ADD_LAST || (op->kind == CALQ_POST_ADD_CHANNEL && y->ndim == 2));
-            bool scalar = (op->kind == CALQ_POST_ADD_CHANNEL || op->kind == CALQ_POST_MUL_CHANNEL) && n == 1;
+            bool scalar = (op->kind == CALQ_POST_ADD_CHANNEL || op->kind == CALQ_POST_MUL_CHANNEL ||
+                           op->kind == CALQ_POST_DIV_SCALAR) &&
+                          n == 1;
             if ((!per_col && !scalar) || (c->exact_only && !op->exact)) break;
-            d.bin_mul[d.n_bin] = op->kind == CALQ_POST_MUL_CHANNEL;
+            d.bin_op[d.n_bin] = op->kind == CALQ_POST_MUL_CHANNEL  ? CALQ_MM_MUL
+                                : op->kind == CALQ_POST_DIV_SCALAR ? CALQ_MM_DIV
+                                                                   : CALQ_MM_ADD;
             d.bin_per_col[d.n_bin] = per_col;
             d.n_bin++;
         }

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "exec/kernels/dnnl_common.h"
+#include "exec/kernels/exact_recip.h"
 
 /* Blocking targets. Enough blocks to share a product among a few cores, but blocks big
  * enough that per-block overhead stays small: each block is its own oneDNN gemm call, which
@@ -34,18 +35,36 @@ static const int mm_arg_ids[MM_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_AR
 /* The binary post-ops on a rows x cols block of Y at column n0 (row stride N), right after its
  * product while it is in cache: each one float32 operation, as the separate layers round it.
  * (oneDNN's own binary post-ops are refused by its gemm:jit matmul on column blocks.) */
-static void apply_bins(const calq_mm_desc *d, const float *const *bin, float *y, int64_t rows, int64_t cols, int64_t n0)
+#if defined(__x86_64__) && defined(__GNUC__)
+/* cloned per instruction set (the build targets baseline x86-64, whose SSE divides 4 floats at a
+ * time; AVX-512 16): the operations are IEEE float32 ones (no contraction in C11 mode), so
+ * every clone gives the same bits */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+apply_bins(const calq_mm_desc *d, const float *const *bin, float *y, int64_t rows, int64_t cols, int64_t n0)
 {
     for (int i = 0; i < d->n_bin; i++) {
         const float *o = bin[i] + (d->bin_per_col[i] ? n0 : 0);
+        /* dividing by a power of two is multiplying by its exact reciprocal: the same real
+         * result, so the same rounding (attention's 1 / sqrt(d) for d = 4^k); a divide costs
+         * about 16 times a multiply here */
+        const float recip = d->bin_op[i] == CALQ_MM_DIV && !d->bin_per_col[i] ? calq__exact_recip(o[0]) : 0.0f;
         for (int64_t r = 0; r < rows; r++) {
             float *yr = y + r * d->N;
-            if (d->bin_per_col[i] && d->bin_mul[i])
+            const calq_mm_bin op = d->bin_op[i];
+            if (d->bin_per_col[i] && op == CALQ_MM_MUL)
                 for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] * o[j];
+            else if (d->bin_per_col[i] && op == CALQ_MM_DIV)
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] / o[j];
             else if (d->bin_per_col[i])
                 for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] + o[j];
-            else if (d->bin_mul[i])
+            else if (op == CALQ_MM_MUL)
                 for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] * o[0];
+            else if (op == CALQ_MM_DIV && recip != 0.0f)
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] * recip;
+            else if (op == CALQ_MM_DIV)
+                for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] / o[0];
             else
                 for (int64_t j = 0; j < cols; j++) yr[j] = yr[j] + o[0];
         }

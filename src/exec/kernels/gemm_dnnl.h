@@ -19,6 +19,9 @@
 
 #define CALQ_MM_MAX_BIN 2
 
+/* The element-wise operation of a fused binary post-op. */
+typedef enum calq_mm_bin { CALQ_MM_ADD, CALQ_MM_MUL, CALQ_MM_DIV } calq_mm_bin;
+
 typedef struct calq_mm_desc {
     int64_t M, N, K;
     bool trans_a; /* A is stored KxM */
@@ -33,11 +36,12 @@ typedef struct calq_mm_desc {
     int64_t a_bs[CALQ_MAX_DIMS];
     int64_t b_bs[CALQ_MAX_DIMS];
     /* Element-wise layers applied to each block right after its product (and the sum), in order:
-     * a MatMul's bias Add or a scalar Mul fused by the planner. Op i adds (bin_mul[i]:
-     * multiplies by) operand i's element of the output's column (bin_per_col[i]: N values) or
-     * its one value, rounding as the layer on its own does. */
+     * a MatMul's bias Add, a scalar Mul or Div (attention's scaling) fused by the planner. Op i
+     * adds, multiplies by or divides by (bin_op[i]) operand i's element of the output's column
+     * (bin_per_col[i]: N values) or its one value, rounding as the layer on its own does. */
     int n_bin;
-    bool bin_mul[CALQ_MM_MAX_BIN], bin_per_col[CALQ_MM_MAX_BIN];
+    calq_mm_bin bin_op[CALQ_MM_MAX_BIN];
+    bool bin_per_col[CALQ_MM_MAX_BIN];
 } calq_mm_desc;
 
 typedef struct calq_mm_dnnl calq_mm_dnnl;

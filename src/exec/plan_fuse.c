@@ -7,6 +7,8 @@
  *              last dim's length (either operand order in Add / Mul)
  *   GELU:      h = Div(x, c1) or Mul(x, c1); a = Add(Erf(h), c2);
  *              y = Mul(Mul(x, a), c3) or Mul(Mul(x, c3), a) (c1, c2, c3 scalar constants)
+ *   attention: s = MatMul(q, kt); optionally Mul(s, k) or Div(s, k) (k a scalar constant);
+ *              p = Softmax(s, last axis); o = MatMul(p, v)
  *
  * Every tensor between x and the result must be read only by the next layer of the form, not be
  * kept (observed, a graph output) and be float32 in plain layout; x stays (other layers read it). */
@@ -235,6 +237,65 @@ static bool match_gelu(const calq_fuse_in *f, int s, int *x, int *y, float *c, u
     return same_shape(f, h, *x) && same_shape(f, *y, *x);
 }
 
+/* A float32 operand in plain layout that exists when the step runs (an activation or a constant). */
+static bool plain_f32_operand(const calq_fuse_in *f, int v)
+{
+    const calq_plan_value *pv = &f->p->vals[v];
+    return pv->t.dtype == CALQ_DTYPE_FLOAT32 && pv->layout == CALQ_LAYOUT_PLAIN && pv->kind != CALQ_PV_NONE;
+}
+
+/* The layers of a written-out attention starting at the scores' MatMul step s:
+ * S = MatMul(Q, Kt); optionally S = Mul(S, k) / Mul(k, S) / Div(S, k) (k one constant value);
+ * P = Softmax(S) over the last axis; O = MatMul(P, V). V must exist when s runs (the fused step
+ * runs there), i.e. not be written by a step between s and the last MatMul. */
+static bool match_attention(const calq_fuse_in *f, int s, int *ins, int *y, calq_attention_scale *mode, float *k,
+                            parts *pt)
+{
+    const calq_node *n = node_of(f, s);
+    if (!is_op(n, "MatMul") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
+    ins[0] = n->inputs[0];
+    ins[1] = n->inputs[1];
+    if (!plain_f32_operand(f, ins[0]) || !plain_f32_operand(f, ins[1])) return false;
+    int sv = n->outputs[0];
+    const int rank = f->p->vals[sv].t.ndim;
+    int t = sole_reader(f, sv, s);
+    if (t < 0 || rank < 2) return false;
+    n = node_of(f, t);
+    *mode = CALQ_ATT_NONE;
+    *k = 1.0f;
+    if (is_op(n, "Mul") || is_op(n, "Div")) {
+        bool first;
+        if (!scalar_operand(f, n, sv, rank, k, &first)) return false;
+        if (is_op(n, "Div") && !first) return false; /* k / S is no scaling */
+        *mode = is_op(n, "Mul") ? CALQ_ATT_MUL : CALQ_ATT_DIV;
+        add_part(pt, t, sv);
+        sv = n->outputs[0];
+        if ((t = sole_reader(f, sv, t)) < 0) return false;
+        n = node_of(f, t);
+    }
+    /* before opset 13 Softmax flattens from its axis (default 1): the same as the last axis only
+     * when the axis is the last one */
+    if (!is_op(n, "Softmax") || n->n_inputs != 1) return false;
+    int64_t axis = calq__attr_int(n, "axis", n->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (axis != rank - 1) return false;
+    add_part(pt, t, sv);
+    const int pv = n->outputs[0];
+    const int t2 = sole_reader(f, pv, t);
+    if (t2 < 0) return false;
+    n = node_of(f, t2);
+    if (!is_op(n, "MatMul") || n->n_inputs != 2 || n->inputs[0] != pv || n->inputs[1] < 0 || n->inputs[1] == pv)
+        return false;
+    ins[2] = n->inputs[1];
+    if (!plain_f32_operand(f, ins[2])) return false;
+    for (int j = s + 1; j < t2; j++)
+        for (int o = 0; o < f->old[j].n_out; o++)
+            if (f->old[j].out_v[o] == ins[2]) return false;
+    add_part(pt, t2, pv);
+    *y = n->outputs[0];
+    return f->p->vals[*y].t.dtype == CALQ_DTYPE_FLOAT32;
+}
+
 /* A step of def d at s's node reading ins, writing y. */
 static calq_status new_step(calq_fuse_in *f, int s, const calq_op_def *d, const int *ins, int n_in, int y,
                             calq_plan_step *st, calq_error *err)
@@ -279,6 +340,15 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
             CALQ_TRY(new_step(f, s, &calq__op_fused_layer_norm, ins, 3, y, out, err));
             calq__plan_ctx(f->p, out, &c, err);
             st = calq__fused_layer_norm_prepare(&c, eps);
+            goto prepared;
+        }
+        memset(&pt, 0, sizeof pt);
+        calq_attention_scale mode;
+        float ak;
+        if (match_attention(f, s, ins, &y, &mode, &ak, &pt)) {
+            CALQ_TRY(new_step(f, s, &calq__op_fused_attention, ins, 3, y, out, err));
+            calq__plan_ctx(f->p, out, &c, err);
+            st = calq__fused_attention_prepare(&c, mode, ak);
             goto prepared;
         }
         memset(&pt, 0, sizeof pt);

@@ -17,12 +17,12 @@ typedef struct calq_fuse_in {
     bool *absorbed;            /* per old step: its work is done by a fused step */
 } calq_fuse_in;
 
-/* When old step s starts a written-out LayerNormalization or GELU (plan_fuse.c lists the forms)
- * whose intermediate tensors are read by nothing else, not kept and plain, builds the fused step
- * into *out (prepared; it runs where step s ran), marks the other steps it replaces in
- * f->absorbed and sets *done. inexact: the LayerNorm, whose sums round differently from the
- * layers', may be fused (not while an observer needs the unfused bits); the GELU is
- * bit-identical and fuses either way. *done false: nothing changed. */
+/* When old step s starts a written-out LayerNormalization, GELU or attention (plan_fuse.c lists
+ * the forms) whose intermediate tensors are read by nothing else, not kept and plain, builds the
+ * fused step into *out (prepared; it runs where step s ran), marks the other steps it replaces in
+ * f->absorbed and sets *done. inexact: the LayerNorm and the attention, whose sums round
+ * differently from the layers', may be fused (not while an observer needs the unfused bits); the
+ * GELU is bit-identical and fuses either way. *done false: nothing changed. */
 calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, calq_plan_step *out, bool *done,
                                         calq_error *err);
 

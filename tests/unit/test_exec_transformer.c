@@ -212,11 +212,11 @@ static bool have_vector_erf(void)
 
 /* The layers every fusion replaces (the fused step runs as its first layer's node). */
 static const char *const replaced[] = {
-    "ln1.sub",    "ln1.pow",   "ln1.var",    "ln1.addeps", "ln1.sqrt",   "ln1.norm",   "ln1.scale",
-    "ln1.shift",  "ln2.sub",   "ln2.pow",    "ln2.var",    "ln2.addeps", "ln2.sqrt",   "ln2.recip",
-    "ln2.norm",   "ln2.scale", "ln2.shift",  "ln3.sub",    "ln3.pow",    "ln3.var",    "ln3.addeps",
-    "ln3.sqrt",   "ln3.norm",  "fc.bias",    "fc1.bias",   "fc2.bias",   "scale",      "gelu1.erf",
-    "gelu1.add1", "gelu1.mul", "gelu1.half", "gelu2.erf",  "gelu2.add1", "gelu2.half", "gelu2.mul",
+    "ln1.sub",    "ln1.pow",    "ln1.var",   "ln1.addeps", "ln1.sqrt",   "ln1.norm",  "ln1.scale",  "ln1.shift",
+    "ln2.sub",    "ln2.pow",    "ln2.var",   "ln2.addeps", "ln2.sqrt",   "ln2.recip", "ln2.norm",   "ln2.scale",
+    "ln2.shift",  "ln3.sub",    "ln3.pow",   "ln3.var",    "ln3.addeps", "ln3.sqrt",  "ln3.norm",   "fc.bias",
+    "fc1.bias",   "fc2.bias",   "scale",     "gelu1.erf",  "gelu1.add1", "gelu1.mul", "gelu1.half", "gelu2.erf",
+    "gelu2.add1", "gelu2.half", "gelu2.mul", "softmax",    "ctx",
 };
 
 /* Fused against the reference, across thread counts; the replaced layers do not run. */
@@ -348,12 +348,103 @@ static void test_kept_intermediates(void)
     calq__graph_free(g);
 }
 
+/* Attention written out, x [2, 3, T, C] (batch, heads): q, k, v = MatMuls of x by constants,
+ * s = MatMul(q, Transpose(k)), the scaling `form` (0 none, 1 Mul by 0.125, 2 Div by 8, 3 Div by 3),
+ * Softmax, MatMul(p, v). opset 11 with softmax_axis < 0: Softmax's default axis (1, which flattens
+ * and so is no last-axis softmax); v_late: v is computed after the scores. */
+static calq_graph *attention_graph(int64_t t, int64_t c, int form, int opset, int64_t softmax_axis, bool v_late)
+{
+    gb b = gb_new();
+    const int64_t xd[4] = {2, 3, t, c}, wd[2] = {c, c};
+    int x = gb_input(&b, "x", xd, 4);
+    const float r = 1.0f / sqrtf((float)c);
+    int q = gb_binary(&b, "q", "MatMul", x, gb_const(&b, "q.w", wd, 2, -r, r));
+    int k = gb_binary(&b, "k", "MatMul", x, gb_const(&b, "k.w", wd, 2, -r, r));
+    int kt = gb_unary(&b, "kt", "Transpose", k);
+    {
+        const int64_t perm[4] = {0, 1, 3, 2};
+        calq_attr *a = calq__node_add_attr(b.g, b.g->n_nodes - 1, "perm", CALQ_ATTR_INTS);
+        a->n = 4;
+        a->ints = malloc(sizeof perm);
+        memcpy(a->ints, perm, sizeof perm);
+    }
+    int v = v_late ? -1 : gb_binary(&b, "v", "MatMul", x, gb_const(&b, "v.w", wd, 2, -r, r));
+    int sc = gb_binary(&b, "scores", "MatMul", q, kt);
+    if (form == 1) sc = gb_binary(&b, "scale", "Mul", gb_scalar(&b, "scale.k", 0.125f), sc);
+    if (form == 2) sc = gb_binary(&b, "scale", "Div", sc, gb_scalar(&b, "scale.k", 8.0f));
+    if (form == 3) sc = gb_binary(&b, "scale", "Div", sc, gb_scalar(&b, "scale.k", 3.0f));
+    int p = gb_unary(&b, "softmax", "Softmax", sc);
+    b.g->nodes[b.g->n_nodes - 1].opset = opset; /* its default axis depends on it */
+    if (softmax_axis >= 0) {
+        calq_attr *a = calq__node_add_attr(b.g, b.g->n_nodes - 1, "axis", CALQ_ATTR_INT);
+        a->i = softmax_axis;
+    }
+    if (v_late) v = gb_binary(&b, "v", "MatMul", x, gb_const(&b, "v.w", wd, 2, -r, r));
+    gb_output(&b, gb_binary(&b, "ctx", "MatMul", p, v));
+
+    calq_error err = {0};
+    if (calq__graph_toposort(b.g, &err) != CALQ_OK) {
+        fprintf(stderr, "toposort: %s\n", err.message);
+        failures++;
+    }
+    return b.g;
+}
+
+/* Each form against the reference, for 1, 2 and 3 threads; the forms that fuse do not run their
+ * Softmax, the others (a flattening Softmax, v computed after the scores, observed scores) do and
+ * still give the right result. T = 150: several tiles of scores, the last one partial, rows
+ * longer than the vector lanes with a remainder. */
+static void test_attention_forms(void)
+{
+    const struct {
+        int form, opset;
+        int64_t axis;
+        bool v_late, observe, fuses;
+    } cases[] = {
+        {0, 13, -1, false, false, true}, {1, 13, -1, false, false, true}, {2, 13, -1, false, false, true},
+        {3, 13, -1, false, false, true}, {2, 11, 3, false, false, true},  {2, 11, -1, false, false, false},
+        {2, 13, -1, true, false, false}, {2, 13, -1, false, true, false},
+    };
+    const int64_t t = 150, c = 16, xd[4] = {2, 3, t, c};
+    calq_tensor x = t_rand_f32(17, 4, xd, -2, 2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        calq_graph *g = attention_graph(t, c, cases[i].form, cases[i].opset, cases[i].axis, cases[i].v_late);
+        calq_tensor ref[1] = {0}, o1[1] = {0}, o2[1] = {0}, o3[1] = {0}, tmp[1];
+        const char *const obs[] = {"scores.out"};
+        run_cfg rc = {.fast = false, .threads = 2};
+        run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL);
+        bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
+        rc = (run_cfg){.fast = true, .fuse = true, .threads = 1, .keep = obs, .n_keep = cases[i].observe ? 1 : 0};
+        run_graph(g, &x, &rc, NULL, 0, tmp, o1, has);
+        rc.threads = 2;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL);
+        rc.threads = 3;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "attention case %zu: fast vs reference", i);
+        EXPECT(t_close(&o1[0], &ref[0], 1e-4, 1e-5, what));
+        EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
+        if (ran(g, has, "softmax") == cases[i].fuses) {
+            fprintf(stderr, "attention case %zu: softmax %s\n", i, cases[i].fuses ? "ran" : "was fused");
+            failures++;
+        }
+        free(has);
+        t_free_all(o1, 1);
+        t_free_all(o2, 1);
+        t_free_all(o3, 1);
+        t_free_all(ref, 1);
+        calq__graph_free(g);
+    }
+    calq_tensor_free_data(&x);
+}
+
 int main(void)
 {
     test_block(1, 29, 64);
     test_block(4, 197, 192); /* above the serial thresholds: threads share the rows */
     test_exact_parts();
     test_kept_intermediates();
+    test_attention_forms();
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return TEST_RESULT();
 }

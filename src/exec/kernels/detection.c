@@ -61,6 +61,17 @@ static calq_status nms_params_make(calq_op_ctx *c, nms_params *p)
     return CALQ_OK;
 }
 
+/* std::min / std::max, as onnxruntime's suppression computes them: plain compares the compiler
+ * inlines (libm's fminf / fmaxf are calls, a third of NonMaxSuppression's time on SSDlite). */
+static inline float min_f(float a, float b)
+{
+    return b < a ? b : a;
+}
+static inline float max_f(float a, float b)
+{
+    return a < b ? b : a;
+}
+
 /* Box i as x1 <= x2, y1 <= y2 (corner boxes may come in either order). */
 static void box_corners(const float *b, bool center, float *o)
 {
@@ -70,17 +81,17 @@ static void box_corners(const float *b, bool center, float *o)
         o[2] = b[0] + b[2] / 2;
         o[3] = b[1] + b[3] / 2;
     } else {
-        o[0] = fminf(b[1], b[3]); /* [y1, x1, y2, x2] */
-        o[1] = fminf(b[0], b[2]);
-        o[2] = fmaxf(b[1], b[3]);
-        o[3] = fmaxf(b[0], b[2]);
+        o[0] = min_f(b[1], b[3]); /* [y1, x1, y2, x2] */
+        o[1] = min_f(b[0], b[2]);
+        o[2] = max_f(b[1], b[3]);
+        o[3] = max_f(b[0], b[2]);
     }
 }
 
 /* A box suppresses another when their IoU is above the threshold; boxes without area never do. */
 static bool suppresses(const float *a, const float *b, float th)
 {
-    float iw = fminf(a[2], b[2]) - fmaxf(a[0], b[0]), ih = fminf(a[3], b[3]) - fmaxf(a[1], b[1]);
+    float iw = min_f(a[2], b[2]) - max_f(a[0], b[0]), ih = min_f(a[3], b[3]) - max_f(a[1], b[1]);
     if (iw <= 0 || ih <= 0) return false;
     float inter = iw * ih, ua = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
     if (ua <= 0) return false;
@@ -100,20 +111,32 @@ static int cmp_scored(const void *pa, const void *pb)
     return (a->i > b->i) - (a->i < b->i);
 }
 
-/* Runs the suppression; writes [batch, class, box] triples to out (NULL: only counts). */
-static calq_status nms_compute(calq_op_ctx *c, const nms_params *p, int64_t *out, int64_t *count)
+/* The selected [batch, class, box] triples: infer computes them (their count is the output
+ * shape) and leaves them in c->state for run, so the suppression runs once per inference. */
+typedef struct nms_result {
+    int64_t n;
+    int64_t *t; /* 3 * n (owner: this) */
+} nms_result;
+
+static void nms_result_free(void *state)
+{
+    nms_result *r = state;
+    if (!r) return;
+    free(r->t);
+    free(r);
+}
+
+/* Runs the suppression into *r (r->t grown as needed). */
+static calq_status nms_compute(calq_op_ctx *c, const nms_params *p, nms_result *r)
 {
     const float *boxes = c->in[0]->data, *scores = c->in[1]->data;
     scored *cand = malloc(sizeof(scored) * (size_t)(p->N + 1));
     float *corners = malloc(sizeof(float) * 4 * (size_t)(p->N + 1));
     int64_t *kept = malloc(sizeof(int64_t) * (size_t)(p->N + 1));
-    if (!cand || !corners || !kept) {
-        free(cand);
-        free(corners);
-        free(kept);
-        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for %lld boxes", (long long)p->N);
-    }
-    int64_t n_out = 0;
+    int64_t cap = 0;
+    calq_status st = CALQ_OK;
+    if (!cand || !corners || !kept) goto oom;
+    r->n = 0;
     for (int64_t b = 0; b < p->B; b++) {
         for (int64_t i = 0; i < p->N; i++) box_corners(boxes + (b * p->N + i) * 4, p->center, corners + i * 4);
         for (int64_t cl = 0; cl < p->C && p->max_per_class > 0; cl++) {
@@ -128,39 +151,70 @@ static calq_status nms_compute(calq_op_ctx *c, const nms_params *p, int64_t *out
                 for (int64_t j = 0; j < nk && !drop; j++) drop = suppresses(corners + kept[j] * 4, bx, p->iou_th);
                 if (drop) continue;
                 kept[nk++] = cand[k].i;
-                if (out) {
-                    out[n_out * 3] = b;
-                    out[n_out * 3 + 1] = cl;
-                    out[n_out * 3 + 2] = cand[k].i;
+                if (r->n == cap) {
+                    int64_t *g = realloc(r->t, sizeof(int64_t) * 3 * (size_t)(cap = cap ? 2 * cap : 64));
+                    if (!g) goto oom;
+                    r->t = g;
                 }
-                n_out++;
+                r->t[r->n * 3] = b;
+                r->t[r->n * 3 + 1] = cl;
+                r->t[r->n * 3 + 2] = cand[k].i;
+                r->n++;
             }
         }
     }
+    goto out;
+oom:
+    st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for %lld boxes", (long long)p->N);
+out:
     free(cand);
     free(corners);
     free(kept);
-    *count = n_out;
-    return CALQ_OK;
+    return st;
 }
 
 static calq_status nms_infer(calq_op_ctx *c)
 {
     nms_params p = {0};
-    int64_t n = 0;
     CALQ_TRY(nms_params_make(c, &p));
-    CALQ_TRY(nms_compute(c, &p, NULL, &n));
-    int64_t d[2] = {n, 3};
+    nms_result *r = calloc(1, sizeof *r);
+    if (!r) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    calq_status st = nms_compute(c, &p, r);
+    if (st != CALQ_OK) {
+        nms_result_free(r);
+        return st;
+    }
+    int64_t d[2] = {r->n, 3};
     calq__set_shape(c->out[0], CALQ_DTYPE_INT64, d, 2);
+    nms_result_free(c->state); /* a stale result, if infer runs twice */
+    c->state = r;
     return CALQ_OK;
 }
 
 static calq_status nms_run(calq_op_ctx *c)
 {
-    nms_params p = {0};
-    int64_t n = 0;
-    CALQ_TRY(nms_params_make(c, &p));
-    return nms_compute(c, &p, c->out[0]->data, &n);
+    nms_result *r = c->state, own = {0};
+    if (!r) { /* run without infer (not the executor's order): compute now */
+        nms_params p = {0};
+        CALQ_TRY(nms_params_make(c, &p));
+        calq_status st = nms_compute(c, &p, &own);
+        if (st != CALQ_OK) {
+            free(own.t);
+            return st;
+        }
+        r = &own;
+    }
+    calq_status st = CALQ_OK;
+    if (c->out[0]->ndim != 2 || c->out[0]->dims[0] != r->n)
+        st = calq__op_fail(c, CALQ_ERR_SHAPE, "the selected boxes changed between planning and the run");
+    else if (r->n)
+        memcpy(c->out[0]->data, r->t, sizeof(int64_t) * 3 * (size_t)r->n);
+    if (r == &own)
+        free(own.t);
+    else
+        nms_result_free(r);
+    c->state = NULL;
+    return st;
 }
 
 /* ---- RoiAlign ------------------------------------------------------------------------------- */
@@ -319,7 +373,7 @@ static calq_status roi_run(calq_op_ctx *c)
 }
 
 const calq_op_def calq__ops_detection[] = {
-    {"NonMaxSuppression", 2, 5, 1, 1, 0x1fu, false, nms_infer, nms_run, NULL, NULL, NULL, 0},
+    {"NonMaxSuppression", 2, 5, 1, 1, 0x1fu, false, nms_infer, nms_run, NULL, NULL, nms_result_free, 0},
     {"RoiAlign", 3, 3, 1, 1, 0, false, roi_infer, roi_run, NULL, NULL, NULL, 0},
     {0},
 };

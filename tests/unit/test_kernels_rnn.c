@@ -96,10 +96,71 @@ static void bad_shapes(void)
     free_all(in, 3);
 }
 
+/* The fast path (constant weights: transposed once, sgemm input projection, vector
+ * activations) against the reference, and the same bits for 1, 2 and 3 threads: LSTM, GRU (both
+ * linear_before_reset values) and RNN, forward and bidirectional, both layouts, with sequence
+ * lengths, and an LSTM with clip (scalar activations in the fast path). */
+static void fast_path(void)
+{
+    static const struct {
+        const char *op;
+        int gates;
+        const char *dir;
+        int layout, lbr;
+        float clip;
+    } cases[] = {
+        {"LSTM", 4, "forward", 0, 0, 0},       {"LSTM", 4, "bidirectional", 0, 0, 0},
+        {"LSTM", 4, "bidirectional", 1, 0, 0}, {"LSTM", 4, "reverse", 0, 0, 2.0f},
+        {"GRU", 3, "bidirectional", 0, 0, 0},  {"GRU", 3, "forward", 0, 1, 0},
+        {"GRU", 3, "forward", 1, 1, 0},        {"RNN", 1, "bidirectional", 0, 0, 0},
+    };
+    const int64_t lens[B] = {T, 3, 0, T - 1, 17};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int nd = cases[ci].dir[0] == 'b' ? 2 : 1, G = cases[ci].gates;
+        const int64_t dx0[3] = {T, B, I}, dx1[3] = {B, T, I}, dw[3] = {nd, G * H, I}, dr[3] = {nd, G * H, H},
+                      db[2] = {nd, 2 * G * H}, dl[1] = {B};
+        calq_tensor in[5];
+        in[0] = t_rand_f32(11, 3, cases[ci].layout ? dx1 : dx0, -1, 1);
+        in[1] = t_rand_f32(12, 3, dw, -0.3f, 0.3f);
+        in[2] = t_rand_f32(13, 3, dr, -0.3f, 0.3f);
+        in[3] = t_rand_f32(14, 2, db, -0.1f, 0.1f);
+        in[4] = t_i64(lens, 1, dl);
+        calq_tensor ref[2] = {{0}}, fast[3][2] = {{{0}}};
+        calq_error err = {0};
+        char what[96];
+        snprintf(what, sizeof what, "%s %s layout %d lbr %d clip %g: fast vs reference", cases[ci].op, cases[ci].dir,
+                 cases[ci].layout, cases[ci].lbr, (double)cases[ci].clip);
+        for (int run = 0; run < 4; run++) {
+            op_case oc = op_case_new(cases[ci].op, 14, 5, 2);
+            op_attr_int(&oc, "hidden_size", H);
+            op_attr_str(&oc, "direction", cases[ci].dir);
+            if (cases[ci].layout) op_attr_int(&oc, "layout", 1);
+            if (cases[ci].lbr) op_attr_int(&oc, "linear_before_reset", 1);
+            if (cases[ci].clip > 0) op_attr_float(&oc, "clip", cases[ci].clip);
+            bool took = false;
+            omp_set_num_threads(run == 0 ? 2 : run);
+            EXPECT_STATUS(op_case_run_ex(&oc, in, 5, run == 0 ? ref : fast[run - 1], 2, run > 0, &took, &err), CALQ_OK,
+                          &err, NULL);
+            if (run > 0) EXPECT(took);
+            op_case_free(&oc);
+        }
+        omp_set_num_threads(2);
+        for (int k = 0; k < 2; k++) {
+            EXPECT(t_close(&fast[0][k], &ref[k], 1e-4, 1e-5, what));
+            EXPECT(memcmp(fast[0][k].data, fast[1][k].data, calq__tensor_nbytes(&ref[k])) == 0);
+            EXPECT(memcmp(fast[0][k].data, fast[2][k].data, calq__tensor_nbytes(&ref[k])) == 0);
+        }
+        free_all(ref, 2);
+        for (int r = 0; r < 3; r++) free_all(fast[r], 2);
+        free_all(in, 5);
+    }
+}
+
 int main(void)
 {
     threads_and_lengths();
     bad_shapes();
+    fast_path();
     printf("test_kernels_rnn: %d failure(s)\n", failures + failures);
     return failures + failures != 0;
 }

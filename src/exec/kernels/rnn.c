@@ -1,23 +1,29 @@
 /* Recurrent layers: RNN, GRU and LSTM (opsets 7 and 14: every attribute — directions,
  * activations with their alpha / beta, clip, sequence_lens, initial states, LSTM peepholes and
- * input_forget, GRU linear_before_reset, layout). Reference kernel; it is also fast enough to
- * need no other path (an LSTM over 512 steps of 128 units takes a few milliseconds).
+ * input_forget, GRU linear_before_reset, layout).
  *
- * Layout of the work: W and R are transposed once per run to [input, gates*hidden] and
+ * Layout of the work: W and R are transposed to [input, gates*hidden] and
  * [hidden, gates*hidden], so the input projection of every step (X W^T + biases) and the
  * recurrent product h R^T are sums over k of a scalar times a contiguous row, accumulated in
  * float in increasing k: the inner loop vectorises without reassociating anything, and the
  * result is the same on every run and for any thread count (threads split batch rows, which
- * are independent).
+ * are independent). The reference does this on every run; the fast path (constant W, R, B)
+ * transposes them once in prepare, computes the input projection with oneDNN's sgemm on fixed
+ * row tiles, runs the recurrence in a copy compiled for AVX-512 / AVX2 and, with the default
+ * activations, applies them with the vector math library (libm's scalar tanhf / expf were half
+ * of a CRNN text recogniser's bidirectional LSTM; the rest was transposing and 4-wide SSE
+ * loops). Its results differ from the reference's by float rounding only.
  *
  * Gate order in W, R and B is ONNX's: RNN (i), GRU (z, r, h), LSTM (i, o, f, c); peepholes P are
  * (i, o, f). Steps at or past sequence_lens[b] write zeros to Y and leave the state unchanged;
  * the reverse direction runs each row from its own last valid step back to step 0. */
 #include <ctype.h>
 #include <math.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/elementwise_mvec.h"
 #include "exec/kernels/values.h"
 #include "exec/op.h"
 
@@ -254,7 +260,8 @@ static void dir_free(dir_work *w)
     free(w->xw);
 }
 
-static calq_status dir_prepare(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work *w)
+/* The transposed weights and the biases of direction d (everything but xw). */
+static calq_status dir_weights(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work *w)
 {
     const int64_t GH = p->G * p->H, I = p->I, H = p->H;
     memset(w, 0, sizeof *w);
@@ -262,8 +269,7 @@ static calq_status dir_prepare(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work
     w->rt = malloc(sizeof(float) * (size_t)(H * GH));
     w->bw = calloc((size_t)GH, sizeof(float));
     w->br = calloc((size_t)GH, sizeof(float));
-    w->xw = malloc(sizeof(float) * (size_t)(p->T * p->B * GH + 1));
-    if (!w->wt || !w->rt || !w->bw || !w->br || !w->xw) {
+    if (!w->wt || !w->rt || !w->bw || !w->br) {
         dir_free(w);
         return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the weights of direction %d", d);
     }
@@ -278,14 +284,41 @@ static calq_status dir_prepare(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work
         memcpy(w->bw, b, sizeof(float) * (size_t)GH);
         memcpy(w->br, b + GH, sizeof(float) * (size_t)GH);
     }
+    return CALQ_OK;
+}
+
+/* Rows of the input projection per single-threaded sgemm in the fast path: fixed, so the
+ * arithmetic does not depend on the thread count. */
+#define PROJ_TILE 16
+
+/* w->xw: the input projection of every step. fast: oneDNN's sgemm on fixed row tiles (layout 0,
+ * where the rows of X are the rows of the product) instead of the reference's row-by-row sums. */
+static calq_status dir_project(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work *w, bool fast)
+{
+    const int64_t GH = p->G * p->H, I = p->I, H = p->H;
+    w->xw = malloc(sizeof(float) * (size_t)(p->T * p->B * GH + 1));
     float *bias = malloc(sizeof(float) * (size_t)GH);
-    if (!bias) {
-        dir_free(w);
-        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!w->xw || !bias) {
+        free(bias);
+        return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the input projection of direction %d", d);
     }
     for (int64_t j = 0; j < GH; j++) bias[j] = w->bw[j] + (p->lbr && j >= 2 * H ? 0.0f : w->br[j]);
     const float *X = c->in[0]->data;
     const int64_t rows = p->T * p->B;
+    if (fast && !p->layout1) {
+        const int64_t tiles = (rows + PROJ_TILE - 1) / PROJ_TILE;
+        int failed = 0;
+        /* always a parallel region: inside one, oneDNN's sgemm runs on the calling thread */
+#pragma omp parallel for schedule(static) reduction(| : failed)
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t r0 = t * PROJ_TILE, n = rows - r0 < PROJ_TILE ? rows - r0 : PROJ_TILE;
+            float *y = w->xw + r0 * GH;
+            for (int64_t r = 0; r < n; r++) memcpy(y + r * GH, bias, sizeof(float) * (size_t)GH);
+            if (dnnl_sgemm('N', 'N', n, GH, I, 1.0f, X + r0 * I, I, w->wt, GH, 1.0f, y, GH) != dnnl_success) failed = 1;
+        }
+        free(bias);
+        return failed ? calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed") : CALQ_OK;
+    }
 #pragma omp parallel for schedule(static) if (rows * GH * I > (1 << 16))
     for (int64_t r = 0; r < rows; r++) {
         /* Row r is step t, batch b; X is [T, B, I] or (layout 1) [B, T, I]. */
@@ -299,15 +332,51 @@ static calq_status dir_prepare(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work
     return CALQ_OK;
 }
 
+/* The fast path's vector activations (elementwise_mvec.c's rows): used for a direction whose
+ * activations are the defaults (sigmoid for the gates, tanh otherwise) when nothing else (clip,
+ * peepholes, coupled gates) enters between them; NULL rows on CPUs without them. */
+typedef struct rnn_vec {
+    ew_row sigmoid, tanh;
+} rnn_vec;
+
+static void vec_apply(ew_row row, float *y, const float *x, int64_t n)
+{
+    const void *in[1] = {x};
+    const int64_t st[1] = {1};
+    row(NULL, y, in, st, n);
+}
+
+/* Whether direction d of p takes the vector activations. */
+static bool vec_ok(const rnn_cfg *p, const rnn_vec *v, int d, bool peep)
+{
+    if (!v || !v->sigmoid || !v->tanh || p->clip > 0) return false;
+    const act *A = p->acts[d];
+    switch (p->kind) {
+    case K_RNN: return A[0].kind == ACT_TANH;
+    case K_GRU: return A[0].kind == ACT_SIGMOID && A[1].kind == ACT_TANH;
+    case K_LSTM:
+        return !peep && !p->input_forget && A[0].kind == ACT_SIGMOID && A[1].kind == ACT_TANH && A[2].kind == ACT_TANH;
+    }
+    return false;
+}
+
 /* One batch row of one direction through all its steps. h, cst: [H] state (in/out); g: [GH]
  * scratch; tmp: [H] scratch. Writes Y (when y != NULL) at its [t, d, b] positions. */
-static void run_row(const calq_op_ctx *c, const rnn_cfg *p, int d, const dir_work *w, int64_t b, int64_t len, float *h,
-                    float *cst, float *g, float *tmp, float *y)
+#if defined(__x86_64__) && defined(__GNUC__)
+/* cloned per instruction set (the build targets baseline x86-64): the row sums are float
+ * multiply-adds in a fixed order, never contracted in C11 mode, so every clone gives the same
+ * bits */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+run_row(const calq_op_ctx *c, const rnn_cfg *p, const rnn_vec *v, int d, const dir_work *w, int64_t b, int64_t len,
+        float *h, float *cst, float *g, float *tmp, float *y)
 {
     const int64_t H = p->H, GH = p->G * H, T = p->T;
     const act *A = p->acts[d];
     const float *P = opt_in(c, 7) && p->kind == K_LSTM ? (const float *)c->in[7]->data + d * 3 * H : NULL;
     bool rev = p->reverse_only || d == 1;
+    const bool vec = vec_ok(p, v, d, P != NULL);
     for (int64_t s = 0; s < len; s++) {
         int64_t t = rev ? len - 1 - s : s;
         memcpy(g, w->xw + (t * p->B + b) * GH, sizeof(float) * (size_t)GH);
@@ -315,7 +384,10 @@ static void run_row(const calq_op_ctx *c, const rnn_cfg *p, int d, const dir_wor
             /* z and r first: the h gate needs r. */
             for (int64_t k = 0; k < H; k++) axpy(g, h[k], w->rt + k * GH, 2 * H);
             float *z = g, *r = g + H, *hh = g + 2 * H;
-            for (int64_t j = 0; j < 2 * H; j++) g[j] = act_apply(&A[0], clipped(p, g[j]));
+            if (vec)
+                vec_apply(v->sigmoid, g, g, 2 * H);
+            else
+                for (int64_t j = 0; j < 2 * H; j++) g[j] = act_apply(&A[0], clipped(p, g[j]));
             if (p->lbr) {
                 memcpy(tmp, w->br + 2 * H, sizeof(float) * (size_t)H);
                 for (int64_t k = 0; k < H; k++) axpy(tmp, h[k], w->rt + k * GH + 2 * H, H);
@@ -323,14 +395,29 @@ static void run_row(const calq_op_ctx *c, const rnn_cfg *p, int d, const dir_wor
             } else {
                 for (int64_t k = 0; k < H; k++) axpy(hh, r[k] * h[k], w->rt + k * GH + 2 * H, H);
             }
-            for (int64_t j = 0; j < H; j++) {
-                float cand = act_apply(&A[1], clipped(p, hh[j]));
-                h[j] = (1.0f - z[j]) * cand + z[j] * h[j];
+            if (vec) {
+                vec_apply(v->tanh, hh, hh, H);
+                for (int64_t j = 0; j < H; j++) h[j] = (1.0f - z[j]) * hh[j] + z[j] * h[j];
+            } else {
+                for (int64_t j = 0; j < H; j++) {
+                    float cand = act_apply(&A[1], clipped(p, hh[j]));
+                    h[j] = (1.0f - z[j]) * cand + z[j] * h[j];
+                }
             }
         } else {
             for (int64_t k = 0; k < H; k++) axpy(g, h[k], w->rt + k * GH, GH);
-            if (p->kind == K_RNN) {
+            if (p->kind == K_RNN && vec) {
+                vec_apply(v->tanh, h, g, H);
+            } else if (p->kind == K_RNN) {
                 for (int64_t j = 0; j < H; j++) h[j] = act_apply(&A[0], clipped(p, g[j]));
+            } else if (vec) {
+                /* LSTM with its default activations: the gates i, o, f in one vector pass */
+                float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+                vec_apply(v->sigmoid, g, g, 3 * H);
+                vec_apply(v->tanh, gc, gc, H);
+                for (int64_t j = 0; j < H; j++) cst[j] = gf[j] * cst[j] + gi[j] * gc[j];
+                vec_apply(v->tanh, tmp, cst, H);
+                for (int64_t j = 0; j < H; j++) h[j] = go[j] * tmp[j];
             } else {
                 float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
                 for (int64_t j = 0; j < H; j++) {
@@ -358,7 +445,24 @@ static void run_row(const calq_op_ctx *c, const rnn_cfg *p, int d, const dir_wor
     }
 }
 
-static calq_status rnn_run(calq_op_ctx *c)
+/* The fast path's state: every direction's transposed weights and biases, made once from
+ * constant W, R and B (the reference transposes them on every run). */
+typedef struct rnn_fast {
+    int64_t nd;
+    dir_work w[2];
+    rnn_vec vec;
+} rnn_fast;
+
+static void rnn_fast_free(void *state)
+{
+    rnn_fast *f = state;
+    if (!f) return;
+    for (int64_t d = 0; d < f->nd; d++) dir_free(&f->w[d]);
+    free(f);
+}
+
+/* f: the fast path's weights, or NULL (the reference). */
+static calq_status rnn_exec(calq_op_ctx *c, const rnn_fast *f)
 {
     rnn_cfg p;
     CALQ_TRY(cfg_make(c, &p));
@@ -377,7 +481,19 @@ static calq_status rnn_run(calq_op_ctx *c)
     calq_status st = CALQ_OK;
     for (int d = 0; d < p.nd && st == CALQ_OK; d++) {
         dir_work w;
-        if ((st = dir_prepare(c, &p, d, &w)) != CALQ_OK) break;
+        if (f) {
+            w = f->w[d];
+            w.xw = NULL;
+        } else if ((st = dir_weights(c, &p, d, &w)) != CALQ_OK) {
+            break;
+        }
+        if ((st = dir_project(c, &p, d, &w, f != NULL)) != CALQ_OK) {
+            if (f)
+                free(w.xw);
+            else
+                dir_free(&w);
+            break;
+        }
         int oom = 0;
 #pragma omp parallel if (p.B > 1 && p.T * GH * H > (1 << 16))
         {
@@ -401,22 +517,59 @@ static calq_status rnn_run(calq_op_ctx *c)
                 else
                     memset(cs, 0, sizeof(float) * (size_t)H);
                 int64_t len = sl ? calq__tensor_get_i64(sl, b) : p.T;
-                run_row(c, &p, d, &w, b, len, h, cs, g, tmp, y);
+                run_row(c, &p, f ? &f->vec : NULL, d, &w, b, len, h, cs, g, tmp, y);
                 if (yh) memcpy(yh + so, h, sizeof(float) * (size_t)H);
                 if (yc) memcpy(yc + so, cs, sizeof(float) * (size_t)H);
             }
             free(buf);
         }
-        dir_free(&w);
+        if (f)
+            free(w.xw); /* the weights belong to the state */
+        else
+            dir_free(&w);
         if (oom)
             st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the state of %lld units", (long long)H);
     }
     return st;
 }
 
+static calq_status rnn_run(calq_op_ctx *c)
+{
+    return rnn_exec(c, NULL);
+}
+
+static calq_status rnn_run_fast(calq_op_ctx *c)
+{
+    return rnn_exec(c, c->state);
+}
+
+/* The fast path needs constant W, R (and B when given): it transposes them once, here. */
+static calq_status rnn_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    const calq_tensor *B = opt_in(c, 3);
+    if (!(c->const_inputs & 2u) || !(c->const_inputs & 4u) || !c->in[1]->data || !c->in[2]->data) return CALQ_OK;
+    if (B && (!(c->const_inputs & 8u) || !B->data)) return CALQ_OK;
+    rnn_cfg p;
+    CALQ_TRY(cfg_make(c, &p));
+    rnn_fast *f = calloc(1, sizeof *f);
+    if (!f) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    for (; f->nd < p.nd; f->nd++) {
+        calq_status st = dir_weights(c, &p, (int)f->nd, &f->w[f->nd]);
+        if (st != CALQ_OK) {
+            rnn_fast_free(f);
+            return st;
+        }
+    }
+    f->vec.sigmoid = calq__ew_mvec_row("Sigmoid");
+    f->vec.tanh = calq__ew_mvec_row("Tanh");
+    c->state = f;
+    return CALQ_OK;
+}
+
 const calq_op_def calq__ops_rnn[] = {
-    {"RNN", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
-    {"GRU", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
-    {"LSTM", 3, 8, 0, 3, 0, false, rnn_infer, rnn_run, NULL, NULL, NULL, 0},
+    {"RNN", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, rnn_prepare, rnn_run_fast, rnn_fast_free, 0},
+    {"GRU", 3, 6, 0, 2, 0, false, rnn_infer, rnn_run, rnn_prepare, rnn_run_fast, rnn_fast_free, 0},
+    {"LSTM", 3, 8, 0, 3, 0, false, rnn_infer, rnn_run, rnn_prepare, rnn_run_fast, rnn_fast_free, 0},
     {0},
 };

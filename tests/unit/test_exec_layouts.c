@@ -518,8 +518,100 @@ static void test_winograd(int64_t batch)
     calq__graph_free(g);
 }
 
+/* A ConvTranspose with an [IC, OC, k, k] constant weight and a bias. */
+static int gb_deconv(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad,
+                     int64_t out_pad)
+{
+    char wn[96], bn[96];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    const float r = 1.5f / sqrtf((float)(cin * k * k));
+    int64_t wd[4] = {cin, cout, k, k}, bd[1] = {cout};
+    int ins[3] = {x, gb_const(b, wn, wd, 4, -r, r), gb_const(b, bn, bd, 1, -0.2f, 0.2f)};
+    int y = gb_node(b, name, "ConvTranspose", ins, 3);
+    int64_t pads[4] = {pad, pad, pad, pad}, st[2] = {stride, stride}, op[2] = {out_pad, out_pad};
+    gb_ints(b, "pads", pads, 4);
+    gb_ints(b, "strides", st, 2);
+    if (out_pad) gb_ints(b, "output_padding", op, 2);
+    return y;
+}
+
+/* Transposed convolutions of the forms the channels-last path runs as matrix products
+ * (deconv_gemm.h): kernel == stride (2x2 / 2, 3x3 / 3), overlapping kernels (4x4 / 2 pad 1,
+ * 3x3 / 2 pad 1 with output_padding 1, 5x5 / 1 pad 2), each with post-ops it applies (Relu,
+ * LeakyRelu, Clip, the residual sum, per-channel multiply); against the reference, for 1, 2 and
+ * 3 threads, and the post-ops absorbed. */
+static void test_deconv_gemm(int64_t batch)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {batch, 24, 9, 11};
+    int x = gb_input(&b, "x", xd, 4);
+    int c0 = gb_unary(&b, "r0", "Relu", gb_conv(&b, "c0", x, 24, 40, 3, 1, 1));
+    int d1 = gb_unary(&b, "r1", "Relu", gb_deconv(&b, "d1", c0, 40, 24, 4, 2, 1, 0)); /* 18 x 22 */
+    int d2 = gb_deconv(&b, "d2", c0, 40, 24, 2, 2, 0, 0);
+    int s12 = gb_unary(&b, "r12", "Relu", gb_binary(&b, "sum12", "Add", d2, d1));           /* residual over d1 */
+    int d3 = gb_unary(&b, "l3", "LeakyRelu", gb_deconv(&b, "d3", s12, 24, 16, 3, 2, 1, 1)); /* 36 x 44 */
+    gb_float(&b, "alpha", 0.1f);
+    int64_t kd[3] = {16, 1, 1};
+    int d3m = gb_binary(&b, "mul3", "Mul", d3, gb_const(&b, "mulk", kd, 3, 0.5f, 1.5f));
+    int d4 = gb_deconv(&b, "d4", d3m, 16, 8, 5, 1, 2, 0);
+    int d4c = gb_unary(&b, "clip4", "Clip", d4);
+    int clip_in[3] = {d4, gb_scalar(&b, "lo", -0.5f), gb_scalar(&b, "hi", 0.5f)};
+    b.g->nodes[gb_last_node(&b)].n_inputs = 3;
+    free(b.g->nodes[gb_last_node(&b)].inputs);
+    b.g->nodes[gb_last_node(&b)].inputs = malloc(sizeof clip_in);
+    memcpy(b.g->nodes[gb_last_node(&b)].inputs, clip_in, sizeof clip_in);
+    int d5 = gb_deconv(&b, "d5", d4c, 8, 4, 3, 3, 0, 0); /* 108 x 132 */
+    gb_output(&b, d5);
+    calq_graph *g = gb_finish(&b);
+    calq_tensor xt = t_rand_f32(21, 4, xd, -1, 1);
+    calq_tensor ref[1] = {0}, o1[1] = {0}, o2[1] = {0}, o3[1] = {0}, tmp[1];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, &xt, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
+    rc = (run_cfg){.fast = true, .fuse = true, .layout = CALQ_LAYOUT_CHANNELS_LAST, .threads = 1};
+    run_graph(g, &xt, &rc, NULL, 0, tmp, o1, NULL, has);
+    rc.threads = 2;
+    run_graph(g, &xt, &rc, NULL, 0, tmp, o2, NULL, NULL);
+    rc.threads = 3;
+    run_graph(g, &xt, &rc, NULL, 0, tmp, o3, NULL, NULL);
+    char what[96];
+    snprintf(what, sizeof what, "transposed convolutions, batch %lld: fast vs reference", (long long)batch);
+    EXPECT(t_close(&o1[0], &ref[0], 1e-4, 1e-5, what));
+    EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
+    /* the five ConvTransposes ran as matrix products, with their post-ops */
+    calq_error err = {0};
+    calq_plan_opts o = {.use_fast = true, .fuse = true, .layout = CALQ_LAYOUT_CHANNELS_LAST};
+    calq_plan *p = NULL;
+    int n_gemm = -1;
+    if (calq__plan_build_opts(g, &xt, 1, &o, &p, &err) == CALQ_OK) {
+        n_gemm = 0;
+        for (int s = 0; s < p->n_steps; s++)
+            if (!strcmp(p->steps[s].def->op_type, "ConvTranspose") && calq__conv_dnnl_is_deconv_gemm(p->steps[s].state))
+                n_gemm++;
+    }
+    calq__plan_free(p);
+    EXPECT(n_gemm == 5);
+    const char *absorbed[] = {"r1", "sum12", "r12", "l3", "mul3", "clip4"};
+    for (size_t k = 0; k < sizeof absorbed / sizeof absorbed[0]; k++)
+        for (int ni = 0; ni < g->n_nodes; ni++)
+            if (!strcmp(g->nodes[ni].name, absorbed[k]) && has[ni]) {
+                fprintf(stderr, "deconv: %s ran as its own step\n", absorbed[k]);
+                failures++;
+            }
+    free(has);
+    t_free_all(ref, 1);
+    t_free_all(o1, 1);
+    t_free_all(o2, 1);
+    t_free_all(o3, 1);
+    calq_tensor_free_data(&xt);
+    calq__graph_free(g);
+}
+
 int main(void)
 {
+    test_deconv_gemm(1);
+    test_deconv_gemm(2);
     test_winograd(1);
     test_winograd(2);
     test_conversions();

@@ -38,8 +38,8 @@
 #include <string.h>
 
 #include "exec/kernels/conv_dnnl.h"
-#include "exec/kernels/conv_s2d.h"
 #include "exec/kernels/conv_wino.h"
+#include "exec/kernels/deconv_gemm.h"
 #include "exec/kernels/dnnl_common.h"
 
 /* ---- Conv / ConvTranspose ------------------------------------------------------------------ */
@@ -92,8 +92,8 @@ typedef struct conv_state {
     size_t dst_bytes; /* blocked output size, for the sum's copy */
     /* Winograd path (conv_wino.h): when set, nothing above but `serial` is used */
     calq_conv_wino *wino;
-    /* ConvTranspose with kernel == stride (conv_s2d.h): when set, nothing above is used */
-    calq_deconv_s2d *s2d;
+    /* ConvTranspose as matrix products (deconv_gemm.h): when set, nothing above is used */
+    calq_deconv_gemm *dgemm;
 } conv_state;
 
 void calq__conv_dnnl_release(void *state)
@@ -111,13 +111,18 @@ void calq__conv_dnnl_release(void *state)
         if (s->bin_mem[i]) dnnl_memory_destroy(s->bin_mem[i]);
     if (s->stream) dnnl_stream_destroy(s->stream);
     calq__conv_wino_free(s->wino);
-    calq__deconv_s2d_free(s->s2d);
+    calq__deconv_gemm_free(s->dgemm);
     free(s);
 }
 
 bool calq__conv_dnnl_is_wino(const void *state)
 {
     return state && ((const conv_state *)state)->wino != NULL;
+}
+
+bool calq__conv_dnnl_is_deconv_gemm(const void *state)
+{
+    return state && ((const conv_state *)state)->dgemm != NULL;
 }
 
 /* The memory descriptor of ONNX weights as oneDNN sees them. oneDNN's logical weight dims are
@@ -370,21 +375,22 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
      * ends in a graph output): the tensors observed then are the direct kernel's whether the
      * graph around them is fused or not (with --dump-all nothing is fused, and Winograd without
      * the residual sum would otherwise be chosen where a fused chain takes the direct kernel). */
-    /* A ConvTranspose whose kernel equals its stride, on channels-last data: matrix products
-     * written in place (conv_s2d.h). Not where the unfused bits are required, as for Winograd. */
-    if (layouts && !c->exact_only && c->native == CALQ_LAYOUT_CHANNELS_LAST && calq__deconv_s2d_fits(&g)) {
-        calq_deconv_s2d *t = NULL;
-        CALQ_TRY(calq__deconv_s2d_create(c, &g, &t));
+    /* A ConvTranspose on channels-last data: matrix products and a col2im (deconv_gemm.h), with
+     * the exact post-ops it applies. Not where the unfused bits are required, as for Winograd. */
+    if (layouts && !c->exact_only && c->native == CALQ_LAYOUT_CHANNELS_LAST && calq__deconv_gemm_fits(&g)) {
+        calq_deconv_gemm *t = NULL;
+        int used = 0;
+        CALQ_TRY(calq__deconv_gemm_create(c, &g, c->n_post, &used, &t));
         if (t) {
             conv_state *s = calloc(1, sizeof *s);
             if (!s) {
-                calq__deconv_s2d_free(t);
+                calq__deconv_gemm_free(t);
                 return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory building the convolution");
             }
-            s->s2d = t;
+            s->dgemm = t;
             s->sum_post = -1;
             c->in_layout[0] = c->out_layout[0] = CALQ_LAYOUT_CHANNELS_LAST;
-            c->n_post_used = 0;
+            c->n_post_used = used;
             c->state = s;
             return CALQ_OK;
         }
@@ -570,7 +576,7 @@ static calq_status conv_run(calq_op_ctx *c, conv_state *s);
 calq_status calq__conv_dnnl_run(calq_op_ctx *c)
 {
     conv_state *s = c->state;
-    if (s->s2d) return calq__deconv_s2d_run(c, s->s2d);
+    if (s->dgemm) return calq__deconv_gemm_run(c, s->dgemm);
     if (!s->prim && !s->wino) return gemm_run(c, s);
     const int prev = calq__dnnl_serial_begin(s->serial);
     calq_status st = s->wino ? calq__conv_wino_run(c, s->wino) : conv_run(c, s);

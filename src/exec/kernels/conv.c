@@ -5,6 +5,7 @@
  * output element is accumulated by one thread in a fixed order (bias, then input channel,
  * then kernel position), so results are bit-identical for any thread count. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernels/ascend.h"
@@ -518,6 +519,20 @@ static calq_status bn_prepare(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* One row of `lanes` channels from c0: bn_run's formula, each operation rounded as there (the
+ * square roots computed once per channel are the same values). Cloned per instruction set (the
+ * build targets baseline x86-64); no contraction in C11 mode, so every clone gives the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+bn_row(float *restrict y, const float *restrict x, const float *sc, const float *mu, const float *d, const float *bi,
+       int64_t lanes)
+{
+    for (int64_t k = 0; k < lanes; k++) y[k] = sc[k] * (x[k] - mu[k]) / d[k] + bi[k];
+}
+
 static calq_status bn_run_layout(calq_op_ctx *c)
 {
     const calq_layout l = c->in_layout[0];
@@ -531,21 +546,19 @@ static calq_status bn_run_layout(calq_op_ctx *c)
      * padding lanes (channel >= C) left at zero */
     const int64_t b = l == CALQ_LAYOUT_CHANNELS_LAST ? C : l,
                   groups = l == CALQ_LAYOUT_CHANNELS_LAST ? 1 : (C + b - 1) / b;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t gr = 0; gr < groups; gr++) {
-            const int64_t c0 = gr * b, lanes = C - c0 < b ? C - c0 : b;
-            const float *xp = x + (n * groups + gr) * sp * b;
-            float *yp = y + (n * groups + gr) * sp * b;
-            for (int64_t i = 0; i < sp; i++)
-                for (int64_t k = 0; k < lanes; k++) {
-                    const int64_t ch = c0 + k;
-                    yp[i * b + k] = sc[ch] * (xp[i * b + k] - mu[ch]) / sqrtf(var[ch] + eps) + bi[ch];
-                }
-            if (lanes < b)
-                for (int64_t i = 0; i < sp; i++) memset(yp + i * b + lanes, 0, sizeof(float) * (size_t)(b - lanes));
-        }
+    float *d = malloc(sizeof(float) * (size_t)(C ? C : 1));
+    if (!d) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t ch = 0; ch < C; ch++) d[ch] = sqrtf(var[ch] + eps);
+    /* rows of b lanes: (image, channel group, position); each computed alone, so any split among
+     * the threads gives the same bits */
+    const int64_t rows = N * groups * sp;
+#pragma omp parallel for schedule(static) if (rows * b >= ((int64_t)1 << 16))
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t gr = (r / sp) % groups, c0 = gr * b, lanes = C - c0 < b ? C - c0 : b;
+        bn_row(y + r * b, x + r * b, sc + c0, mu + c0, d + c0, bi + c0, lanes);
+        if (lanes < b) memset(y + r * b + lanes, 0, sizeof(float) * (size_t)(b - lanes));
     }
+    free(d);
     return CALQ_OK;
 }
 

@@ -153,10 +153,17 @@ static calq_status convert_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* Conversions of fewer elements than this run on the calling thread: a copy of 512 KB takes a
+ * few microseconds, about what waking the other threads costs (ShuffleNet's 47 conversions per
+ * image, around its channel shuffles, took more time than its convolutions). A pure copy: the
+ * result does not depend on the thread count. */
+#define CONVERT_SERIAL_ELEMS ((int64_t)1 << 17)
+
 typedef struct convert_state {
     dnnl_primitive_t prim;
     dnnl_memory_t src, dst;
     dnnl_stream_t stream;
+    bool serial;
 } convert_state;
 
 static void convert_release(void *state)
@@ -208,9 +215,12 @@ static calq_status convert_prepare(calq_op_ctx *c)
         return CALQ_OK;
     convert_state *s = calloc(1, sizeof *s);
     if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for a layout conversion");
+    s->serial = calq_tensor_numel(c->in[0]) < CONVERT_SERIAL_ELEMS;
     dnnl_primitive_desc_t pd = NULL;
+    const int prev = calq__dnnl_serial_begin(s->serial);
     dnnl_status_t ds = dnnl_reorder_primitive_desc_create(&pd, &smd, eng, &dmd, eng, NULL);
     if (ds == dnnl_success) ds = dnnl_primitive_create(&s->prim, pd);
+    calq__dnnl_serial_end(s->serial, prev);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->src, &smd, eng, DNNL_MEMORY_NONE);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->dst, &dmd, eng, DNNL_MEMORY_NONE);
@@ -229,8 +239,11 @@ static calq_status convert_run_fast(calq_op_ctx *c)
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->src, c->in[0]->data));
     CALQ_DNNL(c, dnnl_memory_set_data_handle(s->dst, c->out[0]->data));
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->src}, {DNNL_ARG_TO, s->dst}};
-    CALQ_DNNL(c, dnnl_primitive_execute(s->prim, s->stream, 2, args));
-    CALQ_DNNL(c, dnnl_stream_wait(s->stream));
+    const int prev = calq__dnnl_serial_begin(s->serial);
+    dnnl_status_t st = dnnl_primitive_execute(s->prim, s->stream, 2, args);
+    if (st == dnnl_success) st = dnnl_stream_wait(s->stream);
+    calq__dnnl_serial_end(s->serial, prev);
+    CALQ_DNNL(c, st);
     return CALQ_OK;
 }
 

@@ -261,6 +261,19 @@ static calq_status mm_run(calq_op_ctx *c)
 
 /* ---- fast path -------------------------------------------------------------------------- */
 
+/* Whether a batched product is one matrix product: B broadcast over every batch dim and A's
+ * batches contiguous, untransposed (Y's batches are contiguous). */
+static bool collapsible(const mm_geom *g)
+{
+    if (g->nb == 0 || g->trans_a || g->has_c) return false;
+    int64_t stride = g->M * g->K;
+    for (int k = g->nb - 1; k >= 0; k--) {
+        if (g->b_bs[k] != 0 || (g->bdims[k] > 1 && g->a_bs[k] != stride)) return false;
+        stride *= g->bdims[k];
+    }
+    return true;
+}
+
 static calq_status mm_prepare(calq_op_ctx *c)
 {
     c->state = NULL;
@@ -283,6 +296,13 @@ static calq_status mm_prepare(calq_op_ctx *c)
         d.bdims[i] = g.bdims[i];
         d.a_bs[i] = g.a_bs[i];
         d.b_bs[i] = g.b_bs[i];
+    }
+    if (collapsible(&g)) {
+        /* one B for every batch and A's batches one after the other: a single [batch * M, K]
+         * product (a Linear on [B, H, W, C], as Swin writes it, was H products of W rows, each
+         * re-packing the weights) */
+        d.M = g.M * g.batch;
+        d.nb = 0;
     }
     /* MatMul: its bias Add and a scalar Mul after it as binary post-ops (the planner's chain) */
     if (strcmp(c->node->op_type, "MatMul") == 0) {

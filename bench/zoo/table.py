@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """The benchmark zoo table (docs/performance.md): bench/forward on every zoo model.
 
-    /usr/bin/python3 bench/zoo/table.py [--batches 1,8] [--rounds 7] [--runs 15] [--only a,b]
+    /usr/bin/python3 bench/zoo/table.py [--batches 1,8] [--rounds 7] [--runs 15] [--only a,b] [--arch]
 
 Models: the exports of bench/zoo/export.py (in $CALQ_ZOO_DIR or ~/.cache/calq-bench-zoo; run it
-first) and the real models under ../shared/models that calq runs. Prints one markdown row per
-model and batch: calq's and onnxruntime's medians and the median per-round ratio. A model that
+first) and the real models under ../shared/models that calq runs; with --arch also the arch sweep's
+(tests/peers/arch_models.py, in $CALQ_ARCH_DIR or ~/.cache/calq-arch). Prints one markdown row per
+model and batch: calq's and onnxruntime's medians, the median per-round ratio and the ratio of the
+median CPU time per run (all threads; steadier than wall time when the machine is shared). A model that
 fails in either runtime gets its error in the row instead of figures."""
 import argparse
 import json
@@ -33,7 +35,7 @@ REAL = [
 ]
 
 
-def models():
+def models(arch_models=False):
     zoo = os.environ.get("CALQ_ZOO_DIR", os.path.expanduser("~/.cache/calq-bench-zoo"))
     out = []
     index = os.path.join(zoo, "zoo.json")
@@ -44,6 +46,16 @@ def models():
         print(f"note: no {index}: run bench/zoo/export.py first", file=sys.stderr)
     for label, rel, inp, dims in REAL:
         out.append((label, os.path.join(SHARED, "models", rel), inp, dims))
+    # the arch sweep's models (tests/peers/arch_models.py), when exported: input "x", the shape of
+    # each one's held-out batch
+    arch = os.environ.get("CALQ_ARCH_DIR", os.path.expanduser("~/.cache/calq-arch"))
+    if arch_models and os.path.isdir(arch):
+        import numpy as np
+        for f in sorted(os.listdir(arch)):
+            name = f[:-5] if f.endswith(".onnx") else None
+            ev = os.path.join(arch, name or "", "eval", "0.npy")
+            if name and os.path.exists(ev):
+                out.append(("arch " + name, os.path.join(arch, f), "x", list(np.load(ev).shape[1:])))
     return out
 
 
@@ -54,25 +66,31 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--arch", action="store_true", help="also the arch sweep's models (batch 1 only: their "
+                    "text and sequence models fix other dims)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
-    print("| model | batch | calq ms | onnxruntime ms | calq/onnxruntime |")
-    print("|---|---|---|---|---|")
-    for label, path, inp, dims in models():
+    print("| model | batch | calq ms | onnxruntime ms | calq/onnxruntime | CPU time calq/onnxruntime |")
+    print("|---|---|---|---|---|---|")
+    for label, path, inp, dims in models(a.arch):
         if only and label not in only:
             continue
         for b in [int(x) for x in a.batches.split(",")]:
+            if label.startswith("arch ") and b != 1:
+                continue
             shape = f"{inp}:{','.join(str(d) for d in [b] + dims)}"
             r = subprocess.run([os.path.join(ROOT, "bench", "forward"), path, "--input-shape", shape, "--threads",
                                 str(a.threads), "--rounds", str(a.rounds), "--runs", str(a.runs)],
                                capture_output=True, text=True)
             med = re.search(r"medians: calq ([\d.]+) ms, onnxruntime ([\d.]+) ms", r.stdout)
             ratio = re.search(r"ratio calq/onnxruntime: ([\d.]+)", r.stdout)
+            cpu = re.search(r"cpu per run \(median\):.*calq/onnxruntime ([\d.]+)", r.stdout)
             if r.returncode or not med or not ratio:
                 why = (r.stderr.strip().splitlines() or ["failed"])[-1][:120]
-                print(f"| {label} | {b} | - | - | {why} |", flush=True)
+                print(f"| {label} | {b} | - | - | {why} | |", flush=True)
             else:
-                print(f"| {label} | {b} | {float(med[1]):.2f} | {float(med[2]):.2f} | {float(ratio[1]):.2f} |",
+                c = f"{float(cpu[1]):.2f}" if cpu else "-"
+                print(f"| {label} | {b} | {float(med[1]):.2f} | {float(med[2]):.2f} | {float(ratio[1]):.2f} | {c} |",
                       flush=True)
 
 

@@ -1,13 +1,15 @@
 /* Einsum: any equation of letter labels with at most one "..." per term, explicit ("ij,jk->ik")
  * or implicit ("ij,jk": the labels seen once, in alphabetical order, after the ellipsis dims).
  * This covers matmul, batched matmul, transposes, traces and diagonals (a label repeated in one
- * term), sums over labels and outer products. Reference kernel.
+ * term), sums over labels and outer products. Reference kernel; two-operand equations that are
+ * batched matrix products also have a fast path (below).
  *
  * Every output element is a sum, over the labels that are not in the output, of the product of
  * one element of each input; the sum runs in a fixed label order in double, so results do not
  * depend on the thread count (threads split output elements). Labels of the "..." broadcast
  * numpy-style; letter labels must agree in size across terms. */
 #include <ctype.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,7 +253,138 @@ static calq_status einsum_run(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* ---- fast path: two float32 operands forming a batched matrix product ------------------------
+ *
+ * An equation whose labels (of size > 1) are each either in both inputs and the output (batch),
+ * in the first input and the output (M), in the second and the output (N) or in both inputs only
+ * (K), with one M, one N and one K label, is a matrix product per batch index: "nqhd,nkhd->nhqk"
+ * (attention scores as exported transformers write them), "bij,bjk->bik". When each operand has
+ * unit stride along one of its two matrix dims and the output along M or N, every batch is one
+ * oneDNN sgemm on strided views, no copies. Each batch's sgemm runs on one thread (inside a
+ * parallel region), so the bits do not depend on the thread count; they differ from the
+ * reference's double sums by float rounding. */
+typedef struct einsum_mm {
+    bool swap;   /* the output is unit-stride along M: computed as (B^T A^T) */
+    char ta, tb; /* sgemm transposition flags of the two operands (after the swap) */
+    int64_t m, n, k, lda, ldb, ldc;
+    int nb;                                        /* batch labels */
+    int64_t bsize[MAX_LABELS], bst[3][MAX_LABELS]; /* per batch label: size, strides in A, B, Y */
+    int64_t batch;
+} einsum_mm;
+
+static calq_status einsum_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    if (c->n_in != 2 || c->in[0]->dtype != CALQ_DTYPE_FLOAT32) return CALQ_OK;
+    einsum_plan p;
+    int64_t d[CALQ_MAX_DIMS];
+    int nd = 0;
+    CALQ_TRY(plan_make(c, &p, d, &nd));
+    int64_t ost[MAX_LABELS] = {0}, st = 1;
+    bool in_out[MAX_LABELS] = {false};
+    for (int i = p.n_out_labels - 1; i >= 0; i--) {
+        ost[p.out_labels[i]] = st;
+        in_out[p.out_labels[i]] = true;
+        st *= p.size[p.out_labels[i]];
+    }
+    einsum_mm mm = {0};
+    int lm = -1, ln = -1, lk = -1;
+    for (int id = 0; id < MAX_LABELS; id++) {
+        if (p.size[id] <= 1) continue; /* absent, or a size-1 dim: no effect on the product */
+        const bool a = p.stride[0][id] != 0, b = p.stride[1][id] != 0, o = in_out[id];
+        if (a && b && o) {
+            mm.bsize[mm.nb] = p.size[id];
+            mm.bst[0][mm.nb] = p.stride[0][id];
+            mm.bst[1][mm.nb] = p.stride[1][id];
+            mm.bst[2][mm.nb++] = ost[id];
+        } else if (a && o && !b && lm < 0) {
+            lm = id;
+        } else if (b && o && !a && ln < 0) {
+            ln = id;
+        } else if (a && b && !o && lk < 0) {
+            lk = id;
+        } else {
+            return CALQ_OK; /* another form: the reference */
+        }
+    }
+    if (lm < 0 || ln < 0 || lk < 0) return CALQ_OK;
+    int64_t sam = p.stride[0][lm], sak = p.stride[0][lk], sbk = p.stride[1][lk], sbn = p.stride[1][ln];
+    int64_t scm = ost[lm], scn = ost[ln];
+    mm.m = p.size[lm];
+    mm.n = p.size[ln];
+    mm.k = p.size[lk];
+    if (scm == 1 && scn != 1) { /* Y^T = B^T A^T: the second operand plays A */
+        mm.swap = true;
+        int64_t t = mm.m;
+        mm.m = mm.n;
+        mm.n = t;
+        t = sam, sam = sbn, sbn = t;
+        t = sak, sak = sbk, sbk = t;
+        t = scm, scm = scn, scn = t;
+    }
+    if (scn != 1) return CALQ_OK;
+    mm.ldc = scm;
+    if (sak == 1) {
+        mm.ta = 'N';
+        mm.lda = sam;
+    } else if (sam == 1) {
+        mm.ta = 'T';
+        mm.lda = sak;
+    } else {
+        return CALQ_OK;
+    }
+    if (sbn == 1) {
+        mm.tb = 'N';
+        mm.ldb = sbk;
+    } else if (sbk == 1) {
+        mm.tb = 'T';
+        mm.ldb = sbn;
+    } else {
+        return CALQ_OK;
+    }
+    /* oneDNN checks the leading dims against the row lengths */
+    if (mm.lda < (mm.ta == 'N' ? mm.k : mm.m) || mm.ldb < (mm.tb == 'N' ? mm.n : mm.k) || mm.ldc < mm.n) return CALQ_OK;
+    mm.batch = 1;
+    for (int i = 0; i < mm.nb; i++) mm.batch *= mm.bsize[i];
+    einsum_mm *s = malloc(sizeof *s);
+    if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    *s = mm;
+    c->state = s;
+    return CALQ_OK;
+}
+
+static calq_status einsum_run_fast(calq_op_ctx *c)
+{
+    const einsum_mm *s = c->state;
+    const float *a = c->in[s->swap ? 1 : 0]->data, *b = c->in[s->swap ? 0 : 1]->data;
+    float *y = c->out[0]->data;
+    const int ia = s->swap ? 1 : 0, ib = s->swap ? 0 : 1;
+    int failed = 0;
+    /* always a parallel region: inside one, oneDNN's sgemm runs on the calling thread */
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t t = 0; t < s->batch; t++) {
+        int64_t rem = t, oa = 0, ob = 0, oy = 0;
+        for (int i = s->nb - 1; i >= 0; i--) {
+            const int64_t idx = rem % s->bsize[i];
+            rem /= s->bsize[i];
+            oa += idx * s->bst[ia][i];
+            ob += idx * s->bst[ib][i];
+            oy += idx * s->bst[2][i];
+        }
+        if (dnnl_sgemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a + oa, s->lda, b + ob, s->ldb, 0.0f, y + oy, s->ldc) !=
+            dnnl_success)
+            failed = 1;
+    }
+    return failed ? calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed") : CALQ_OK;
+}
+
+static void einsum_release(void *state)
+{
+    free(state);
+}
+
 const calq_op_def calq__ops_einsum[] = {
-    {"Einsum", 1, MAX_TERMS, 1, 1, 0, false, einsum_infer, einsum_run, NULL, NULL, NULL, 0},
+    {"Einsum", 1, MAX_TERMS, 1, 1, 0, false, einsum_infer, einsum_run, einsum_prepare, einsum_run_fast, einsum_release,
+     0},
     {0},
 };

@@ -519,26 +519,34 @@ static void test_winograd(int64_t batch)
 }
 
 /* A ConvTranspose with an [IC, OC, k, k] constant weight and a bias. */
-static int gb_deconv(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad,
-                     int64_t out_pad)
+static int gb_deconv_g(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride,
+                       int64_t pad, int64_t out_pad, int64_t group)
 {
     char wn[96], bn[96];
     snprintf(wn, sizeof wn, "%s.w", name);
     snprintf(bn, sizeof bn, "%s.b", name);
-    const float r = 1.5f / sqrtf((float)(cin * k * k));
-    int64_t wd[4] = {cin, cout, k, k}, bd[1] = {cout};
+    const float r = 1.5f / sqrtf((float)(cin / group * k * k));
+    int64_t wd[4] = {cin, cout / group, k, k}, bd[1] = {cout};
     int ins[3] = {x, gb_const(b, wn, wd, 4, -r, r), gb_const(b, bn, bd, 1, -0.2f, 0.2f)};
     int y = gb_node(b, name, "ConvTranspose", ins, 3);
     int64_t pads[4] = {pad, pad, pad, pad}, st[2] = {stride, stride}, op[2] = {out_pad, out_pad};
     gb_ints(b, "pads", pads, 4);
     gb_ints(b, "strides", st, 2);
     if (out_pad) gb_ints(b, "output_padding", op, 2);
+    if (group > 1) gb_int(b, "group", group);
     return y;
+}
+
+static int gb_deconv(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad,
+                     int64_t out_pad)
+{
+    return gb_deconv_g(b, name, x, cin, cout, k, stride, pad, out_pad, 1);
 }
 
 /* Transposed convolutions of the forms the channels-last path runs as matrix products
  * (deconv_gemm.h): kernel == stride (2x2 / 2, 3x3 / 3), overlapping kernels (4x4 / 2 pad 1,
- * 3x3 / 2 pad 1 with output_padding 1, 5x5 / 1 pad 2), each with post-ops it applies (Relu,
+ * 3x3 / 2 pad 1 with output_padding 1, 5x5 / 1 pad 2), grouped ones (depthwise, 4 groups), with
+ * post-ops it applies (Relu,
  * LeakyRelu, Clip, the residual sum, per-channel multiply); against the reference, for 1, 2 and
  * 3 threads, and the post-ops absorbed. */
 static void test_deconv_gemm(int64_t batch)
@@ -563,9 +571,13 @@ static void test_deconv_gemm(int64_t batch)
     memcpy(b.g->nodes[gb_last_node(&b)].inputs, clip_in, sizeof clip_in);
     int d5 = gb_deconv(&b, "d5", d4c, 8, 4, 3, 3, 0, 0); /* 108 x 132 */
     gb_output(&b, d5);
+    /* grouped: a depthwise 4x4 / 2 upsampling (FCN's learnable bilinear) and 10 -> 4 channels per
+     * group */
+    int d6 = gb_unary(&b, "r6", "Relu", gb_deconv_g(&b, "d6", c0, 40, 40, 4, 2, 1, 0, 40));
+    gb_output(&b, gb_deconv_g(&b, "d7", d6, 40, 16, 3, 1, 1, 0, 4));
     calq_graph *g = gb_finish(&b);
     calq_tensor xt = t_rand_f32(21, 4, xd, -1, 1);
-    calq_tensor ref[1] = {0}, o1[1] = {0}, o2[1] = {0}, o3[1] = {0}, tmp[1];
+    calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0}, tmp[1];
     run_cfg rc = {.fast = false, .threads = 2};
     run_graph(g, &xt, &rc, NULL, 0, tmp, ref, NULL, NULL);
     bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
@@ -576,9 +588,12 @@ static void test_deconv_gemm(int64_t batch)
     rc.threads = 3;
     run_graph(g, &xt, &rc, NULL, 0, tmp, o3, NULL, NULL);
     char what[96];
-    snprintf(what, sizeof what, "transposed convolutions, batch %lld: fast vs reference", (long long)batch);
-    EXPECT(t_close(&o1[0], &ref[0], 1e-4, 1e-5, what));
-    EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
+    for (int i = 0; i < 2; i++) {
+        snprintf(what, sizeof what, "transposed convolutions, batch %lld, output %d: fast vs reference",
+                 (long long)batch, i);
+        EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
+        EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
+    }
     /* the five ConvTransposes ran as matrix products, with their post-ops */
     calq_error err = {0};
     calq_plan_opts o = {.use_fast = true, .fuse = true, .layout = CALQ_LAYOUT_CHANNELS_LAST};
@@ -591,8 +606,8 @@ static void test_deconv_gemm(int64_t batch)
                 n_gemm++;
     }
     calq__plan_free(p);
-    EXPECT(n_gemm == 5);
-    const char *absorbed[] = {"r1", "sum12", "r12", "l3", "mul3", "clip4"};
+    EXPECT(n_gemm == 7);
+    const char *absorbed[] = {"r1", "sum12", "r12", "l3", "mul3", "clip4", "r6"};
     for (size_t k = 0; k < sizeof absorbed / sizeof absorbed[0]; k++)
         for (int ni = 0; ni < g->n_nodes; ni++)
             if (!strcmp(g->nodes[ni].name, absorbed[k]) && has[ni]) {
@@ -600,10 +615,10 @@ static void test_deconv_gemm(int64_t batch)
                 failures++;
             }
     free(has);
-    t_free_all(ref, 1);
-    t_free_all(o1, 1);
-    t_free_all(o2, 1);
-    t_free_all(o3, 1);
+    t_free_all(ref, 2);
+    t_free_all(o1, 2);
+    t_free_all(o2, 2);
+    t_free_all(o3, 2);
     calq_tensor_free_data(&xt);
     calq__graph_free(g);
 }

@@ -6,20 +6,22 @@
 #include <string.h>
 
 struct calq_deconv_gemm {
-    bool direct;                    /* kernel == stride, no padding: no column buffer */
+    bool direct;                    /* kernel == stride, no padding, one group: no column buffer */
     int64_t n, h, w, ic, oc;        /* batch, input rows / columns, channels */
+    int64_t g, icg, ocg;            /* groups, channels per group */
     int64_t oh, ow;                 /* output rows / columns */
     int64_t kh, kw, s0, s1, p0, p1; /* kernel, stride, padding before */
-    int64_t ncol;                   /* columns of B: s1 * OC (direct) or kh * kw * OC */
-    float *b;                       /* direct: [kh][IC][ncol] (B_i per kernel row); else [IC][ncol] (owner: this) */
-    float *bias;                    /* [OC] or NULL (owner: this) */
-    float *cols;                    /* general: [N * H][W][ncol] (owner: this) */
-    int n_post;                     /* post-ops applied (a prefix of the planner's chain) */
+    int64_t ncol;                   /* columns of B: s1 * OC (direct) or kh * kw * OCg (per group) */
+    float *b;    /* direct: [kh][IC][ncol] (B_i per kernel row); else per group [ICg][ncol] (owner: this) */
+    float *bias; /* [OC] or NULL (owner: this) */
+    float *cols; /* general: [N * H][G][W][ncol] (owner: this) */
+    int n_post;  /* post-ops applied (a prefix of the planner's chain) */
     calq_post_op post[CALQ_CONV_MAX_POST];
 };
 
 static bool direct_fits(const calq_conv_geom *g)
 {
+    if (g->group != 1) return false;
     for (int i = 0; i < 2; i++)
         if (g->k[i] != g->stride[i] || g->pad_b[i] != 0 || g->pad_e[i] != 0 || g->out_pad[i] != 0 ||
             g->out[i] != g->in[i] * g->k[i])
@@ -29,7 +31,7 @@ static bool direct_fits(const calq_conv_geom *g)
 
 bool calq__deconv_gemm_fits(const calq_conv_geom *g)
 {
-    if (!g->transpose || g->nsp != 2 || g->group != 1) return false;
+    if (!g->transpose || g->nsp != 2 || g->group < 1 || g->c_in % g->group || g->c_out % g->group) return false;
     for (int i = 0; i < 2; i++)
         if (g->k[i] < 1 || g->dil[i] != 1 || g->pad_b[i] < 0 || g->stride[i] < 1) return false;
     if (direct_fits(g)) return true;
@@ -74,23 +76,29 @@ calq_status calq__deconv_gemm_create(calq_op_ctx *c, const calq_conv_geom *g, in
     d->s1 = g->stride[1];
     d->p0 = g->pad_b[0];
     d->p1 = g->pad_b[1];
-    d->ncol = d->direct ? d->s1 * d->oc : d->kh * d->kw * d->oc;
-    /* ONNX ConvTranspose weights: [IC, OC, kh, kw]; B's columns are (kernel column, OC) per
-     * kernel row (direct) or (kernel row, kernel column, OC) */
-    d->b = malloc(sizeof(float) * (size_t)(d->kh * d->ic * (d->direct ? d->ncol : d->kw * d->oc)));
+    d->g = g->group;
+    d->icg = d->ic / d->g;
+    d->ocg = d->oc / d->g;
+    d->ncol =
+        d->direct
+            ? d->s1 * d->oc
+            : d->kh * d->kw *
+                  d->ocg; /* ONNX ConvTranspose weights: [IC, OC / G, kh, kw]; B's columns are (kernel column, OC) per
+                           * kernel row (direct) or, per group, (kernel row, kernel column, OC of the group) */
+    d->b = malloc(sizeof(float) * (size_t)(d->kh * d->ic * (d->direct ? d->ncol : d->kw * d->ocg)));
     if (g->has_bias) d->bias = malloc(sizeof(float) * (size_t)d->oc);
-    if (!d->direct) d->cols = malloc(sizeof(float) * (size_t)(d->n * d->h * d->w * d->ncol));
+    if (!d->direct) d->cols = malloc(sizeof(float) * (size_t)(d->n * d->h * d->g * d->w * d->ncol));
     if (!d->b || (g->has_bias && !d->bias) || (!d->direct && !d->cols)) goto oom;
     const float *wt = c->in[1]->data;
-    for (int64_t ic = 0; ic < d->ic; ic++)
-        for (int64_t oc = 0; oc < d->oc; oc++)
+    for (int64_t ic = 0; ic < d->ic; ic++) /* ic = group * ICg + its index in the group */
+        for (int64_t oc = 0; oc < d->ocg; oc++)
             for (int64_t i = 0; i < d->kh; i++)
                 for (int64_t j = 0; j < d->kw; j++) {
-                    const float v = wt[((ic * d->oc + oc) * d->kh + i) * d->kw + j];
+                    const float v = wt[((ic * d->ocg + oc) * d->kh + i) * d->kw + j];
                     if (d->direct)
                         d->b[(i * d->ic + ic) * d->ncol + j * d->oc + oc] = v;
                     else
-                        d->b[ic * d->ncol + (i * d->kw + j) * d->oc + oc] = v;
+                        d->b[ic * d->ncol + (i * d->kw + j) * d->ocg + oc] = v;
                 }
     if (d->bias) memcpy(d->bias, c->in[2]->data, sizeof(float) * (size_t)d->oc);
     int sums = 0;
@@ -158,7 +166,8 @@ static void bias_row(const calq_deconv_gemm *d, float *acc)
             memset(acc + p * d->oc, 0, sizeof(float) * (size_t)d->oc);
 }
 
-/* Output row r of image n from the columns: every tap (i, w, j) landing in it, in that order. */
+/* Output row r of image n from the columns: every tap (i, w, j) landing in it, in that order,
+ * each group's channels from its own columns. */
 #if defined(__x86_64__) && defined(__GNUC__)
 /* cloned per instruction set (the build targets baseline x86-64): float adds in a fixed order,
  * the same bits in every clone */
@@ -167,18 +176,25 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 static void
 col2im_row(const calq_deconv_gemm *d, int64_t n, int64_t r, float *acc)
 {
-    const int64_t OC = d->oc;
+    const int64_t OC = d->oc, OCg = d->ocg;
     for (int64_t i = 0; i < d->kh; i++) {
         const int64_t t = r + d->p0 - i; /* = h * s0 */
         if (t < 0 || t % d->s0 != 0 || t / d->s0 >= d->h) continue;
-        const float *row = d->cols + (n * d->h + t / d->s0) * d->w * d->ncol;
+        const float *row = d->cols + (n * d->h + t / d->s0) * d->g * d->w * d->ncol;
         for (int64_t w = 0; w < d->w; w++)
             for (int64_t j = 0; j < d->kw; j++) {
                 const int64_t x = w * d->s1 - d->p1 + j;
                 if (x < 0 || x >= d->ow) continue;
-                const float *src = row + w * d->ncol + (i * d->kw + j) * OC;
                 float *dst = acc + x * OC;
-                for (int64_t q = 0; q < OC; q++) dst[q] += src[q];
+                if (d->g == 1) {
+                    const float *src = row + w * d->ncol + (i * d->kw + j) * OC;
+                    for (int64_t q = 0; q < OC; q++) dst[q] += src[q];
+                } else {
+                    for (int64_t gr = 0; gr < d->g; gr++) {
+                        const float *src = row + (gr * d->w + w) * d->ncol + (i * d->kw + j) * OCg;
+                        for (int64_t q = 0; q < OCg; q++) dst[gr * OCg + q] += src[q];
+                    }
+                }
             }
     }
 }
@@ -191,11 +207,22 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
     /* Always parallel regions: inside one, oneDNN's sgemm runs on the calling thread, so a
      * product's arithmetic does not depend on the thread count. */
     if (!d->direct) {
+        /* the columns of every (input row, group): A = the row's channels of the group (row
+         * stride IC), B = the group's weights; with one input channel per group (a depthwise
+         * upsampling) an outer product */
 #pragma omp parallel for schedule(static) reduction(| : failed)
-        for (int64_t nh = 0; nh < d->n * d->h; nh++)
-            if (dnnl_sgemm('N', 'N', d->w, d->ncol, d->ic, 1.0f, x + nh * d->w * d->ic, d->ic, d->b, d->ncol, 0.0f,
-                           d->cols + nh * d->w * d->ncol, d->ncol) != dnnl_success)
+        for (int64_t t = 0; t < d->n * d->h * d->g; t++) {
+            const int64_t nh = t / d->g, gr = t % d->g;
+            const float *a = x + nh * d->w * d->ic + gr * d->icg, *bg = d->b + gr * d->icg * d->ncol;
+            float *cg = d->cols + (nh * d->g + gr) * d->w * d->ncol;
+            if (d->icg == 1) {
+                for (int64_t w = 0; w < d->w; w++)
+                    for (int64_t q = 0; q < d->ncol; q++) cg[w * d->ncol + q] = a[w * d->ic] * bg[q];
+            } else if (dnnl_sgemm('N', 'N', d->w, d->ncol, d->icg, 1.0f, a, d->ic, bg, d->ncol, 0.0f, cg, d->ncol) !=
+                       dnnl_success) {
                 failed = 1;
+            }
+        }
         if (failed) return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
     }
 #pragma omp parallel reduction(| : failed)

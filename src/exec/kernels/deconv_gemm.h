@@ -8,14 +8,12 @@
  *     head): input pixel (h, w) alone writes the s0 x s1 block (h*s0 + i, w*s1 + j), so one
  *     output row is C (W x s1*OC) = A (W x IC: input row h) . B_i (IC x s1*OC: the weights of
  *     kernel row i, packed once), plus the bias;
- *   - any other kernel, stride and padding (the 4x4 stride-2 upsampling of CenterNet-style
- *     heads and GANs): the columns T (W x kh*kw*OC) = A . B of every input row first, then each
- *     output row sums its taps from T in a fixed order (kernel row, input column, kernel
- *     column), a col2im. T is kept when it is small (CALQ_DECONV_MAX_COLS), else oneDNN runs
- *     the layer.
- * An output row is finished in a scratch row, where the planner's post-ops are applied (Relu,
- * LeakyRelu, Clip, the residual sum, per-channel add / multiply: all exact float operations)
- * before it is stored, so a residual operand the output overwrites is read first.
+ *   - any other kernel, stride, padding or groups (the 4x4 stride-2 upsampling of CenterNet-style
+ *     heads and GANs, FCN's depthwise bilinear upsampling): the columns T (W x kh*kw*OC) = A . B of every input row
+ * first, then each output row sums its taps from T in a fixed order (kernel row, input column, kernel column), a
+ * col2im. T is kept when it is small (CALQ_DECONV_MAX_COLS), else oneDNN runs the layer. An output row is finished in a
+ * scratch row, where the planner's post-ops are applied (Relu, LeakyRelu, Clip, the residual sum, per-channel add /
+ * multiply: all exact float operations) before it is stored, so a residual operand the output overwrites is read first.
  *
  * Determinism: each product is one single-threaded sgemm over fixed rows and each output row is
  * summed by one thread in a fixed order, so the bits do not depend on the thread count. */
@@ -32,8 +30,10 @@
 
 typedef struct calq_deconv_gemm calq_deconv_gemm;
 
-/* Whether the geometry is one this path takes: a 2-D ConvTranspose, ungrouped, dilation 1, and
- * either kernel == stride without padding or columns within CALQ_DECONV_MAX_COLS. */
+/* Whether the geometry is one this path takes: a 2-D (or 1-D, promoted) ConvTranspose, dilation
+ * 1, and either kernel == stride without padding and one group, or columns within
+ * CALQ_DECONV_MAX_COLS (any groups: each group's columns from its own product, or an outer
+ * product with one input channel per group, a depthwise upsampling). */
 bool calq__deconv_gemm_fits(const calq_conv_geom *g);
 
 /* Packs the weights (and bias) of c and takes the longest prefix of c->post[0..n_post) it

@@ -471,6 +471,25 @@ static calq_status gap_prepare(calq_op_ctx *c)
     return CALQ_OK;
 }
 
+/* The mean over `per` positions of `lanes` channels (<= 16) at stride pos_stride, in double in
+ * position order (the reference's sums). Cloned per instruction set (the build targets baseline
+ * x86-64, two doubles per SSE add): the same adds in the same order, the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+gap_lanes(const float *xp, int64_t per, int64_t pos_stride, int64_t lanes, float *yp)
+{
+    double sum[16] = {0};
+    if (lanes == 16)
+        for (int64_t i = 0; i < per; i++)
+            for (int64_t k = 0; k < 16; k++) sum[k] += xp[i * pos_stride + k];
+    else
+        for (int64_t i = 0; i < per; i++)
+            for (int64_t k = 0; k < lanes; k++) sum[k] += xp[i * pos_stride + k];
+    for (int64_t k = 0; k < lanes; k++) yp[k] = per > 0 ? (float)(sum[k] / (double)per) : 0.0f;
+}
+
 static calq_status gap_run_layout(calq_op_ctx *c)
 {
     const calq_layout l = c->in_layout[0];
@@ -487,10 +506,7 @@ static calq_status gap_run_layout(calq_op_ctx *c)
         const int64_t lanes = l == CALQ_LAYOUT_CHANNELS_LAST && C - grp * b < b ? C - grp * b : b;
         const float *xp = l == CALQ_LAYOUT_CHANNELS_LAST ? x + n * per * C + grp * b : x + p * per * b;
         float *yp = l == CALQ_LAYOUT_CHANNELS_LAST ? y + n * C + grp * b : y + p * b;
-        double sum[16] = {0};
-        for (int64_t i = 0; i < per; i++)
-            for (int64_t k = 0; k < lanes; k++) sum[k] += xp[i * pos_stride + k];
-        for (int64_t k = 0; k < lanes; k++) yp[k] = per > 0 ? (float)(sum[k] / (double)per) : 0.0f;
+        gap_lanes(xp, per, pos_stride, lanes, yp);
     }
     return CALQ_OK;
 }

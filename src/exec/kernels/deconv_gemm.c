@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
+
 struct calq_deconv_gemm {
     bool direct;                    /* kernel == stride, no padding, one group: no column buffer */
     int64_t n, h, w, ic, oc;        /* batch, input rows / columns, channels */
@@ -204,8 +206,11 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
     const float *x = c->in[0]->data;
     const int64_t len = d->ow * d->oc;
     int failed = 0;
-    /* Always parallel regions: inside one, oneDNN's sgemm runs on the calling thread, so a
-     * product's arithmetic does not depend on the thread count. */
+    /* Parallel regions, inside which oneDNN's sgemm runs on the calling thread, so a product's
+     * arithmetic does not depend on the thread count; for little work teams of one, oneDNN told
+     * so too. */
+    const bool serial = d->n * d->h * d->w * d->ic * d->kh * d->kw * d->ocg < CALQ_DNNL_SERIAL_WORK;
+    const int prev = calq__dnnl_serial_begin(serial);
     if (!d->direct) {
         /* the columns of every (input row, group): A = the row's channels of the group (row
          * stride IC), B = the group's weights; with one input channel per group (a depthwise
@@ -223,7 +228,10 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
                 failed = 1;
             }
         }
-        if (failed) return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
+        if (failed) {
+            calq__dnnl_serial_end(serial, prev);
+            return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
+        }
     }
 #pragma omp parallel reduction(| : failed)
     {
@@ -249,6 +257,7 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
         }
         free(acc);
     }
+    calq__dnnl_serial_end(serial, prev);
     if (failed & 2) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for a transposed convolution row");
     if (failed) return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
     return CALQ_OK;

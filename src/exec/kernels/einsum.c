@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/values.h"
 #include "exec/op.h"
 
@@ -360,7 +361,10 @@ static calq_status einsum_run_fast(calq_op_ctx *c)
     float *y = c->out[0]->data;
     const int ia = s->swap ? 1 : 0, ib = s->swap ? 0 : 1;
     int failed = 0;
-    /* always a parallel region: inside one, oneDNN's sgemm runs on the calling thread */
+    /* a parallel region, inside which oneDNN's sgemm runs on the calling thread; for little work
+     * a team of one, oneDNN told so too */
+    const bool serial = s->batch * s->m * s->n * s->k < CALQ_DNNL_SERIAL_WORK;
+    const int prev = calq__dnnl_serial_begin(serial);
 #pragma omp parallel for schedule(static) reduction(| : failed)
     for (int64_t t = 0; t < s->batch; t++) {
         int64_t rem = t, oa = 0, ob = 0, oy = 0;
@@ -375,6 +379,7 @@ static calq_status einsum_run_fast(calq_op_ctx *c)
             dnnl_success)
             failed = 1;
     }
+    calq__dnnl_serial_end(serial, prev);
     return failed ? calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed") : CALQ_OK;
 }
 

@@ -20,15 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/elementwise_mvec.h"
 #include "exec/kernels/exact_recip.h"
 #include "exec/kernels/fused_transformer.h"
 
 #define TILE_FLOATS   ((int64_t)1 << 16) /* one tile of scores: 256 KB */
 #define TILE_MAX_ROWS 64
-/* Below this many multiply-adds the step runs on the calling thread (waking the others costs
- * more, as for the MatMul layers). */
-#define ATT_SERIAL_WORK ((int64_t)1 << 20)
 
 typedef struct fused_att {
     int64_t batch, m, d, n, e, rows; /* rows: the tile height */
@@ -137,10 +135,13 @@ static calq_status att_run_fast(calq_op_ctx *c)
     const float *q = c->in[0]->data, *kt = c->in[1]->data, *v = c->in[2]->data;
     float *o = c->out[0]->data;
     const int64_t M = s->m, D = s->d, N = s->n, E = s->e, R = s->rows;
-    const int64_t tiles_per = (M + R - 1) / R, tasks = s->batch * tiles_per;
-    const bool par = s->batch * M * N * (D + E) >= ATT_SERIAL_WORK;
+    const int64_t tiles_per = (M + R - 1) / R,
+                  tasks = s->batch * tiles_per; /* little work: one thread, and oneDNN's sgemm told so too (outside an
+                                                 * active parallel region it would thread itself) */
+    const bool serial = s->batch * M * N * (D + E) < CALQ_DNNL_SERIAL_WORK;
+    const int prev = calq__dnnl_serial_begin(serial);
     int failed = 0;
-#pragma omp parallel if (par) reduction(| : failed)
+#pragma omp parallel reduction(| : failed)
     {
         float *t = malloc(sizeof(float) * (size_t)(R * N));
         if (!t) failed = 2;
@@ -161,6 +162,7 @@ static calq_status att_run_fast(calq_op_ctx *c)
         }
         free(t);
     }
+    calq__dnnl_serial_end(serial, prev);
     if (failed & 2) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the attention scores");
     if (failed) return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed");
     return CALQ_OK;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/dnnl_common.h"
 #include "exec/kernels/elementwise_mvec.h"
 #include "exec/kernels/values.h"
 #include "exec/op.h"
@@ -308,7 +309,10 @@ static calq_status dir_project(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work
     if (fast && !p->layout1) {
         const int64_t tiles = (rows + PROJ_TILE - 1) / PROJ_TILE;
         int failed = 0;
-        /* always a parallel region: inside one, oneDNN's sgemm runs on the calling thread */
+        /* a parallel region, inside which oneDNN's sgemm runs on the calling thread; for little
+         * work a team of one, oneDNN told so too */
+        const bool serial = rows * GH * I < CALQ_DNNL_SERIAL_WORK;
+        const int prev = calq__dnnl_serial_begin(serial);
 #pragma omp parallel for schedule(static) reduction(| : failed)
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t r0 = t * PROJ_TILE, n = rows - r0 < PROJ_TILE ? rows - r0 : PROJ_TILE;
@@ -316,6 +320,7 @@ static calq_status dir_project(calq_op_ctx *c, const rnn_cfg *p, int d, dir_work
             for (int64_t r = 0; r < n; r++) memcpy(y + r * GH, bias, sizeof(float) * (size_t)GH);
             if (dnnl_sgemm('N', 'N', n, GH, I, 1.0f, X + r0 * I, I, w->wt, GH, 1.0f, y, GH) != dnnl_success) failed = 1;
         }
+        calq__dnnl_serial_end(serial, prev);
         free(bias);
         return failed ? calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN sgemm failed") : CALQ_OK;
     }

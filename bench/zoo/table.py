@@ -2,6 +2,7 @@
 """The benchmark zoo table (docs/performance.md): bench/forward on every zoo model.
 
     /usr/bin/python3 bench/zoo/table.py [--batches 1,8] [--rounds 7] [--runs 15] [--only a,b] [--arch]
+                                        [--baseline BUILD_DIR]
 
 Models: the exports of bench/zoo/export.py (in $CALQ_ZOO_DIR or ~/.cache/calq-bench-zoo; run it
 first) and the real models under ../shared/models that calq runs; with --arch also the arch sweep's
@@ -66,12 +67,14 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--baseline", default=None, help="another calq build dir: adds a calq/baseline column")
     ap.add_argument("--arch", action="store_true", help="also the arch sweep's models (batch 1 only: their "
                     "text and sequence models fix other dims)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
-    print("| model | batch | calq ms | onnxruntime ms | calq/onnxruntime | CPU time calq/onnxruntime |")
-    print("|---|---|---|---|---|---|")
+    base_hdr = " calq/baseline |" if a.baseline else ""
+    print("| model | batch | calq ms | onnxruntime ms | calq/onnxruntime | CPU time calq/onnxruntime |" + base_hdr)
+    print("|---|---|---|---|---|---|" + ("---|" if a.baseline else ""))
     for label, path, inp, dims in models(a.arch):
         if only and label not in only:
             continue
@@ -80,18 +83,21 @@ def main():
                 continue
             shape = f"{inp}:{','.join(str(d) for d in [b] + dims)}"
             r = subprocess.run([os.path.join(ROOT, "bench", "forward"), path, "--input-shape", shape, "--threads",
-                                str(a.threads), "--rounds", str(a.rounds), "--runs", str(a.runs)],
+                                str(a.threads), "--rounds", str(a.rounds), "--runs", str(a.runs)] +
+                               (["--baseline", a.baseline] if a.baseline else []),
                                capture_output=True, text=True)
             med = re.search(r"medians: calq ([\d.]+) ms, onnxruntime ([\d.]+) ms", r.stdout)
             ratio = re.search(r"ratio calq/onnxruntime: ([\d.]+)", r.stdout)
             cpu = re.search(r"cpu per run \(median\):.*calq/onnxruntime ([\d.]+)", r.stdout)
+            base = re.search(r"ratio calq/baseline: ([\d.]+)", r.stdout)
+            bcol = (f" {float(base[1]):.2f} |" if base else " - |") if a.baseline else ""
             if r.returncode or not med or not ratio:
                 why = (r.stderr.strip().splitlines() or ["failed"])[-1][:120]
-                print(f"| {label} | {b} | - | - | {why} | |", flush=True)
+                print(f"| {label} | {b} | - | - | {why} | |" + (" |" if a.baseline else ""), flush=True)
             else:
                 c = f"{float(cpu[1]):.2f}" if cpu else "-"
-                print(f"| {label} | {b} | {float(med[1]):.2f} | {float(med[2]):.2f} | {float(ratio[1]):.2f} | {c} |",
-                      flush=True)
+                print(f"| {label} | {b} | {float(med[1]):.2f} | {float(med[2]):.2f} | {float(ratio[1]):.2f} | {c} |" +
+                      bcol, flush=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 
 #include "exec/kernels/elementwise_mvec.h"
 #include "exec/kernels/fused_transformer.h"
+#include "graph/qkind.h"
 
 #define MAX_PARTS 10
 
@@ -237,6 +238,12 @@ static bool match_gelu(const calq_fuse_in *f, int s, int *x, int *y, float *c, u
     return same_shape(f, h, *x) && same_shape(f, *y, *x);
 }
 
+/* A MatMul node (its name from the quantizable-kind table, which owns it). */
+static bool is_matmul(const calq_node *n)
+{
+    return is_op(n, calq__qkind(CALQ_QKIND_MATMUL)->onnx);
+}
+
 /* A float32 operand in plain layout that exists when the step runs (an activation or a constant). */
 static bool plain_f32_operand(const calq_fuse_in *f, int v)
 {
@@ -252,7 +259,7 @@ static bool match_attention(const calq_fuse_in *f, int s, int *ins, int *y, calq
                             parts *pt)
 {
     const calq_node *n = node_of(f, s);
-    if (!is_op(n, "MatMul") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
+    if (!is_matmul(n) || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
     ins[0] = n->inputs[0];
     ins[1] = n->inputs[1];
     if (!plain_f32_operand(f, ins[0]) || !plain_f32_operand(f, ins[1])) return false;
@@ -284,8 +291,7 @@ static bool match_attention(const calq_fuse_in *f, int s, int *ins, int *y, calq
     const int t2 = sole_reader(f, pv, t);
     if (t2 < 0) return false;
     n = node_of(f, t2);
-    if (!is_op(n, "MatMul") || n->n_inputs != 2 || n->inputs[0] != pv || n->inputs[1] < 0 || n->inputs[1] == pv)
-        return false;
+    if (!is_matmul(n) || n->n_inputs != 2 || n->inputs[0] != pv || n->inputs[1] < 0 || n->inputs[1] == pv) return false;
     ins[2] = n->inputs[1];
     if (!plain_f32_operand(f, ins[2])) return false;
     for (int j = s + 1; j < t2; j++)

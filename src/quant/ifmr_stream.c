@@ -428,21 +428,30 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
     const float Lf = (float)s->st.count;
     int nt = loss_threads(s, n);
     if (s->prune && s->pass == 2 && s->decided && nt >= 2) {
-        /* thread 0 bins the batch while the others compute the few exact sums left */
+        /* Every thread bins a contiguous share of the batch into its own histogram, then computes
+         * the exact sums of its share of the few candidates left: binning costs more than those
+         * sums, so a thread that only summed would wait for the one binning. (How the histogram is
+         * split changes its moments' last bits, never a bound's validity, as for the thread count.) */
+        int nh = nt < s->n_thist ? nt : s->n_thist;
+        const calq__ifmr_hist *h0 = &s->thist[0];
+        for (int t = 1; t < nh; t++) /* without memory for another thread's bins, fewer threads bin */
+            if (!calq__ifmr_hist_init(&s->thist[t], h0->nb, h0->flo, h0->fhi, h0->dmin, h0->dmax)) nh = t;
 #pragma omp parallel num_threads(nt)
         {
             unsigned T = (unsigned)omp_get_num_threads(), t = (unsigned)omp_get_thread_num();
-            if (t == 0) calq__ifmr_hist_add(&s->thist[0], x, n);
-            if (t > 0 || T == 1) { /* (the runtime may give fewer threads than asked) */
-                unsigned W = T > 1 ? T - 1 : 1, w = T > 1 ? t - 1 : 0;
-                unsigned c0 = (unsigned)((uint64_t)s->n_active * w / W);
-                unsigned c1 = (unsigned)((uint64_t)s->n_active * (w + 1) / W);
-                for (size_t j = 0; j < n && c1 > c0; j += LOSS_CHUNK) {
-                    size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
-                    calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
-                }
+            unsigned B = T < (unsigned)nh ? T : (unsigned)nh; /* (the runtime may give fewer threads than asked) */
+            if (t < B) {
+                size_t j0 = (size_t)((uint64_t)n * t / B), j1 = (size_t)((uint64_t)n * (t + 1) / B);
+                calq__ifmr_hist_add(&s->thist[t], x + j0, j1 - j0);
+            }
+            unsigned c0 = (unsigned)((uint64_t)s->n_active * t / T);
+            unsigned c1 = (unsigned)((uint64_t)s->n_active * (t + 1) / T);
+            for (size_t j = 0; j < n && c1 > c0; j += LOSS_CHUNK) {
+                size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
+                calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
             }
         }
+        hists_fold(s);
         return;
     }
     if (s->prune && s->pass == 2) {

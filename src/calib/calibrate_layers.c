@@ -2,6 +2,7 @@
  * Layers come from the config (enabled entries, model order). Layers reading the same tensor
  * share one activation calibrator and so get the same scale_d / offset_d (amct-reference.md
  * §3.2). Weights are quantized right away with ARQ on the folded weight (§1.1 3b, §6.1, §8.3). */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,15 +239,34 @@ static calq_status layer_weights(calq__calib *cal, calq__calib_layer *l, calq_er
     return CALQ_OK;
 }
 
+/* The layers' ARQ runs on the run's threads, one layer each: the layers share nothing and each
+ * one's factors are computed as alone, so the record is the same for any thread count. The
+ * first failing layer (in layer order) gives the error, and the log lines keep layer order. */
 calq_status calq__calib_weights(calq__calib *cal, calq_error *err)
 {
-    for (int i = 0; i < cal->n_layers; i++) {
-        calq__calib_layer *l = &cal->layers[i];
-        CALQ_TRY(layer_weights(cal, l, err));
-        if (!l->w_failed && l->cfg->has_weights && l->input == 0 && cal->log)
-            calq__log(CALQ_LOG_INFO, "Do layer:'%s' weights calibration success!", l->cfg->name);
+    calq_status *st = calloc((size_t)cal->n_layers + 1, sizeof *st);
+    calq_error *errs = calloc((size_t)cal->n_layers + 1, sizeof *errs);
+    if (!st || !errs) {
+        free(st);
+        free(errs);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "calibration: out of memory");
     }
-    return CALQ_OK;
+    int nt = cal->n_threads > 0 ? cal->n_threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt > 0 ? nt : 1)
+    for (int i = 0; i < cal->n_layers; i++) st[i] = layer_weights(cal, &cal->layers[i], &errs[i]);
+    calq_status r = CALQ_OK;
+    for (int i = 0; i < cal->n_layers && r == CALQ_OK; i++) {
+        const calq__calib_layer *l = &cal->layers[i];
+        if (st[i] != CALQ_OK) {
+            if (err) *err = errs[i];
+            r = st[i];
+        } else if (!l->w_failed && l->cfg->has_weights && l->input == 0 && cal->log) {
+            calq__log(CALQ_LOG_INFO, "Do layer:'%s' weights calibration success!", l->cfg->name);
+        }
+    }
+    free(st);
+    free(errs);
+    return r;
 }
 
 void calq__calib_free(calq__calib *cal)

@@ -58,12 +58,19 @@ static void scan_one(calq__tensor_stats *s, float v, int64_t j, int64_t per_samp
 }
 
 #define SCAN_BLOCK 256
+#define SCREEN_RUN 64 /* blocks screened per call of screen() */
 
-/* A block that is finite and holds no new extreme changes nothing: that is screened with a
- * vectorized loop; any other block goes element by element. */
-static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_sample, int batch)
+/* Each block's minimum, maximum, largest |x| and whether it is finite, for the blocks of
+ * SCAN_BLOCK elements of x[0..n). Cloned per instruction set (static, so that the resolver is
+ * not exported): every observed element goes through it, and the extremes are the same values
+ * in any order (they are only compared below). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+screen(const float *x, int64_t n, float *bmn, float *bmx, float *bamx, unsigned char *bfin)
 {
-    for (int64_t j0 = 0; j0 < n; j0 += SCAN_BLOCK) {
+    for (int64_t j0 = 0, q = 0; j0 < n; j0 += SCAN_BLOCK, q++) {
         int64_t m = n - j0 < SCAN_BLOCK ? n - j0 : SCAN_BLOCK;
         const float *b = x + j0;
         float mn = INFINITY, mx = -INFINITY, amx = 0.0f;
@@ -79,11 +86,31 @@ static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_s
             amx = a > amx ? a : amx;
             finite &= (v - v) == 0.0f;
         }
-        /* nothing in the block would change the statistics (compared, not copied: which of +0
-         * and -0 the range keeps stays the element loop's choice) */
-        if (finite && s->absmax_batch >= 0 && !(amx > s->absmax) && !(s->min > s->max) && mn >= s->min && mx <= s->max)
-            continue;
-        for (int64_t i = 0; i < m; i++) scan_one(s, b[i], j0 + i, per_sample, batch);
+        bmn[q] = mn;
+        bmx[q] = mx;
+        bamx[q] = amx;
+        bfin[q] = (unsigned char)finite;
+    }
+}
+
+/* A block that is finite and holds no new extreme changes nothing: that is screened with a
+ * vectorized loop; any other block goes element by element. */
+static void scan(calq__tensor_stats *s, const float *x, int64_t n, int64_t per_sample, int batch)
+{
+    for (int64_t r0 = 0; r0 < n; r0 += SCAN_BLOCK * SCREEN_RUN) {
+        int64_t r = n - r0 < SCAN_BLOCK * SCREEN_RUN ? n - r0 : SCAN_BLOCK * SCREEN_RUN;
+        float bmn[SCREEN_RUN], bmx[SCREEN_RUN], bamx[SCREEN_RUN];
+        unsigned char bfin[SCREEN_RUN];
+        screen(x + r0, r, bmn, bmx, bamx, bfin);
+        for (int64_t j0 = r0, q = 0; j0 < r0 + r; j0 += SCAN_BLOCK, q++) {
+            int64_t m = n - j0 < SCAN_BLOCK ? n - j0 : SCAN_BLOCK;
+            /* nothing in the block would change the statistics (compared, not copied: which of +0
+             * and -0 the range keeps stays the element loop's choice) */
+            if (bfin[q] && s->absmax_batch >= 0 && !(bamx[q] > s->absmax) && !(s->min > s->max) && bmn[q] >= s->min &&
+                bmx[q] <= s->max)
+                continue;
+            for (int64_t i = 0; i < m; i++) scan_one(s, x[j0 + i], j0 + i, per_sample, batch);
+        }
     }
     s->count += (uint64_t)n;
 }

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/ifmr_loss_simd.h"
 #include "quant/quant.h"
 
 #define BIN_SLACK 1e-6 /* of a bin width: the index computation's rounding is far below this */
@@ -227,6 +228,16 @@ static inline double dist_to(double q, double a, double b)
     return q < a ? a - q : q > b ? q - b : 0.0;
 }
 
+/* The bounds from the sums of the per-bin terms: d*d against (q - x)^2 (2^-23), the lane sums'
+ * rounding, and these sums' own (the 2^-22 covers both 2^-23 and m * 2^-53 with room). */
+static int widen(const calq__ifmr_binset *bs, double lo_sum, double up_sum, double *lower, double *upper)
+{
+    double g = 0x1p-22 + ((double)bs->added / CALQ__IFMR_LANES + 16.0) * 0x1p-52;
+    *lower = lo_sum * (1.0 - g);
+    *upper = up_sum * (1.0 + g);
+    return 1;
+}
+
 /* Cloned per instruction set (GCC/clang function multiversioning; static, so that the resolver
  * is not exported): the bounds need no bit agreement with anything but the kernels' rounding,
  * which every ISA computes the same. */
@@ -266,15 +277,40 @@ bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, dou
         lo_sum += ra == rb ? lo_one : lo_two;
         up_sum += ra == rb ? up_one : up_two;
     }
-    /* d*d against (q - x)^2 (2^-23), the lane sums' rounding, and these sums' own (the 2^-22
-     * covers both 2^-23 and m * 2^-53 with room) */
-    double g = 0x1p-22 + ((double)bs->added / CALQ__IFMR_LANES + 16.0) * 0x1p-52;
-    *lower = lo_sum * (1.0 - g);
-    *upper = up_sum * (1.0 + g);
-    return 1;
+    return widen(bs, lo_sum, up_sum, lower, upper);
+}
+
+#ifdef CALQ__IFMR_X86
+#define TERMS_BLOCK 512
+
+/* bounds() with the per-bin terms from the AVX-512 kernel, added in bin order as bounds() adds
+ * them: the same sums, so the same bounds. */
+static int bounds_avx512(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper)
+{
+    if (!bs->a || !(c->lo <= 0.0f && c->hi >= 0.0f && c->scale > 0.0f && c->scale < INFINITY)) return 0;
+    double lo[TERMS_BLOCK], up[TERMS_BLOCK], lo_sum = 0.0, up_sum = 0.0;
+    for (size_t j0 = 0; j0 < bs->m; j0 += TERMS_BLOCK) {
+        size_t m = bs->m - j0 < TERMS_BLOCK ? bs->m - j0 : TERMS_BLOCK;
+        calq__ifmr_bound_terms_avx512(bs, j0, m, c, lo, up);
+        for (size_t j = 0; j < m; j++) {
+            lo_sum += lo[j];
+            up_sum += up[j];
+        }
+    }
+    return widen(bs, lo_sum, up_sum, lower, upper);
+}
+#endif
+
+int calq__ifmr_binset_bounds_isa(calq__isa isa, const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower,
+                                 double *upper)
+{
+#ifdef CALQ__IFMR_X86
+    if (isa == CALQ__ISA_AVX512 && calq__ifmr_isa_supported(isa)) return bounds_avx512(bs, c, lower, upper);
+#endif
+    return bounds(bs, c, lower, upper);
 }
 
 int calq__ifmr_binset_bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper)
 {
-    return bounds(bs, c, lower, upper);
+    return calq__ifmr_binset_bounds_isa(calq__ifmr_isa_best(), bs, c, lower, upper);
 }

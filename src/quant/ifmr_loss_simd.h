@@ -30,6 +30,11 @@ void calq__ifmr_fsum_avx512(const float *x, size_t n, unsigned k, const calq__if
                             calq__ifmr_acc *const *a);
 /* The nonzero elements of x[0..n) in order into out (which has room for n + 16); returns how many */
 size_t calq__compact_nonzero_avx512(const float *x, size_t n, float *out);
+/* The lower and upper terms bounds() (ifmr_bound.c) adds for bins [j0, j0 + m) of bs and
+ * candidate c, into lo[0..m) and up[0..m), each the scalar loop's bit for bit
+ * (ifmr_bound_avx512.c). */
+void calq__ifmr_bound_terms_avx512(const calq__ifmr_binset *bs, size_t j0, size_t m, const calq__ifmr_cand *c,
+                                   double *lo, double *up);
 #endif
 
 #endif

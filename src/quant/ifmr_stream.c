@@ -20,6 +20,7 @@
 #include "quant/quant.h"
 
 #define SCAN_BLOCK 64    /* elements per pass-1 screening step */
+#define SCREEN_RUN 64    /* blocks screened per call of screen() */
 #define LOSS_CHUNK 16384 /* elements per pass-2 step (64 KB: stays in L2 across candidates) */
 
 /* Pruning is chosen by the largest single feed (one batch's elements), not by the total: the
@@ -187,6 +188,60 @@ static void scan_one(calq_ifmr_stream *s, float v)
     calq__tail_push(&s->bottom, -v);
 }
 
+/* Screens the blocks of SCAN_BLOCK elements of x[0..n): each block's extremes, and whether it holds
+ * a NaN or an inf (v - v is NaN). Cloned per instruction set (static, so that the resolver is not
+ * exported): every element of pass 1 goes through it, and a maximum or minimum is the same
+ * value in any order (a -0 / +0 choice among equal extremes only meets comparisons). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+screen(const float *x, size_t n, float *bmx, float *bmn, unsigned char *bfin)
+{
+    for (size_t j = 0, q = 0; j < n; j += SCAN_BLOCK, q++) {
+        size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
+        const float *b = x + j;
+        float mx = -INFINITY, mn = INFINITY;
+        int finite = 1;
+#if !defined(__clang__) /* clang refuses (-Wpass-failed) what GCC vectorizes here */
+#pragma omp simd reduction(max : mx) reduction(min : mn) reduction(& : finite)
+#endif
+        for (size_t i = 0; i < m; i++) {
+            float v = b[i];
+            mx = v > mx ? v : mx;
+            mn = v < mn ? v : mn;
+            finite &= (v - v) == 0.0f;
+        }
+        bmx[q] = mx;
+        bmn[q] = mn;
+        bfin[q] = (unsigned char)finite;
+    }
+}
+
+/* One block's share of the statistics, given its screen (screen()): a block holding a NaN or an
+ * inf goes element by element. */
+static void block_statistics(calq_ifmr_stream *s, const float *b, size_t m, float mx, float mn, int finite)
+{
+    if (!finite) {
+        for (size_t i = 0; i < m; i++) scan_one(s, b[i]);
+        return;
+    }
+    /* a new extreme is taken element by element: the first of equal values (+0 before -0 or
+     * after) is the one kept, as a sequential minimum keeps it */
+    if (mn < s->st.data_min)
+        for (size_t i = 0; i < m; i++) s->st.data_min = b[i] < s->st.data_min ? b[i] : s->st.data_min;
+    if (mx > s->st.data_max)
+        for (size_t i = 0; i < m; i++) s->st.data_max = b[i] > s->st.data_max ? b[i] : s->st.data_max;
+    if (calq__tail_rejects(&s->top, mx))
+        calq__tail_drop(&s->top, mx);
+    else
+        for (size_t i = 0; i < m; i++) calq__tail_push(&s->top, b[i]);
+    if (calq__tail_rejects(&s->bottom, -mn))
+        calq__tail_drop(&s->bottom, -mn);
+    else
+        for (size_t i = 0; i < m; i++) calq__tail_push(&s->bottom, -b[i]);
+}
+
 static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err)
 {
     uint64_t after = s->st.count + n;
@@ -201,39 +256,15 @@ static calq_status feed_statistics(calq_ifmr_stream *s, const float *x, size_t n
     calq__values_checksum(x, n, &s->sum1, &s->sum2);
     s->st.count = after;
     if (n > s->max_feed) s->max_feed = n;
-    for (size_t j = 0; j < n; j += SCAN_BLOCK) {
-        size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
-        const float *b = x + j;
-        /* screen the block: its extremes, and whether it holds a NaN or an inf (v - v is NaN) */
-        float mx = -INFINITY, mn = INFINITY;
-        int finite = 1;
-#if !defined(__clang__) /* clang refuses (-Wpass-failed) what GCC vectorizes here */
-#pragma omp simd reduction(max : mx) reduction(min : mn) reduction(& : finite)
-#endif
-        for (size_t i = 0; i < m; i++) {
-            float v = b[i];
-            mx = v > mx ? v : mx;
-            mn = v < mn ? v : mn;
-            finite &= (v - v) == 0.0f;
+    for (size_t j0 = 0; j0 < n; j0 += SCAN_BLOCK * SCREEN_RUN) {
+        size_t r = n - j0 < SCAN_BLOCK * SCREEN_RUN ? n - j0 : SCAN_BLOCK * SCREEN_RUN;
+        float bmx[SCREEN_RUN], bmn[SCREEN_RUN];
+        unsigned char bfin[SCREEN_RUN];
+        screen(x + j0, r, bmx, bmn, bfin);
+        for (size_t j = j0, q = 0; j < j0 + r; j += SCAN_BLOCK, q++) {
+            size_t m = n - j < SCAN_BLOCK ? n - j : SCAN_BLOCK;
+            block_statistics(s, x + j, m, bmx[q], bmn[q], bfin[q]);
         }
-        if (!finite) {
-            for (size_t i = 0; i < m; i++) scan_one(s, b[i]);
-            continue;
-        }
-        /* a new extreme is taken element by element: the first of equal values (+0 before -0 or
-         * after) is the one kept, as a sequential minimum keeps it */
-        if (mn < s->st.data_min)
-            for (size_t i = 0; i < m; i++) s->st.data_min = b[i] < s->st.data_min ? b[i] : s->st.data_min;
-        if (mx > s->st.data_max)
-            for (size_t i = 0; i < m; i++) s->st.data_max = b[i] > s->st.data_max ? b[i] : s->st.data_max;
-        if (calq__tail_rejects(&s->top, mx))
-            calq__tail_drop(&s->top, mx);
-        else
-            for (size_t i = 0; i < m; i++) calq__tail_push(&s->top, b[i]);
-        if (calq__tail_rejects(&s->bottom, -mn))
-            calq__tail_drop(&s->bottom, -mn);
-        else
-            for (size_t i = 0; i < m; i++) calq__tail_push(&s->bottom, -b[i]);
     }
     return CALQ_OK;
 }
@@ -397,21 +428,30 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
     const float Lf = (float)s->st.count;
     int nt = loss_threads(s, n);
     if (s->prune && s->pass == 2 && s->decided && nt >= 2) {
-        /* thread 0 bins the batch while the others compute the few exact sums left */
+        /* Every thread bins a contiguous share of the batch into its own histogram, then computes
+         * the exact sums of its share of the few candidates left: binning costs more than those
+         * sums, so a thread that only summed would wait for the one binning. (How the histogram is
+         * split changes its moments' last bits, never a bound's validity, as for the thread count.) */
+        int nh = nt < s->n_thist ? nt : s->n_thist;
+        const calq__ifmr_hist *h0 = &s->thist[0];
+        for (int t = 1; t < nh; t++) /* without memory for another thread's bins, fewer threads bin */
+            if (!calq__ifmr_hist_init(&s->thist[t], h0->nb, h0->flo, h0->fhi, h0->dmin, h0->dmax)) nh = t;
 #pragma omp parallel num_threads(nt)
         {
             unsigned T = (unsigned)omp_get_num_threads(), t = (unsigned)omp_get_thread_num();
-            if (t == 0) calq__ifmr_hist_add(&s->thist[0], x, n);
-            if (t > 0 || T == 1) { /* (the runtime may give fewer threads than asked) */
-                unsigned W = T > 1 ? T - 1 : 1, w = T > 1 ? t - 1 : 0;
-                unsigned c0 = (unsigned)((uint64_t)s->n_active * w / W);
-                unsigned c1 = (unsigned)((uint64_t)s->n_active * (w + 1) / W);
-                for (size_t j = 0; j < n && c1 > c0; j += LOSS_CHUNK) {
-                    size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
-                    calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
-                }
+            unsigned B = T < (unsigned)nh ? T : (unsigned)nh; /* (the runtime may give fewer threads than asked) */
+            if (t < B) {
+                size_t j0 = (size_t)((uint64_t)n * t / B), j1 = (size_t)((uint64_t)n * (t + 1) / B);
+                calq__ifmr_hist_add(&s->thist[t], x + j0, j1 - j0);
+            }
+            unsigned c0 = (unsigned)((uint64_t)s->n_active * t / T);
+            unsigned c1 = (unsigned)((uint64_t)s->n_active * (t + 1) / T);
+            for (size_t j = 0; j < n && c1 > c0; j += LOSS_CHUNK) {
+                size_t m = n - j < LOSS_CHUNK ? n - j : LOSS_CHUNK;
+                calq__ifmr_losses(s->isa, x + j, m, g + j, s->cand, s->active + c0, c1 - c0, amct, Lf, s->acc);
             }
         }
+        hists_fold(s);
         return;
     }
     if (s->prune && s->pass == 2) {

@@ -166,6 +166,10 @@ void calq__ifmr_binset_free(calq__ifmr_binset *bs);
  * elements <= upper; coarser bins give looser bounds. Returns 0 (no bounds) for a candidate
  * whose clip range misses 0 or whose scale is not finite and positive. */
 int calq__ifmr_binset_bounds(const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower, double *upper);
+/* The same with the per-bin terms of one instruction set (the same doubles on every one; tests
+ * compare them); an ISA the CPU lacks falls back to the plain loop. */
+int calq__ifmr_binset_bounds_isa(calq__isa isa, const calq__ifmr_binset *bs, const calq__ifmr_cand *c, double *lower,
+                                 double *upper);
 
 /* Checks options; fills the number of candidates. */
 calq_status calq__ifmr_check_opts(const calq_ifmr_opts *o, const char *layer, unsigned *n_cand, calq_error *err);

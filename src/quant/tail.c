@@ -100,7 +100,14 @@ int calq__tails_size(calq__tail *top, calq__tail *bottom, float max_p, float min
     return calq__tail_set_cap(top, (size_t)kt) && calq__tail_set_cap(bottom, (size_t)kb);
 }
 
-void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
+/* Sums modulo 2^64 do not depend on the order of their terms, so the loop vectorizes to the
+ * same result on every instruction set: it is cloned per ISA (static, so that the resolver is not
+ * exported), as every element of every IFMR feed goes through it twice (both passes). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
 {
     uint64_t a = 0, b = 0;
     for (size_t i = 0; i < n; i++) {
@@ -111,4 +118,9 @@ void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
     }
     *s1 += a;
     *s2 += b;
+}
+
+void calq__values_checksum(const float *x, size_t n, uint64_t *s1, uint64_t *s2)
+{
+    checksum(x, n, s1, s2);
 }

@@ -303,7 +303,7 @@ static void test_bounds(void)
         EXPECT(c == c_ref && !memcmp(buf, ref, c * sizeof *buf));
     }
     x[N - 1] = 0.25f;
-    int checked = 0, held = 0;
+    int checked = 0, held = 0, same_isa = 0;
     for (int huge = 1; huge >= 0; huge--) { /* with +-1e30 (they dominate every sum), then without */
         x[402] = huge ? 1e30f : 3.0f;
         x[403] = huge ? -1e30f : -3.0f;
@@ -341,6 +341,14 @@ static void test_bounds(void)
                     calq__ifmr_loss_ref(x, N, 0, &c[k], 0, (float)N, &acc);
                     double t = calq__ifmr_acc_total(&acc), lo = 0, up = 0;
                     EXPECT(calq__ifmr_binset_bounds(&bs, &c[k], &lo, &up));
+                    /* every ISA's per-bin terms give the plain loop's doubles */
+                    for (int isa = CALQ__ISA_C; isa <= CALQ__ISA_AVX512; isa++) {
+                        double li = 0, ui = 0, lc = 0, uc = 0;
+                        EXPECT(calq__ifmr_binset_bounds_isa((calq__isa)isa, &bs, &c[k], &li, &ui));
+                        EXPECT(calq__ifmr_binset_bounds_isa(CALQ__ISA_C, &bs, &c[k], &lc, &uc));
+                        EXPECT(!memcmp(&li, &lc, sizeof li) && !memcmp(&ui, &uc, sizeof ui));
+                        same_isa += !memcmp(&li, &lc, sizeof li) && !memcmp(&ui, &uc, sizeof ui);
+                    }
                     checked++;
                     held += lo <= t && t <= up;
                     if (!(lo <= t && t <= up))
@@ -353,7 +361,10 @@ static void test_bounds(void)
         }
     }
     EXPECT(held == checked);
-    printf("bounds: %d of %d exact sums within their bounds; compaction equal on every ISA\n", held, checked);
+    EXPECT(same_isa == 3 * checked);
+    printf("bounds: %d of %d exact sums within their bounds, the same bounds on every ISA; compaction equal on "
+           "every ISA\n",
+           held, checked);
     free(x);
     free(buf);
     free(ref);

@@ -19,28 +19,14 @@
 #include "quant/ifmr_loss_simd.h"
 
 #ifdef CALQ__IFMR_X86
-#include <immintrin.h>
-
-#define T512      __attribute__((target("avx512f,avx512dq")))
-#define INLINE512 static inline __attribute__((always_inline, target("avx512f,avx512dq")))
-
-INLINE512 __m512 round_away16(__m512 t)
-{
-    __m512 i = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(t, i);
-    const __m512 one = _mm512_set1_ps(1.0f);
-    __mmask16 up = _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __mmask16 down = _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ);
-    __m512 r = _mm512_mask_add_ps(i, up, i, one);
-    return _mm512_mask_sub_ps(r, down, r, one);
-}
+#include "quant/ifmr_avx512.h"
 
 /* r(x) = round(clamp(x, lo, hi) / s), as round_of in ifmr_bound.c */
 INLINE512 __m512 round_of16(__m512 x, __m512 lo, __m512 hi, __m512 s)
 {
     __m512 v = _mm512_max_ps(lo, x);
     v = _mm512_min_ps(hi, v);
-    return round_away16(_mm512_div_ps(v, s));
+    return calq__ifmr_round_away16(_mm512_div_ps(v, s));
 }
 
 /* dist_to: q < a ? a - q : q > b ? q - b : 0.0 */

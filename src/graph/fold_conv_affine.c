@@ -64,6 +64,12 @@ static bool affine_of(const calq_graph *g, const calq_node *c, int v, int rank, 
             calq_tensor_numel(var) != C)
             return false;
         float eps = calq__attr_float(c, "epsilon", 1e-5f);
+        /* var + eps not positive: not folded, so the layer's own check names it (a fold would
+         * put NaN into the weights) */
+        for (int64_t o = 0; o < C; o++) {
+            const float vo = ((const float *)var->data)[o];
+            if (!(vo + eps > 0.0f) || !isfinite(vo)) return false;
+        }
         for (int64_t o = 0; o < C; o++) {
             a[o] = ((const float *)gamma->data)[o] / sqrtf(((const float *)var->data)[o] + eps);
             m[o] = ((const float *)mean->data)[o];

@@ -235,6 +235,18 @@ if ! timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-r
     --mean 127 --std 128 --output-dir "$T/img_ok" >"$T/out" 2>"$T/err"; then
     echo "FAIL: image_ok: the PNG fixture does not run:"; tail -3 "$T/err"; bad=1
 fi
+# a BatchNormalization variance with var + epsilon <= 0 gave NaN outputs (and, folded into a Conv, NaN weights) with
+# exit 0
+expect bn_negative_variance 1 "node 'bn': variance -2 \\+ epsilon 1e-05 of channel 1 is not a positive finite number" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-batchnorm-negative-variance.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+expect conv_bn_negative_variance 1 "node 'bn': variance -2 \\+ epsilon 1e-05 of channel 1 is not a positive finite" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-conv-batchnorm-negative-variance.onnx" --input "x=$T/x.npy" \
+    --output-dir "$T/o"
+rm -rf "$T/bnq"
+expect calib_bn_negative_variance 1 "variance -2 \\+ epsilon 1e-05 of channel 1 is not a positive finite number" -- \
+    calibration --model "$SRC/tests/fuzz/corpus/onnx/regression-conv-batchnorm-negative-variance.onnx" \
+    --npy "$T/x.npy" --batch_num 1 --save_path "$T/bnq/q"
+[ -e "$T/bnq" ] && { echo "FAIL: calib_bn_negative_variance: $T/bnq was written"; bad=1; }
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

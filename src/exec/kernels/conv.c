@@ -459,6 +459,15 @@ static calq_status bn_check(calq_op_ctx *c, int64_t *inner, bool *per_pos)
                                  calq__shape_str(x->dims, x->ndim, sx, sizeof sx), *per_pos ? "C x spatial = " : "",
                                  (long long)want);
     }
+    /* A variance that makes var + epsilon zero, negative or NaN turns every value of its channel
+     * into inf or NaN (a trained model never has one; a corrupted or hand-edited one may). */
+    const float *var = c->in[4]->data, eps = calq__attr_float(c->node, "epsilon", 1e-5f);
+    for (int64_t k = 0; var && k < want; k++)
+        if (!(var[k] + eps > 0.0f) || !isfinite(var[k]))
+            return calq__op_fail(c, CALQ_ERR_DATA,
+                                 "variance %g + epsilon %g of channel %lld is not a positive finite number: the "
+                                 "normalization would divide by zero or take the root of a negative number",
+                                 (double)var[k], (double)eps, (long long)(*per_pos ? k / (want / x->dims[1]) : k));
     return CALQ_OK;
 }
 

@@ -308,7 +308,15 @@ static calq_status add_input(calq_caffe_ctx *c, input_list *ins, const char *nam
         return calq__caffe_fail(c, NULL, CALQ_ERR_BAD_FORMAT, "%d: net input '%s' is declared twice", line, name);
     if (ndim > CALQ_MAX_DIMS)
         return calq__caffe_fail(c, NULL, CALQ_ERR_UNSUPPORTED, "%d: net input '%s' has %d dims; calq supports up to %d",
-                                line, name, ndim, CALQ_MAX_DIMS);
+                                line, name, ndim,
+                                CALQ_MAX_DIMS); /* a size, or -1 / 0 for one the data gives (what converters write for a
+                                                 * free batch); -12 was read as "given by the data" too */
+    for (int d = 0; d < ndim; d++)
+        if (dims[d] < -1)
+            return calq__caffe_fail(c, NULL, CALQ_ERR_BAD_FORMAT,
+                                    "%d: net input '%s' has dim %d = %lld; a dim is a size, or -1 / 0 for one the "
+                                    "data gives",
+                                    line, name, d, (long long)dims[d]);
     int v = calq__caffe_named_value(c, name);
     if (v < 0) return c->status;
     calq_value *val = &c->g->values[v];

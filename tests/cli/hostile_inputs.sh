@@ -247,6 +247,10 @@ expect calib_bn_negative_variance 1 "variance -2 \\+ epsilon 1e-05 of channel 1 
     calibration --model "$SRC/tests/fuzz/corpus/onnx/regression-conv-batchnorm-negative-variance.onnx" \
     --npy "$T/x.npy" --batch_num 1 --save_path "$T/bnq/q"
 [ -e "$T/bnq" ] && { echo "FAIL: calib_bn_negative_variance: $T/bnq was written"; bad=1; }
+# a Caffe input_dim of -12 was read as a size the data gives
+printf 'name: "n"\ninput: "data"\ninput_dim: 1\ninput_dim: -12\ninput_dim: 4\ninput_dim: 4\nlayer { name: "r" type: "ReLU" bottom: "data" top: "r" }\n' >"$T/negdim.prototxt"
+expect caffe_input_dim_negative 1 "2: net input 'data' has dim 1 = -12; a dim is a size, or -1 / 0" -- \
+    inspect --model "$T/negdim.prototxt" --weights "$T/empty.caffemodel"
 # one flag or one input's shape given twice: the last one used to win silently
 expect flag_twice 2 "--input-shape is given twice" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-attr-wrong-type.onnx" --input "x=$T/x1.npy" --output-dir "$T/o" \

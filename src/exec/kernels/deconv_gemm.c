@@ -235,7 +235,7 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
     }
 #pragma omp parallel reduction(| : failed)
     {
-        float *acc = malloc(sizeof(float) * (size_t)len);
+        float *acc = calq__dnnl_scratch(CALQ_SCRATCH_DECONV, sizeof(float) * (size_t)len);
         if (!acc) failed = 2;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < d->n * d->oh; t++) {
@@ -255,7 +255,6 @@ calq_status calq__deconv_gemm_run(calq_op_ctx *c, const calq_deconv_gemm *d)
             }
             finish_row(c, d, n, r, acc);
         }
-        free(acc);
     }
     calq__dnnl_serial_end(serial, prev);
     if (failed & 2) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for a transposed convolution row");

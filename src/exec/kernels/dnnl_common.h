@@ -40,8 +40,10 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what);
  * buffer is never another's. */
 typedef enum calq_dnnl_scratch_slot {
     CALQ_SCRATCH_CONV, /* conv_dnnl.c */
-    CALQ_SCRATCH_INT,  /* int_dnnl.c */
-    CALQ_SCRATCH_WINO, /* conv_wino.c: the Winograd kernel's scratchpad */
+    CALQ_SCRATCH_INT,
+    /* int_dnnl.c */ CALQ_SCRATCH_WINO, /* conv_wino.c: the Winograd kernel's scratchpad */
+    CALQ_SCRATCH_ATTENTION,             /* fused_attention.c: a tile of scores */
+    CALQ_SCRATCH_DECONV,                /* deconv_gemm.c: an output row's sums */
     CALQ_SCRATCH_SLOTS
 } calq_dnnl_scratch_slot;
 void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n);

@@ -143,7 +143,7 @@ static calq_status att_run_fast(calq_op_ctx *c)
     int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
-        float *t = malloc(sizeof(float) * (size_t)(R * N));
+        float *t = calq__dnnl_scratch(CALQ_SCRATCH_ATTENTION, sizeof(float) * (size_t)(R * N));
         if (!t) failed = 2;
             /* every thread takes part in the loop (its tasks are skipped without a buffer) */
 #pragma omp for schedule(static)
@@ -160,7 +160,6 @@ static calq_status att_run_fast(calq_op_ctx *c)
                 dnnl_success)
                 failed |= 1;
         }
-        free(t);
     }
     calq__dnnl_serial_end(serial, prev);
     if (failed & 2) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the attention scores");

@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "calib/act_cache.h"
-#include "calib/bulk_mem.h"
+#include "base/bulk_mem.h"
 #include "calib/calibrate.h" /* calq__now */
 
 #define BATCH_END (-1)

@@ -9,6 +9,7 @@
 #ifndef CALQ_EXEC_PLAN_H
 #define CALQ_EXEC_PLAN_H
 
+#include "base/bulk_mem.h"
 #include "exec/op.h"
 
 typedef enum calq_pv_kind {
@@ -57,7 +58,8 @@ typedef struct calq_plan {
     calq_plan_value *vals;
     int n_steps, cap_steps;
     calq_plan_step *steps;
-    void *arena;
+    void *arena;          /* arena_mem.base */
+    calq__bulk arena_mem; /* owned */
     size_t arena_bytes, sum_bytes;
     int64_t in_dims[64][CALQ_MAX_DIMS]; /* the input-shape signature it was built for */
     int in_ndim[64];

@@ -82,7 +82,8 @@ typedef struct conv_state {
     dnnl_memory_t src_blk, dst_blk;          /* blocked copies (handles: the scratch) */
     size_t src_blk_bytes, dst_blk_bytes;     /* 64-byte rounded */
     dnnl_stream_t stream;
-    bool w_ready; /* s->w already holds the (constant) weights */
+    bool w_ready;     /* s->w already holds the (constant) weights */
+    calq__bulk w_buf; /* s->w's buffer when it is not w_user's */
     /* post-ops (executor layouts only) */
     int n_bin;                       /* binary post-ops (per-channel add / multiply) */
     int bin_idx[CALQ_CONV_MAX_POST]; /* their positions in the post-op chain */
@@ -104,6 +105,7 @@ void calq__conv_dnnl_release(void *state)
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     if (s->w && s->w != s->w_user) dnnl_memory_destroy(s->w);
+    calq__bulk_free(&s->w_buf);
     dnnl_memory_t mems[] = {s->src, s->w_user, s->bias, s->dst, s->src_blk, s->dst_blk};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
@@ -490,7 +492,7 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
     if (dnnl_memory_desc_equal(w_md, &d.w_user)) {
         s->w = s->w_user;
     } else {
-        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&s->w, w_md, eng, DNNL_MEMORY_ALLOCATE));
+        CALQ_DNNL_OR_OUT(c, calq__dnnl_memory_bulk(&s->w, w_md, &s->w_buf));
         CALQ_DNNL_OR_OUT(c, calq__dnnl_reorder(&s->w_reorder, &d.w_user, w_md));
     }
     CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags));

@@ -36,9 +36,10 @@ struct calq_conv_wino {
     int64_t in_map, out_map; /* input / output positions per channel */
     dnnl_primitive_t prim;   /* one image, cog output channels; planned for one thread */
     dnnl_memory_t w[WINO_GROUPS], b[WINO_GROUPS];
-    float *bias;     /* owned copy of the bias (c_out), NULL without one */
-    size_t sp_bytes; /* the primitive's scratchpad (user-managed: one per thread) */
-    int slots;       /* per-thread objects below */
+    calq__bulk w_buf[WINO_GROUPS]; /* w[i]'s buffers */
+    float *bias;                   /* owned copy of the bias (c_out), NULL without one */
+    size_t sp_bytes;               /* the primitive's scratchpad (user-managed: one per thread) */
+    int slots;                     /* per-thread objects below */
     dnnl_memory_t *src, *dst, *sp;
     dnnl_stream_t *stream;
     int sum_post;     /* position of a residual sum in c->post, or -1 */
@@ -79,6 +80,7 @@ void calq__conv_wino_free(calq_conv_wino *w)
     if (w->prim) dnnl_primitive_destroy(w->prim);
     for (int i = 0; i < WINO_GROUPS; i++) {
         if (w->w[i]) dnnl_memory_destroy(w->w[i]);
+        calq__bulk_free(&w->w_buf[i]);
         if (w->b[i]) dnnl_memory_destroy(w->b[i]);
     }
     for (int i = 0; i < w->slots; i++) {
@@ -187,7 +189,7 @@ calq_status calq__conv_wino_create(calq_op_ctx *c, const calq_conv_geom *g, int 
     CALQ_DNNL_OR_OUT(c, dnnl_stream_create(&s0, eng, dnnl_stream_default_flags));
     const float *wsrc = c->in[1]->data;
     for (int gi = 0; gi < WINO_GROUPS; gi++) {
-        CALQ_DNNL_OR_OUT(c, dnnl_memory_create(&w->w[gi], w_md, eng, DNNL_MEMORY_ALLOCATE));
+        CALQ_DNNL_OR_OUT(c, calq__dnnl_memory_bulk(&w->w[gi], w_md, &w->w_buf[gi]));
         CALQ_DNNL_OR_OUT(c, dnnl_memory_set_data_handle(w_user, (void *)(wsrc + gi * cog * g->c_in * 9)));
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, w_user}, {DNNL_ARG_TO, w->w[gi]}};
         CALQ_DNNL_OR_OUT(c, dnnl_primitive_execute(w_reorder, s0, 2, rargs));

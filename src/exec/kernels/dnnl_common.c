@@ -23,6 +23,15 @@ calq_status calq__dnnl_check(calq_op_ctx *c, dnnl_status_t s, const char *what)
     return calq__op_fail(c, CALQ_ERR_INTERNAL, "oneDNN call failed (status %d): %s", (int)s, what);
 }
 
+dnnl_status_t calq__dnnl_memory_bulk(dnnl_memory_t *m, const dnnl_memory_desc_t *md, calq__bulk *buf)
+{
+    *m = NULL;
+    if (!calq__bulk_alloc_any(dnnl_memory_desc_get_size(md), buf)) return dnnl_out_of_memory;
+    dnnl_status_t ds = dnnl_memory_create(m, md, calq__dnnl_engine(), buf->base);
+    if (ds != dnnl_success) calq__bulk_free(buf);
+    return ds;
+}
+
 dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
 {
     dnnl_engine_t eng = calq__dnnl_engine();

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include "base/bulk_mem.h"
 #include "exec/op.h"
 
 /* The process-wide CPU engine, or NULL if oneDNN cannot create one (callers then decline the
@@ -47,6 +48,12 @@ typedef enum calq_dnnl_scratch_slot {
     CALQ_SCRATCH_SLOTS
 } calq_dnnl_scratch_slot;
 void *calq__dnnl_scratch(calq_dnnl_scratch_slot slot, size_t n);
+
+/* A oneDNN memory of layout md on *buf, memory sized for md (base/bulk_mem.h: on huge pages when
+ * large). For what prepare converts once and runs keep reading (reordered weights): written on
+ * fresh 4 KB pages, ResNet-18's cost a session's first run some 70 ms in page faults on this
+ * project's VMs. Owner: the caller (dnnl_memory_destroy, then calq__bulk_free(buf)). */
+dnnl_status_t calq__dnnl_memory_bulk(dnnl_memory_t *m, const dnnl_memory_desc_t *md, calq__bulk *buf);
 
 /* A reorder primitive from one memory layout to another (owner: the caller). */
 dnnl_status_t calq__dnnl_reorder(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to);

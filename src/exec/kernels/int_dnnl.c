@@ -83,12 +83,12 @@ static dnnl_status_t zp_attr(dnnl_primitive_attr_t *attr, const int32_t *zp)
 
 /* Reorders the centered weights (user layout) into the primitive's and keeps them in *w. */
 static dnnl_status_t load_weights(const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *want, const int8_t *data,
-                                  dnnl_stream_t stream, dnnl_memory_t *w)
+                                  dnnl_stream_t stream, dnnl_memory_t *w, calq__bulk *buf)
 {
     dnnl_engine_t eng = calq__dnnl_engine();
     dnnl_memory_t from = NULL;
     dnnl_primitive_t r = NULL;
-    dnnl_status_t ds = dnnl_memory_create(w, want, eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_status_t ds = calq__dnnl_memory_bulk(w, want, buf);
     if (ds == dnnl_success) ds = dnnl_memory_create(&from, user, eng, (void *)data);
     if (ds == dnnl_success) ds = calq__dnnl_reorder(&r, user, want);
     if (ds == dnnl_success) {
@@ -106,6 +106,7 @@ static dnnl_status_t load_weights(const dnnl_memory_desc_t *user, const dnnl_mem
 struct calq_int_conv_dnnl {
     dnnl_primitive_t prim, src_reorder; /* src_reorder NULL when NCHW is already channels-last */
     dnnl_memory_t src, src_cl, w, dst;  /* src: the NCHW input; src_cl, dst: scratch handles */
+    calq__bulk w_buf;                   /* w's buffer */
     size_t src_cl_bytes, dst_bytes;
     dnnl_stream_t stream;
 };
@@ -118,6 +119,7 @@ void calq__int_conv_dnnl_free(calq_int_conv_dnnl *s)
     dnnl_memory_t mems[] = {s->src, s->src_cl, s->w, s->dst};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
+    calq__bulk_free(&s->w_buf);
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s);
 }
@@ -225,7 +227,8 @@ calq_status calq__int_conv_dnnl_create(calq_op_ctx *c, const calq_int_conv_desc 
     ds = dnnl_primitive_create(&s->prim, pd);
     if (ds == dnnl_success) ds = dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags);
     if (ds == dnnl_success)
-        ds = load_weights(&w_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), w8, s->stream, &s->w);
+        ds = load_weights(&w_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), w8, s->stream, &s->w,
+                          &s->w_buf);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->src, &src_nchw, eng, DNNL_MEMORY_NONE);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->dst, &dst_cl, eng, DNNL_MEMORY_NONE);
     if (ds == dnnl_success && rpd) {
@@ -275,6 +278,7 @@ calq_status calq__int_conv_dnnl_run(calq_op_ctx *c, const calq_int_conv_dnnl *s,
 struct calq_int_mm_dnnl {
     dnnl_primitive_t prim;
     dnnl_memory_t src, w, dst; /* src: the caller's a; dst: scratch handle */
+    calq__bulk w_buf;          /* w's buffer */
     size_t dst_bytes;
     dnnl_stream_t stream;
 };
@@ -286,6 +290,7 @@ void calq__int_mm_dnnl_free(calq_int_mm_dnnl *s)
     dnnl_memory_t mems[] = {s->src, s->w, s->dst};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
+    calq__bulk_free(&s->w_buf);
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s);
 }
@@ -326,7 +331,8 @@ calq_status calq__int_mm_dnnl_create(calq_op_ctx *c, const calq_int_mm_desc *d, 
     ds = dnnl_primitive_create(&s->prim, pd);
     if (ds == dnnl_success) ds = dnnl_stream_create(&s->stream, eng, dnnl_stream_default_flags);
     if (ds == dnnl_success)
-        ds = load_weights(&b_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), b8, s->stream, &s->w);
+        ds = load_weights(&b_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), b8, s->stream, &s->w,
+                          &s->w_buf);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->src, &a_md, eng, DNNL_MEMORY_NONE);
     if (ds == dnnl_success) ds = dnnl_memory_create(&s->dst, &y_md, eng, DNNL_MEMORY_NONE);
     s->dst_bytes = round64(dnnl_memory_desc_get_size(&y_md));

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "calib/bulk_mem.h"
+#include "base/bulk_mem.h"
 
 #define HUGE_BYTES ((size_t)2 << 20) /* a PMD-mapped transparent huge page on x86-64 */
 
@@ -80,8 +80,20 @@ bool calq__bulk_alloc(size_t size, calq__bulk *b)
     return true;
 }
 
+bool calq__bulk_alloc_any(size_t size, calq__bulk *b)
+{
+    if (size >= HUGE_BYTES) return calq__bulk_alloc(size, b);
+    memset(b, 0, sizeof *b);
+    size = (size + 63) / 64 * 64;
+    b->base = aligned_alloc(64, size ? size : 64);
+    b->size = size;
+    b->heap = true;
+    return b->base != NULL;
+}
+
 void calq__bulk_free(calq__bulk *b)
 {
+    if (b->heap) free(b->base);
     if (b->map) munmap(b->map, b->map_size);
     memset(b, 0, sizeof *b);
 }

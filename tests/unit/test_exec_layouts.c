@@ -438,6 +438,105 @@ static void test_ultraface_observers(void)
     calq_model_free(m);
 }
 
+/* ---- Pad on layouts ----------------------------------------------------------------------------- */
+
+/* Pads of a convolution's output, each read by one layer: constant 0 with uneven pads before an
+ * AveragePool (Inception's), reflect before a convolution, edge with crops before a Relu,
+ * constant 0.5 before a MaxPool (on blocked data only zero keeps the padding channels zero, so
+ * it runs plain there), and a pad of the channel axis (always plain). 12 channels: not a whole
+ * number of 8- or 16-blocks. */
+static const char *const pad_names[] = {"p_zero", "p_reflect", "p_edge_crop", "p_half", "p_channels"};
+
+static int gb_pad(gb *b, const char *name, int x, const int64_t *pads, const char *mode, float value)
+{
+    char pn[64], vn[64];
+    snprintf(pn, sizeof pn, "%s.pads", name);
+    snprintf(vn, sizeof vn, "%s.value", name);
+    int64_t pd[1] = {8};
+    int ins[3] = {x, gb_const_t(b, pn, t_i64(pads, 1, pd)), gb_scalar(b, vn, value)};
+    int y = gb_node(b, name, "Pad", ins, 3);
+    gb_str(b, "mode", mode);
+    return y;
+}
+
+static calq_graph *pad_graph(void)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {2, 12, 9, 7};
+    int x = gb_input(&b, "x", xd, 4);
+    int c = gb_conv(&b, "c0", x, 12, 12, 3, 1, 1);
+    const int64_t zero[8] = {0, 0, 1, 2, 0, 0, 2, 1}, refl[8] = {0, 0, 1, 1, 0, 0, 1, 1},
+                  crop[8] = {0, 0, -1, 1, 0, 0, 1, -2}, chan[8] = {0, 1, 0, 0, 0, 1, 0, 0};
+    int64_t k3[2] = {3, 3}, k2[2] = {2, 2};
+    int p0 = gb_pad(&b, pad_names[0], c, zero, "constant", 0.0f);
+    gb_output(&b, gb_node(&b, "ap", "AveragePool", &p0, 1));
+    gb_ints(&b, "kernel_shape", k3, 2);
+    gb_output(&b, gb_conv(&b, "c1", gb_pad(&b, pad_names[1], c, refl, "reflect", 0.0f), 12, 8, 3, 1, 1));
+    gb_output(&b, gb_unary(&b, "r", "Relu", gb_pad(&b, pad_names[2], c, crop, "edge", 0.0f)));
+    int p3 = gb_pad(&b, pad_names[3], c, refl, "constant", 0.5f);
+    gb_output(&b, gb_node(&b, "mp", "MaxPool", &p3, 1));
+    gb_ints(&b, "kernel_shape", k2, 2);
+    gb_output(&b, gb_conv(&b, "c2", gb_pad(&b, pad_names[4], c, chan, "constant", 0.0f), 14, 8, 3, 1, 1));
+    return gb_finish(&b);
+}
+
+/* Which of the Pads read their input in a non-plain layout in g's fused plan (bit i: pad_names[i]). */
+static unsigned pads_on_layouts(const calq_graph *g, const calq_tensor *x, calq_layout layout)
+{
+    calq_error err = {0};
+    calq_plan_opts o = {.use_fast = true, .fuse = true, .layout = layout};
+    calq_plan *p = NULL;
+    unsigned bits = 0;
+    if (calq__plan_build_opts(g, x, 1, &o, &p, &err) != CALQ_OK) return 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        const calq_plan_step *st = &p->steps[s];
+        if (strcmp(st->def->op_type, "Pad") || !st->fast || st->in_layout[0] == CALQ_LAYOUT_PLAIN) continue;
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(g->nodes[st->node].name, pad_names[i])) bits |= 1u << i;
+    }
+    calq__plan_free(p);
+    return bits;
+}
+
+static void test_pad_layouts(void)
+{
+    calq_graph *g = pad_graph();
+    int64_t xd[4] = {2, 12, 9, 7};
+    calq_tensor x = t_rand_f32(5, 4, xd, -1, 1);
+    calq_tensor ref[5] = {0}, tmp[1];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        if (!layout_available(layouts[li])) continue;
+        const calq_layout l = layouts[li] ? layouts[li] : calq__layout_native();
+        const unsigned want = l == CALQ_LAYOUT_PLAIN ? 0u : l == CALQ_LAYOUT_CHANNELS_LAST ? 0xfu : 0x7u;
+        const unsigned got = pads_on_layouts(g, &x, layouts[li]);
+        if (got != want) {
+            fprintf(stderr, "%s: Pads on layouts 0x%x, expected 0x%x\n", layout_names[li], got, want);
+            failures++;
+        }
+        calq_tensor o1[5] = {0}, o2[5] = {0}, o3[5] = {0};
+        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
+        run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, NULL);
+        rc.threads = 2;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
+        rc.threads = 3;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        for (int i = 0; i < 5; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, Pad output %d: fast vs reference", layout_names[li], i);
+            EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
+            EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
+        }
+        t_free_all(o1, 5);
+        t_free_all(o2, 5);
+        t_free_all(o3, 5);
+    }
+    t_free_all(ref, 5);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
 /* ---- Winograd ---------------------------------------------------------------------------------- */
 
 /* 3x3 convolutions the Winograd path takes (conv_wino.h) where oneDNN has it (AVX-512, at most 4
@@ -630,6 +729,7 @@ int main(void)
     test_winograd(1);
     test_winograd(2);
     test_conversions();
+    test_pad_layouts();
     test_mixed_graph(1);
     test_mixed_graph(3);
     test_kept_values();

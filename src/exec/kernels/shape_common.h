@@ -37,6 +37,9 @@ void calq__shp_strided_copy(void *dst, const void *src, int ndim, const int64_t 
 void calq__shp_fill(void *dst, int64_t n, const void *elem, size_t es);
 
 /* Op entry points defined in the shape_*.c files and listed in calq__ops_shape (shape.c). */
+calq_status calq__shp_pad_prepare(calq_op_ctx *c); /* the executor's layouts */
+calq_status calq__shp_pad_run_fast(calq_op_ctx *c);
+void calq__shp_pad_release(void *state);
 calq_status calq__shp_concat_infer(calq_op_ctx *c);
 calq_status calq__shp_concat_run(calq_op_ctx *c);
 calq_status calq__shp_concat_prepare(calq_op_ctx *c); /* the executor's layouts */

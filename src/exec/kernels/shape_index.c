@@ -1,9 +1,11 @@
 /* Operators that pick input elements by computed indices: Gather, GatherElements and Pad
  * (whose reflect / edge / wrap modes map output positions back into the input). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernels/shape_common.h"
+#include "exec/layout.h"
 
 static bool is_index_dtype(calq_dtype t)
 {
@@ -251,16 +253,12 @@ static int64_t pad_src(int mode, int64_t o, int64_t lead, int64_t n, int64_t cro
     return i + crop;
 }
 
-calq_status calq__shp_pad_run(calq_op_ctx *c)
+/* The constant of a constant-mode Pad, in x's dtype, into cval. */
+static void pad_constant(calq_op_ctx *c, unsigned char *cval)
 {
-    const calq_tensor *x = c->in[0], *o = c->out[0];
-    int mode, r = x->ndim;
-    int64_t pb[CALQ_MAX_DIMS], pe[CALQ_MAX_DIMS];
-    CALQ_TRY(pad_params(c, &mode, pb, pe));
-    size_t es = calq_dtype_size(x->dtype);
-    int64_t ees = (int64_t)es;
-    /* The constant, in the data's dtype. */
-    unsigned char cval[16] = {0};
+    const calq_tensor *x = c->in[0];
+    const size_t es = calq_dtype_size(x->dtype);
+    memset(cval, 0, 16);
     const calq_tensor *cv = c->opset >= 11 && c->n_in > 2 ? c->in[2] : NULL;
     if (cv && calq_tensor_numel(cv) == 1 && cv->data) {
         calq_tensor tmp = {x->dtype, 0, {0}, cval};
@@ -272,10 +270,19 @@ calq_status calq__shp_pad_run(calq_op_ctx *c)
         calq_tensor tmp = {x->dtype, 0, {0}, cval};
         calq__tensor_set_f64(&tmp, 0, calq__attr_float(c->node, "value", 0.0f));
     }
-    if (calq_tensor_numel(o) == 0) return CALQ_OK;
+}
+
+/* o = x padded by pb / pe (negative: cropped) in `mode`, constant cval. */
+static void pad_tensor(const calq_tensor *x, const calq_tensor *o, int mode, const int64_t *pb, const int64_t *pe,
+                       const unsigned char *cval)
+{
+    const int r = x->ndim;
+    size_t es = calq_dtype_size(x->dtype);
+    int64_t ees = (int64_t)es;
+    if (calq_tensor_numel(o) == 0) return;
     if (r == 0) {
         memcpy(o->data, x->data, es);
-        return CALQ_OK;
+        return;
     }
     int64_t lead[CALQ_MAX_DIMS], crop[CALQ_MAX_DIMS], kept[CALQ_MAX_DIMS], str[CALQ_MAX_DIMS];
     for (int k = 0; k < r; k++) {
@@ -313,5 +320,73 @@ calq_status calq__shp_pad_run(calq_op_ctx *c)
         for (int64_t j = 0; j < L; j++) memcpy(d + j * ees, s + pad_src(mode, j, L, M, cc) * ees, es);
         for (int64_t j = L + M; j < inner; j++) memcpy(d + j * ees, s + pad_src(mode, j, L, M, cc) * ees, es);
     }
+}
+
+calq_status calq__shp_pad_run(calq_op_ctx *c)
+{
+    int mode;
+    int64_t pb[CALQ_MAX_DIMS], pe[CALQ_MAX_DIMS];
+    unsigned char cval[16];
+    CALQ_TRY(pad_params(c, &mode, pb, pe));
+    pad_constant(c, cval);
+    pad_tensor(c->in[0], c->out[0], mode, pb, pe, cval);
+    return CALQ_OK;
+}
+
+/* The executor's layouts: a Pad of the spatial axes only (N and C untouched) is the same Pad of
+ * the physical view's spatial axes, channels last ([N, spatial..., C]) or blocked ([N, C/b,
+ * spatial..., b]), in any mode: every channel is padded alike. On blocked data the constant must
+ * be 0 (the padding channels stay zero). Saves the two layout conversions around a plain Pad
+ * (Inception's and DenseNet's Pad before an AveragePool; TensorFlow exports' Pad before a
+ * strided convolution). */
+typedef struct pad_state {
+    int mode;
+    int64_t pb[CALQ_MAX_DIMS], pe[CALQ_MAX_DIMS]; /* of the physical view */
+    unsigned char cval[16];
+} pad_state;
+
+void calq__shp_pad_release(void *state)
+{
+    free(state);
+}
+
+calq_status calq__shp_pad_prepare(calq_op_ctx *c)
+{
+    c->state = NULL;
+    const calq_layout l = c->native;
+    if (!c->in_layout || !c->out_layout || l == CALQ_LAYOUT_PLAIN || c->in_layout[0] != l) return CALQ_OK;
+    const calq_tensor *x = c->in[0];
+    if (!calq__layout_blockable(x) || !calq__layout_blockable(c->out[0])) return CALQ_OK;
+    int mode;
+    int64_t pb[CALQ_MAX_DIMS], pe[CALQ_MAX_DIMS];
+    CALQ_TRY(pad_params(c, &mode, pb, pe));
+    if (pb[0] || pe[0] || pb[1] || pe[1]) return CALQ_OK;
+    pad_state *s = calloc(1, sizeof *s);
+    if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
+    s->mode = mode;
+    pad_constant(c, s->cval);
+    uint32_t bits; /* float32 (blockable): +0.0 only, so the padding channels stay all-zero bits */
+    memcpy(&bits, s->cval, sizeof bits);
+    if (l != CALQ_LAYOUT_CHANNELS_LAST && mode == PAD_CONSTANT && bits != 0) {
+        free(s);
+        return CALQ_OK;
+    }
+    const int nsp = x->ndim - 2, first = l == CALQ_LAYOUT_CHANNELS_LAST ? 1 : 2;
+    for (int k = 0; k < nsp; k++) {
+        s->pb[first + k] = pb[2 + k];
+        s->pe[first + k] = pe[2 + k];
+    }
+    c->out_layout[0] = l;
+    c->state = s;
+    return CALQ_OK;
+}
+
+calq_status calq__shp_pad_run_fast(calq_op_ctx *c)
+{
+    const pad_state *s = c->state;
+    calq_tensor xv, ov;
+    calq__layout_phys(c->in[0], c->in_layout[0], &xv);
+    calq__layout_phys(c->out[0], c->out_layout[0], &ov);
+    pad_tensor(&xv, &ov, s->mode, s->pb, s->pe, s->cval);
     return CALQ_OK;
 }

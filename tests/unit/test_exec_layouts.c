@@ -537,6 +537,90 @@ static void test_pad_layouts(void)
     calq__graph_free(g);
 }
 
+/* ---- BatchNormalization with post-ops ------------------------------------------------------------ */
+
+/* Pre-activation blocks after a Concat (DenseNet's): BN then Relu, LeakyRelu, or Clip then Relu,
+ * each fused into the BN's pass over the tensor (32 channels: the Concat of two 16-channel
+ * convolutions stays blocked in every layout). Every output is the bits of a run that fuses
+ * nothing (every value kept: the same convolutions, then BN and the activations on their own),
+ * and within tolerance of the reference kernels. */
+static calq_graph *bn_post_graph(void)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {2, 5, 6, 7}, cd[1] = {32};
+    int x = gb_input(&b, "x", xd, 4);
+    int ins[2] = {gb_conv(&b, "ca", x, 5, 16, 3, 1, 1), gb_conv(&b, "cb", x, 5, 16, 1, 1, 1)};
+    int cat = gb_node(&b, "cat", "Concat", ins, 2);
+    gb_int(&b, "axis", 1);
+    const char *act[3] = {"Relu", "LeakyRelu", "Clip"};
+    for (int i = 0; i < 3; i++) {
+        char n[5][32];
+        for (int k = 0; k < 5; k++) snprintf(n[k], sizeof n[k], "bn%d.%d", i, k);
+        int bn_in[5] = {cat, gb_const(&b, n[1], cd, 1, 0.5f, 1.5f), gb_const(&b, n[2], cd, 1, -0.5f, 0.5f),
+                        gb_const(&b, n[3], cd, 1, -0.2f, 0.2f), gb_const(&b, n[4], cd, 1, 0.5f, 2.0f)};
+        int y = gb_node(&b, n[0], "BatchNormalization", bn_in, 5);
+        char an[32];
+        snprintf(an, sizeof an, "act%d", i);
+        if (i == 2) {
+            int cin[3] = {y, gb_scalar(&b, "lo", -0.25f), gb_scalar(&b, "hi", 0.75f)};
+            y = gb_node(&b, an, "Clip", cin, 3);
+            y = gb_unary(&b, "act3", "Relu", y);
+        } else {
+            y = gb_unary(&b, an, act[i], y);
+            if (i == 1) gb_float(&b, "alpha", 0.125f);
+        }
+        gb_output(&b, y);
+    }
+    return gb_finish(&b);
+}
+
+static void test_bn_post_ops(void)
+{
+    calq_graph *g = bn_post_graph();
+    int64_t xd[4] = {2, 5, 6, 7};
+    calq_tensor x = t_rand_f32(11, 4, xd, -1, 1);
+    calq_tensor ref[3] = {0}, tmp[1];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        if (!layout_available(layouts[li]) || (li == 0 && calq__layout_native() == CALQ_LAYOUT_PLAIN)) continue;
+        calq_tensor o1[3] = {0}, o2[3] = {0}, o3[3] = {0};
+        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
+        bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
+        run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, has);
+        rc.threads = 2;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
+        rc.threads = 3;
+        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        calq_tensor unfused[3] = {0};
+        rc.n_keep = -1;
+        run_graph(g, &x, &rc, NULL, 0, tmp, unfused, NULL, NULL);
+        for (int i = 0; i < 3; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s, BN output %d: fast vs reference", layout_names[li], i);
+            EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
+            if (!t_same_bits(&o1[i], &unfused[i])) {
+                fprintf(stderr, "%s: BN output %d differs from the unfused run\n", layout_names[li], i);
+                failures++;
+            }
+            EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
+        }
+        t_free_all(unfused, 3);
+        for (int ni = 0; ni < g->n_nodes; ni++)
+            if (!strncmp(g->nodes[ni].name, "act", 3) && has[ni]) {
+                fprintf(stderr, "%s: %s ran as its own step\n", layout_names[li], g->nodes[ni].name);
+                failures++;
+            }
+        free(has);
+        t_free_all(o1, 3);
+        t_free_all(o2, 3);
+        t_free_all(o3, 3);
+    }
+    t_free_all(ref, 3);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
 /* ---- Winograd ---------------------------------------------------------------------------------- */
 
 /* 3x3 convolutions the Winograd path takes (conv_wino.h) where oneDNN has it (AVX-512, at most 4
@@ -730,6 +814,7 @@ int main(void)
     test_winograd(2);
     test_conversions();
     test_pad_layouts();
+    test_bn_post_ops();
     test_mixed_graph(1);
     test_mixed_graph(3);
     test_kept_values();

@@ -510,7 +510,10 @@ static calq_status bn_run(calq_op_ctx *c)
 }
 
 /* BatchNormalization on the executor's layouts (what a ConvTranspose or a Concat before it left
- * there): bn_run's formula, per channel, over the physical view. */
+ * there): bn_run's formula, per channel, over the physical view, followed by the Relu /
+ * LeakyRelu / Clip layers after it (post-ops, exact: the reference kernels' comparisons on the
+ * same values), which pre-activation networks (DenseNet's BN-ReLU-Conv after every Concat)
+ * otherwise run as a second pass over the tensor. */
 static const int bn_layouts; /* the fast state: no data, nothing to release */
 
 static calq_status bn_prepare(calq_op_ctx *c)
@@ -519,10 +522,17 @@ static calq_status bn_prepare(calq_op_ctx *c)
     int64_t inner;
     bool per_pos;
     CALQ_TRY(bn_check(c, &inner, &per_pos));
-    const calq_layout l = c->native;
-    if (!c->in_layout || !c->out_layout || per_pos || l == CALQ_LAYOUT_PLAIN || c->in_layout[0] != l ||
-        c->in[0]->ndim < 3 || c->in[0]->ndim > 5)
+    /* the native layout, or the nChw16c a Winograd convolution may leave for its readers (this
+     * one reads any blocked layout: op.h, out_conv_readers) */
+    const calq_layout l = c->in_layout ? c->in_layout[0] : CALQ_LAYOUT_PLAIN;
+    if (!c->in_layout || !c->out_layout || per_pos || c->native == CALQ_LAYOUT_PLAIN || l == CALQ_LAYOUT_PLAIN ||
+        (l != c->native && l != 8 && l != 16) || c->in[0]->ndim < 3 || c->in[0]->ndim > 5)
         return CALQ_OK;
+    int n = 0;
+    while (c->n_out == 1 && n < c->n_post && n < 2 &&
+           (c->post[n].kind == CALQ_POST_RELU || c->post[n].kind == CALQ_POST_CLIP))
+        n++;
+    c->n_post_used = n;
     c->out_layout[0] = l;
     c->state = (void *)&bn_layouts;
     return CALQ_OK;
@@ -542,6 +552,27 @@ bn_row(float *restrict y, const float *restrict x, const float *sc, const float 
     for (int64_t k = 0; k < lanes; k++) y[k] = sc[k] * (x[k] - mu[k]) / d[k] + bi[k];
 }
 
+/* The Relu / LeakyRelu / Clip post-op on a row, as elementwise_unary.c computes them: Relu
+ * x < 0 ? 0 : x, LeakyRelu x < 0 ? alpha * x : x, Clip min then max. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void
+bn_post_row(float *restrict y, int64_t lanes, const calq_post_op *op)
+{
+    const float a = op->alpha, b = op->beta;
+    if (op->kind == CALQ_POST_CLIP) {
+        for (int64_t k = 0; k < lanes; k++) {
+            const float v = y[k] < a ? a : y[k];
+            y[k] = v > b ? b : v;
+        }
+    } else if (a == 0.0f) {
+        for (int64_t k = 0; k < lanes; k++) y[k] = y[k] < 0 ? 0.0f : y[k];
+    } else {
+        for (int64_t k = 0; k < lanes; k++) y[k] = y[k] < 0 ? a * y[k] : y[k];
+    }
+}
+
 static calq_status bn_run_layout(calq_op_ctx *c)
 {
     const calq_layout l = c->in_layout[0];
@@ -558,6 +589,8 @@ static calq_status bn_run_layout(calq_op_ctx *c)
     float *d = malloc(sizeof(float) * (size_t)(C ? C : 1));
     if (!d) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
     for (int64_t ch = 0; ch < C; ch++) d[ch] = sqrtf(var[ch] + eps);
+    const calq_post_op *post = c->post;
+    const int n_post = c->n_post;
     /* rows of b lanes: (image, channel group, position); each computed alone, so any split among
      * the threads gives the same bits */
     const int64_t rows = N * groups * sp;
@@ -565,6 +598,7 @@ static calq_status bn_run_layout(calq_op_ctx *c)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t gr = (r / sp) % groups, c0 = gr * b, lanes = C - c0 < b ? C - c0 : b;
         bn_row(y + r * b, x + r * b, sc + c0, mu + c0, d + c0, bi + c0, lanes);
+        for (int i = 0; i < n_post; i++) bn_post_row(y + r * b, lanes, &post[i]);
         if (lanes < b) memset(y + r * b + lanes, 0, sizeof(float) * (size_t)(b - lanes));
     }
     free(d);
@@ -582,6 +616,6 @@ const calq_op_def calq__ops_conv[] = {
     {"ConvTranspose", 2, 3, 1, 1, 0, false, convtranspose_infer, convtranspose_run, calq__convtranspose_dnnl_prepare,
      calq__conv_dnnl_run, calq__conv_dnnl_release, CALQ_OP_LAYOUTS | CALQ_OP_POST_OPS},
     {"BatchNormalization", 5, 5, 1, 5, 0, false, bn_infer, bn_run, bn_prepare, bn_run_layout, bn_release,
-     CALQ_OP_LAYOUTS},
+     CALQ_OP_LAYOUTS | CALQ_OP_POST_OPS},
     {0},
 };

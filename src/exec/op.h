@@ -111,6 +111,9 @@ typedef struct calq_op_ctx {
 #define CALQ_OP_ELEMENTWISE 2u /* per-element (broadcast) semantics: runs on blocked views as is */
 #define CALQ_OP_POST_OPS    4u /* prepare can absorb post-ops */
 #define CALQ_OP_MSFT        8u /* also an operator of domain com.microsoft (QGemm, MatMulIntegerToFloat) */
+#define CALQ_OP_VIEW                                                                                                   \
+    16u /* output 0 holds input 0's bytes as they are, other inputs being read at                                      \
+           plan time only (data_inputs): the planner may alias it (plan.c) */
 
 typedef struct calq_op_def {
     const char *op_type; /* ONNX op type, default domain (internal table: domain calq) */

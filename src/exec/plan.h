@@ -41,6 +41,7 @@ typedef struct calq_plan_step {
     bool dynamic; /* infer + allocate at run time */
     bool fast;
     bool zero_pads; /* an element-wise step on blocked data: clear the output's padding after */
+    bool view;      /* its output is an alias of its input's bytes (CALQ_OP_VIEW): nothing to run */
     unsigned const_inputs;
     int n_in, n_out;
     int *in_v, *out_v;                   /* value indices (-1: omitted) */

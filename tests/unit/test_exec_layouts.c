@@ -621,6 +621,78 @@ static void test_bn_post_ops(void)
     calq__graph_free(g);
 }
 
+/* ---- views ------------------------------------------------------------------------------------------ */
+
+/* Reshape / Flatten / Squeeze / Unsqueeze / Identity between arena tensors are aliases, not
+ * copies (plan.c alias_views), chains of them included; but not of a tensor a fused residual
+ * sum writes over in place while the view is still read: there conv cc's output is written over
+ * ca's, and `keep_a` (an Identity of ca's output, on its layout, read after cc) must still hold
+ * ca's values. */
+static calq_graph *view_graph(void)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {2, 16, 6, 5};
+    int x = gb_input(&b, "x", xd, 4);
+    int a = gb_conv(&b, "ca", x, 16, 16, 3, 1, 1);
+    int64_t sh1[2] = {2, 480}, sh2[1] = {2}, ax0[1] = {0}, d1[1] = {1};
+    int r1[2] = {a, gb_const_t(&b, "sh1", t_i64(sh1, 1, sh2))};
+    int v = gb_node(&b, "flat", "Reshape", r1, 2);
+    int u1[2] = {v, gb_const_t(&b, "ax0", t_i64(ax0, 1, d1))};
+    v = gb_node(&b, "unsq", "Unsqueeze", u1, 2);
+    int s1[2] = {v, gb_const_t(&b, "ax0b", t_i64(ax0, 1, d1))};
+    v = gb_node(&b, "sq", "Squeeze", s1, 2);
+    v = gb_unary(&b, "id", "Identity", v);
+    gb_output(&b, gb_unary(&b, "tail", "Relu", v)); /* reads the end of the chain */
+    int keep_a = gb_unary(&b, "keep_a", "Identity", a);
+    int c = gb_conv(&b, "cc", x, 16, 16, 3, 1, 1);
+    int sum = gb_binary(&b, "sum", "Add", c, a); /* ca's output dies here: written over in place */
+    int f1[1] = {gb_unary(&b, "rs", "Relu", sum)};
+    gb_output(&b, gb_node(&b, "fl", "Flatten", f1, 1));
+    gb_output(&b, gb_unary(&b, "late", "Neg", keep_a)); /* keep_a read after the sum */
+    return gb_finish(&b);
+}
+
+static void test_views(void)
+{
+    calq_graph *g = view_graph();
+    int64_t xd[4] = {2, 16, 6, 5};
+    calq_tensor x = t_rand_f32(13, 4, xd, -1, 1);
+    calq_tensor ref[3] = {0}, tmp[1];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    for (int mode = 0; mode < 3; mode++) {
+        /* reference kernels, fast unfused, fast fused */
+        calq_plan_opts o = {.use_fast = mode > 0, .fuse = mode == 2};
+        calq_error err = {0};
+        calq_plan *p = NULL;
+        EXPECT(calq__plan_build_opts(g, &x, 1, &o, &p, &err) == CALQ_OK);
+        int views = 0, keep_a_view = 0;
+        for (int s = 0; p && s < p->n_steps; s++) {
+            views += p->steps[s].view;
+            if (!strcmp(g->nodes[p->steps[s].node].name, "keep_a") && p->steps[s].view) keep_a_view = 1;
+        }
+        /* flat, unsq, sq, id and fl; keep_a too unless the sum is fused in place over ca's output */
+        if (mode == 2) {
+            EXPECT(views == 5 && !keep_a_view);
+        } else {
+            EXPECT(views == 6);
+        }
+        calq__plan_free(p);
+        calq_tensor o1[3] = {0};
+        rc = (run_cfg){.fast = mode > 0, .fuse = mode == 2, .threads = 2};
+        run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, NULL);
+        for (int i = 0; i < 3; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "views, mode %d, output %d", mode, i);
+            EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
+        }
+        t_free_all(o1, 3);
+    }
+    t_free_all(ref, 3);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
 /* ---- Winograd ---------------------------------------------------------------------------------- */
 
 /* 3x3 convolutions the Winograd path takes (conv_wino.h) where oneDNN has it (AVX-512, at most 4
@@ -815,6 +887,7 @@ int main(void)
     test_conversions();
     test_pad_layouts();
     test_bn_post_ops();
+    test_views();
     test_mixed_graph(1);
     test_mixed_graph(3);
     test_kept_values();

@@ -546,7 +546,8 @@ const calq_op_def calq__ops_elementwise[] = {
     {"Where", 3, 3, 1, 1, 0, false, where_infer, where_run, NULL, NULL, NULL, 0},
     {"Cast", 1, 1, 1, 1, 0, false, cast_infer, cast_run, NULL, NULL, NULL, 0},
     {"CastLike", 2, 2, 1, 1, 0, false, castlike_infer, cast_run, NULL, NULL, NULL, 0},
-    {"Identity", 1, 1, 1, 1, 0, false, identity_infer, identity_run, NULL, NULL, NULL, CALQ_OP_ELEMENTWISE},
+    {"Identity", 1, 1, 1, 1, 0, false, identity_infer, identity_run, NULL, NULL, NULL,
+     CALQ_OP_ELEMENTWISE | CALQ_OP_VIEW},
     {"Dropout", 1, 3, 1, 2, 0, false, dropout_infer, dropout_run, NULL, NULL, NULL, 0},
     {0},
 };

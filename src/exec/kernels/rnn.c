@@ -483,58 +483,63 @@ static calq_status rnn_exec(calq_op_ctx *c, const rnn_fast *f)
     if (y) memset(y, 0, calq__tensor_nbytes(c->out[0])); /* steps past a row's length stay zero */
     float *yh = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL;
     float *yc = c->n_out > 2 && c->out[2] ? c->out[2]->data : NULL;
+    /* Both directions' weights and input projections first, then every (direction, batch row)
+     * on its own thread: a bidirectional layer at batch 1 (a CRNN's) runs its two recurrences
+     * side by side. Each row is computed by one thread in a fixed order, so any split gives the
+     * same bits. */
     calq_status st = CALQ_OK;
+    dir_work w[2];
+    int ready = 0;
     for (int d = 0; d < p.nd && st == CALQ_OK; d++) {
-        dir_work w;
         if (f) {
-            w = f->w[d];
-            w.xw = NULL;
-        } else if ((st = dir_weights(c, &p, d, &w)) != CALQ_OK) {
+            w[d] = f->w[d];
+            w[d].xw = NULL;
+        } else if ((st = dir_weights(c, &p, d, &w[d])) != CALQ_OK) {
             break;
         }
-        if ((st = dir_project(c, &p, d, &w, f != NULL)) != CALQ_OK) {
-            if (f)
-                free(w.xw);
-            else
-                dir_free(&w);
-            break;
-        }
-        int oom = 0;
-#pragma omp parallel if (p.B > 1 && p.T * GH * H > (1 << 16))
-        {
-            float *buf = malloc(sizeof(float) * (size_t)(3 * H + GH));
-            if (!buf) {
-#pragma omp atomic write
-                oom = 1;
-            }
-#pragma omp for schedule(static)
-            for (int64_t b = 0; b < p.B; b++) {
-                if (!buf) continue;
-                float *h = buf, *cs = buf + H, *tmp = buf + 2 * H, *g = buf + 3 * H;
-                /* initial states: [nd, B, H], or [B, nd, H] with layout 1 */
-                int64_t so = p.layout1 ? (b * p.nd + d) * H : (d * p.B + b) * H;
-                if (h0)
-                    memcpy(h, (const float *)h0->data + so, sizeof(float) * (size_t)H);
-                else
-                    memset(h, 0, sizeof(float) * (size_t)H);
-                if (c0)
-                    memcpy(cs, (const float *)c0->data + so, sizeof(float) * (size_t)H);
-                else
-                    memset(cs, 0, sizeof(float) * (size_t)H);
-                int64_t len = sl ? calq__tensor_get_i64(sl, b) : p.T;
-                run_row(c, &p, f ? &f->vec : NULL, d, &w, b, len, h, cs, g, tmp, y);
-                if (yh) memcpy(yh + so, h, sizeof(float) * (size_t)H);
-                if (yc) memcpy(yc + so, cs, sizeof(float) * (size_t)H);
-            }
-            free(buf);
-        }
-        if (f)
-            free(w.xw); /* the weights belong to the state */
-        else
-            dir_free(&w);
-        if (oom)
-            st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the state of %lld units", (long long)H);
+        ready = d + 1;
+        st = dir_project(c, &p, d, &w[d], f != NULL);
     }
+    int oom = 0;
+    const int64_t nd = p.nd, rows = p.nd * p.B;
+#pragma omp parallel if (st == CALQ_OK && rows > 1 && p.T * GH * H > (1 << 16))
+    {
+        float *buf = st == CALQ_OK ? malloc(sizeof(float) * (size_t)(3 * H + GH)) : NULL;
+        if (st == CALQ_OK && !buf) {
+#pragma omp atomic write
+            oom = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (!buf) continue;
+            const int d = (int)(r / p.B);
+            const int64_t b = r % p.B;
+            float *h = buf, *cs = buf + H, *tmp = buf + 2 * H, *g = buf + 3 * H;
+            /* initial states: [nd, B, H], or [B, nd, H] with layout 1 */
+            int64_t so = p.layout1 ? (b * nd + d) * H : (d * p.B + b) * H;
+            if (h0)
+                memcpy(h, (const float *)h0->data + so, sizeof(float) * (size_t)H);
+            else
+                memset(h, 0, sizeof(float) * (size_t)H);
+            if (c0)
+                memcpy(cs, (const float *)c0->data + so, sizeof(float) * (size_t)H);
+            else
+                memset(cs, 0, sizeof(float) * (size_t)H);
+            int64_t len = sl ? calq__tensor_get_i64(sl, b) : p.T;
+            run_row(c, &p, f ? &f->vec : NULL, d, &w[d], b, len, h, cs, g, tmp, y);
+            if (yh) memcpy(yh + so, h, sizeof(float) * (size_t)H);
+            if (yc) memcpy(yc + so, cs, sizeof(float) * (size_t)H);
+        }
+        free(buf);
+    }
+    for (int d = 0; d < ready; d++) {
+        if (f)
+            free(w[d].xw); /* the weights belong to the state */
+        else
+            dir_free(&w[d]);
+    }
+    if (st == CALQ_OK && oom)
+        st = calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory for the state of %lld units", (long long)H);
     return st;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/kernels/gemm_dnnl.h"
 #include "exec/op.h"
 #include "op_harness.h"
 
@@ -41,7 +42,7 @@ static int expect_f32(const calq_tensor *t, const float *want, int64_t n, const 
 
 /* Whether prepare builds a fast-path state for this case (the harness would silently fall
  * back to the reference kernel otherwise). */
-static int fast_path_taken(op_case *oc, calq_tensor *in, int n_in)
+static int fast_path_taken_ex(op_case *oc, calq_tensor *in, int n_in, bool *packed)
 {
     const calq_node *node = &oc->g->nodes[oc->node];
     const calq_op_def *d = calq__op_find("", node->op_type);
@@ -50,10 +51,17 @@ static int fast_path_taken(op_case *oc, calq_tensor *in, int n_in)
     calq_error err = {0};
     calq_op_ctx ctx = {
         .node = node, .opset = node->opset, .n_in = n_in, .in = inp, .n_out = 1, .out = outp, .err = &err};
+    for (int i = 0; i < n_in; i++) ctx.const_inputs |= 1u << i; /* as op_case_run runs it */
     if (d->infer(&ctx) != CALQ_OK || !d->prepare || d->prepare(&ctx) != CALQ_OK) return 0;
     int taken = ctx.state != NULL;
+    if (packed) *packed = calq__mm_dnnl_packed(ctx.state);
     if (ctx.state) d->release(ctx.state);
     return taken;
+}
+
+static int fast_path_taken(op_case *oc, calq_tensor *in, int n_in)
+{
+    return fast_path_taken_ex(oc, in, n_in, NULL);
 }
 
 /* ---- hand-computed -------------------------------------------------------------------- */
@@ -298,8 +306,12 @@ static op_case case_op(const mm_case *k)
     return oc;
 }
 
-static void test_fast_vs_ref(void)
+/* With constant B broadcast over the batch (every case here but the one whose B has its own
+ * batch), AVX-512's brgemm matmul takes B packed once (gemm_dnnl.h); checked on such machines,
+ * bit 0 of the result per case. */
+static unsigned test_fast_vs_ref(void)
 {
+    unsigned packed_cases = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const mm_case *k = &cases[i];
         int n_in = k->with_c ? 3 : 2;
@@ -314,7 +326,9 @@ static void test_fast_vs_ref(void)
         omp_set_num_threads(2);
         EXPECT_OK(op_case_run(&oc, in, n_in, ref, 1, 0, &e_));
         EXPECT_OK(op_case_run(&oc, in, n_in, fast, 1, 1, &e_));
-        EXPECT(fast_path_taken(&oc, in, n_in));
+        bool packed = false;
+        EXPECT(fast_path_taken_ex(&oc, in, n_in, &packed));
+        if (packed) packed_cases |= 1u << i;
         /* 1e-4 relative plus an absolute term scaled by sqrt(K): float32 accumulation error
          * of values near zero that result from cancelling sums. */
         EXPECT(t_close(&fast[0], &ref[0], 1e-4, 1e-5 * 64, what));
@@ -340,6 +354,7 @@ static void test_fast_vs_ref(void)
         free_all(fast3, 1);
         op_case_free(&oc);
     }
+    return packed_cases;
 }
 
 /* B changes between runs of one prepared state (B may be a graph input, not a constant). */
@@ -380,7 +395,7 @@ static int run_avx2_child(void)
     if (pid < 0) return 1;
     if (pid == 0) {
         if (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2) != dnnl_success) _exit(1);
-        test_fast_vs_ref();
+        (void)test_fast_vs_ref();
         _exit(failures != 0);
     }
     int status = 0;
@@ -400,7 +415,16 @@ int main(void)
     test_matmul_batched();
     test_other_dtypes();
     test_shape_errors();
-    test_fast_vs_ref();
+    const unsigned packed = test_fast_vs_ref();
+    const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    if (((unsigned)dnnl_get_effective_cpu_isa() & avx512) == avx512) {
+        /* the batch-1 products (a classifier head, either B layout) and the collapsed batch */
+        const unsigned want = 1u << 0 | 1u << 4 | 1u << 7;
+        if ((packed & want) != want || (packed & (1u << 3))) {
+            fprintf(stderr, "packed B in cases 0x%x, expected 0x%x and not case 3\n", packed, want);
+            failures++;
+        }
+    }
     test_fresh_weights();
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);

@@ -327,6 +327,10 @@ static calq_status mm_prepare(calq_op_ctx *c)
             d.n_bin++;
         }
     }
+    /* weights: constant and one B for every batch, packed once by the plan */
+    bool b_fixed = (c->const_inputs & 2u) && c->in[1]->data;
+    for (int i = 0; i < d.nb; i++) b_fixed = b_fixed && d.b_bs[i] == 0;
+    d.b_const = b_fixed ? c->in[1]->data : NULL;
     calq_mm_dnnl *p = NULL;
     CALQ_TRY(calq__mm_dnnl_create(c, &d, &p));
     c->state = p;

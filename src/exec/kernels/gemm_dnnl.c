@@ -10,7 +10,8 @@
 
 /* Blocking targets. Enough blocks to share a product among a few cores, but blocks big
  * enough that per-block overhead stays small: each block is its own oneDNN gemm call, which
- * packs its slices of A and B again (oneDNN 2.6 has no pre-packed float matmul). Measured on
+ * packs its slice of A again, and its slice of B unless B is constant (then packed once per
+ * column block at plan time, where AVX-512's brgemm matmul takes a packed layout). Measured on
  * the bench zoo's ViT (2 threads, 196x192 activations): 64 blocks of at least 2^16
  * multiply-adds took 1.67x onnxruntime's time, 8 blocks of at least 2^20 1.38x, 4 blocks 1.35x.
  * These only depend on the shape, never on the thread count, which keeps results stable. */
@@ -28,6 +29,11 @@ struct calq_mm_dnnl {
     dnnl_primitive_t prim[MM_SHAPES];
     dnnl_memory_desc_t md[MM_SHAPES][MM_NARGS]; /* src, weights, dst, scratchpad */
     size_t scratch_bytes;                       /* largest scratchpad over the shapes */
+    /* d.b_const packed: column block j's B at bpack.base + j * pack_bytes (the last block's may
+     * be shorter), in md[s][1]'s layout */
+    bool packed;
+    calq__bulk bpack;
+    size_t pack_bytes;
 };
 
 static const int mm_arg_ids[MM_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
@@ -108,7 +114,7 @@ static void pick_blocks(calq_mm_dnnl *p)
 
 /* Creates the primitive for a rows x cols block. Returns dnnl_unimplemented when oneDNN
  * would only offer its slow reference implementation. */
-static dnnl_status_t make_prim(calq_mm_dnnl *p, int s, int64_t rows, int64_t cols)
+static dnnl_status_t make_prim(calq_mm_dnnl *p, int s, int64_t rows, int64_t cols, bool packed)
 {
     const calq_mm_desc *d = &p->d;
     dnnl_dims_t src_dims = {rows, d->K}, wei_dims = {d->K, cols}, dst_dims = {rows, cols};
@@ -122,7 +128,9 @@ static dnnl_status_t make_prim(calq_mm_dnnl *p, int s, int64_t rows, int64_t col
         wei_str[1] = d->K;
     }
     dnnl_status_t st = dnnl_memory_desc_init_by_strides(&p->md[s][0], 2, src_dims, dnnl_f32, src_str);
-    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&p->md[s][1], 2, wei_dims, dnnl_f32, wei_str);
+    if (st == dnnl_success)
+        st = packed ? dnnl_memory_desc_init_by_tag(&p->md[s][1], 2, wei_dims, dnnl_f32, dnnl_format_tag_any)
+                    : dnnl_memory_desc_init_by_strides(&p->md[s][1], 2, wei_dims, dnnl_f32, wei_str);
     if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&p->md[s][2], 2, dst_dims, dnnl_f32, dst_str);
     if (st != dnnl_success) return st;
 
@@ -152,6 +160,13 @@ static dnnl_status_t make_prim(calq_mm_dnnl *p, int s, int64_t rows, int64_t col
             st = dnnl_unimplemented;
         }
     }
+    if (st == dnnl_success && packed) {
+        const dnnl_memory_desc_t *wm = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        if (wm)
+            p->md[s][1] = *wm;
+        else
+            st = dnnl_unimplemented;
+    }
     if (st == dnnl_success) {
         const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         if (sp) {
@@ -167,12 +182,85 @@ static dnnl_status_t make_prim(calq_mm_dnnl *p, int s, int64_t rows, int64_t col
     return st;
 }
 
+static void destroy_prims(calq_mm_dnnl *p)
+{
+    for (int s = 0; s < MM_SHAPES; s++) {
+        if (p->prim[s]) dnnl_primitive_destroy(p->prim[s]);
+        p->prim[s] = NULL;
+    }
+    p->scratch_bytes = 0;
+}
+
 void calq__mm_dnnl_free(calq_mm_dnnl *p)
 {
     if (!p) return;
-    for (int s = 0; s < MM_SHAPES; s++)
-        if (p->prim[s]) dnnl_primitive_destroy(p->prim[s]);
+    destroy_prims(p);
+    calq__bulk_free(&p->bpack);
     free(p);
+}
+
+bool calq__mm_dnnl_packed(const calq_mm_dnnl *p)
+{
+    return p && p->packed;
+}
+
+/* Whether the packed plan is worth keeping: every shape of the same column count takes B in one
+ * layout (so a block's packed B serves every row block), and that layout is not B's own. The
+ * shapes were made (prim[0] always is). */
+static bool packing_usable(const calq_mm_dnnl *p)
+{
+    const calq_mm_desc *d = &p->d;
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {d->K, p->nb}, ws = {d->trans_b ? 1 : d->N, d->trans_b ? d->K : 1};
+    if (dnnl_memory_desc_init_by_strides(&plain, 2, wd, dnnl_f32, ws) != dnnl_success) return false;
+    for (int s = 0; s < MM_SHAPES; s++) {
+        if (!p->prim[s]) continue;
+        const int first = s & 1; /* the shape with full rows and the same columns */
+        if (!p->prim[first] || !dnnl_memory_desc_equal(&p->md[s][1], &p->md[first][1])) return false;
+    }
+    /* nor when padding the columns to the kernel's block would take far more memory than B (a
+     * tall, narrow B: 3 columns padded to 64) */
+    const size_t b_bytes = (size_t)d->K * (size_t)d->N * sizeof(float);
+    const size_t packed = (size_t)p->n_blocks * dnnl_memory_desc_get_size(&p->md[0][1]);
+    return packed <= 2 * b_bytes + ((size_t)64 << 10) && !dnnl_memory_desc_equal(&p->md[0][1], &plain);
+}
+
+/* Converts d.b_const into each column block's packed layout (p->bpack). */
+static dnnl_status_t pack_b(calq_mm_dnnl *p)
+{
+    const calq_mm_desc *d = &p->d;
+    const int64_t last_cols = d->N - (p->n_blocks - 1) * p->nb;
+    const int last_s = last_cols == p->nb ? 0 : 1;
+    p->pack_bytes = dnnl_memory_desc_get_size(&p->md[0][1]);
+    const size_t total = (size_t)(p->n_blocks - 1) * p->pack_bytes + dnnl_memory_desc_get_size(&p->md[last_s][1]);
+    if (!calq__bulk_alloc_any(total, &p->bpack)) return dnnl_out_of_memory;
+    dnnl_engine_t eng = calq__dnnl_engine();
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    for (int64_t j = 0; j < p->n_blocks && st == dnnl_success; j++) {
+        const int64_t n0 = j * p->nb, cols = j + 1 < p->n_blocks ? p->nb : last_cols;
+        const int s = j + 1 < p->n_blocks ? 0 : last_s;
+        dnnl_memory_desc_t user;
+        dnnl_dims_t wd = {d->K, cols}, ws = {d->trans_b ? 1 : d->N, d->trans_b ? d->K : 1};
+        dnnl_primitive_t r = NULL;
+        dnnl_memory_t from = NULL, to = NULL;
+        st = dnnl_memory_desc_init_by_strides(&user, 2, wd, dnnl_f32, ws);
+        if (st == dnnl_success)
+            st = dnnl_memory_create(&from, &user, eng, (void *)(d->b_const + (d->trans_b ? n0 * d->K : n0)));
+        if (st == dnnl_success)
+            st = dnnl_memory_create(&to, &p->md[s][1], eng, p->bpack.base + (size_t)j * p->pack_bytes);
+        if (st == dnnl_success) st = calq__dnnl_reorder(&r, &user, &p->md[s][1]);
+        if (st == dnnl_success) {
+            dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+            st = dnnl_primitive_execute(r, stream, 2, args);
+        }
+        if (st == dnnl_success) st = dnnl_stream_wait(stream);
+        if (r) dnnl_primitive_destroy(r);
+        if (from) dnnl_memory_destroy(from);
+        if (to) dnnl_memory_destroy(to);
+    }
+    if (stream) dnnl_stream_destroy(stream);
+    return st;
 }
 
 calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_dnnl **out)
@@ -197,10 +285,23 @@ calq_status calq__mm_dnnl_create(calq_op_ctx *c, const calq_mm_desc *d, calq_mm_
     int prev_threads = omp_get_max_threads();
     omp_set_num_threads(1);
     dnnl_status_t st = dnnl_success;
-    for (int s = 0; s < MM_SHAPES && st == dnnl_success; s++) {
-        int short_rows = s >> 1, short_cols = s & 1;
-        if ((short_rows && rows[1] == rows[0]) || (short_cols && cols[1] == cols[0])) continue;
-        st = make_prim(p, s, rows[short_rows], cols[short_cols]);
+    /* packed B first where it is constant; the plain plan when oneDNN keeps B as it is or packs
+     * it differently per row-block shape */
+    for (int attempt = d->b_const ? 0 : 1; attempt < 2; attempt++) {
+        const bool packed = attempt == 0;
+        st = dnnl_success;
+        for (int s = 0; s < MM_SHAPES && st == dnnl_success; s++) {
+            int short_rows = s >> 1, short_cols = s & 1;
+            if ((short_rows && rows[1] == rows[0]) || (short_cols && cols[1] == cols[0])) continue;
+            st = make_prim(p, s, rows[short_rows], cols[short_cols], packed);
+        }
+        if (!packed) break; /* the plain plan, or st says why not */
+        if (st == dnnl_success && packing_usable(p) && (st = pack_b(p)) == dnnl_success) {
+            p->packed = true;
+            break;
+        }
+        calq__bulk_free(&p->bpack);
+        destroy_prims(p);
     }
     omp_set_num_threads(prev_threads);
     if (st != dnnl_success) {
@@ -256,8 +357,8 @@ calq_status calq__mm_dnnl_run(calq_op_ctx *c, const calq_mm_dnnl *p, const float
             int s = (m0 + p->mb > d->M && d->M % p->mb ? 2 : 0) + (n0 + p->nb > d->N && d->N % p->nb ? 1 : 0);
             aoff += d->trans_a ? m0 : m0 * d->K;
             boff += d->trans_b ? n0 * d->K : n0;
-            void *handles[MM_NARGS] = {(void *)(a + aoff), (void *)(b + boff), y + bi * d->M * d->N + m0 * d->N + n0,
-                                       scratch};
+            void *bh = p->packed ? (void *)(p->bpack.base + (size_t)ni * p->pack_bytes) : (void *)(b + boff);
+            void *handles[MM_NARGS] = {(void *)(a + aoff), bh, y + bi * d->M * d->N + m0 * d->N + n0, scratch};
             dnnl_exec_arg_t args[MM_NARGS];
             for (int k = 0; k < MM_NARGS && st == dnnl_success; k++) {
                 if (!mem[s][k]) st = dnnl_memory_create(&mem[s][k], &p->md[s][k], eng, DNNL_MEMORY_NONE);

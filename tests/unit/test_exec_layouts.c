@@ -215,6 +215,22 @@ out:
     return fused;
 }
 
+/* Fused fast runs of g on x in layout l (0: native) with 1, 2 and 3 threads, the outputs into
+ * o1, o2, o3; `has` (or NULL) marks the nodes that ran as steps of their own in the first.
+ * Returns the first run's fused-layer count. */
+static int run_fused_123(const calq_graph *g, const calq_tensor *x, calq_layout l, calq_tensor *o1, calq_tensor *o2,
+                         calq_tensor *o3, bool *has)
+{
+    calq_tensor tmp[1];
+    run_cfg rc = {.fast = true, .fuse = true, .layout = l, .threads = 1};
+    int fused = run_graph(g, x, &rc, NULL, 0, tmp, o1, NULL, has);
+    rc.threads = 2;
+    run_graph(g, x, &rc, NULL, 0, tmp, o2, NULL, NULL);
+    rc.threads = 3;
+    run_graph(g, x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+    return fused;
+}
+
 static const calq_layout layouts[] = {0, CALQ_LAYOUT_CHANNELS_LAST, 16, 8};
 static const char *const layout_names[] = {"native", "channels last", "nChw16c", "nChw8c"};
 
@@ -241,13 +257,8 @@ static void test_mixed_graph(int64_t batch)
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li])) continue;
         calq_tensor o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
-        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
         bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
-        int fused = run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, has);
-        rc.threads = 2;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
-        rc.threads = 3;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        int fused = run_fused_123(g, &x, layouts[li], o1, o2, o3, has);
         char what[128];
         for (int i = 0; i < 2; i++) {
             snprintf(what, sizeof what, "batch %lld, %s, output %d: fused vs reference", (long long)batch,
@@ -516,12 +527,7 @@ static void test_pad_layouts(void)
             failures++;
         }
         calq_tensor o1[5] = {0}, o2[5] = {0}, o3[5] = {0};
-        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
-        run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, NULL);
-        rc.threads = 2;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
-        rc.threads = 3;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        run_fused_123(g, &x, layouts[li], o1, o2, o3, NULL);
         for (int i = 0; i < 5; i++) {
             char what[128];
             snprintf(what, sizeof what, "%s, Pad output %d: fast vs reference", layout_names[li], i);
@@ -585,15 +591,10 @@ static void test_bn_post_ops(void)
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li]) || (li == 0 && calq__layout_native() == CALQ_LAYOUT_PLAIN)) continue;
         calq_tensor o1[3] = {0}, o2[3] = {0}, o3[3] = {0};
-        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1};
         bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
-        run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, has);
-        rc.threads = 2;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
-        rc.threads = 3;
-        run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+        run_fused_123(g, &x, layouts[li], o1, o2, o3, has);
         calq_tensor unfused[3] = {0};
-        rc.n_keep = -1;
+        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1, .n_keep = -1};
         run_graph(g, &x, &rc, NULL, 0, tmp, unfused, NULL, NULL);
         for (int i = 0; i < 3; i++) {
             char what[96];
@@ -753,12 +754,7 @@ static void test_winograd(int64_t batch)
     calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0}, tmp[1];
     run_cfg rc = {.fast = false, .threads = 2};
     run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
-    rc = (run_cfg){.fast = true, .fuse = true, .threads = 1};
-    run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, NULL);
-    rc.threads = 2;
-    run_graph(g, &x, &rc, NULL, 0, tmp, o2, NULL, NULL);
-    rc.threads = 3;
-    run_graph(g, &x, &rc, NULL, 0, tmp, o3, NULL, NULL);
+    run_fused_123(g, &x, 0, o1, o2, o3, NULL);
     for (int i = 0; i < 2; i++) {
         char what[96];
         snprintf(what, sizeof what, "Winograd graph, batch %lld, output %d: fast vs reference", (long long)batch, i);
@@ -836,12 +832,7 @@ static void test_deconv_gemm(int64_t batch)
     run_cfg rc = {.fast = false, .threads = 2};
     run_graph(g, &xt, &rc, NULL, 0, tmp, ref, NULL, NULL);
     bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
-    rc = (run_cfg){.fast = true, .fuse = true, .layout = CALQ_LAYOUT_CHANNELS_LAST, .threads = 1};
-    run_graph(g, &xt, &rc, NULL, 0, tmp, o1, NULL, has);
-    rc.threads = 2;
-    run_graph(g, &xt, &rc, NULL, 0, tmp, o2, NULL, NULL);
-    rc.threads = 3;
-    run_graph(g, &xt, &rc, NULL, 0, tmp, o3, NULL, NULL);
+    run_fused_123(g, &xt, CALQ_LAYOUT_CHANNELS_LAST, o1, o2, o3, has);
     char what[96];
     for (int i = 0; i < 2; i++) {
         snprintf(what, sizeof what, "transposed convolutions, batch %lld, output %d: fast vs reference",

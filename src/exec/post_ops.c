@@ -107,6 +107,9 @@ bool calq__post_op_for(const calq_plan *p, const calq_node *n, int x, calq_post_
                                                  : post_table[i].alpha;
             op->beta = post_table[i].beta_attr ? calq__attr_float(n, post_table[i].beta_attr, post_table[i].beta)
                                                : post_table[i].beta;
+            /* a LeakyRelu of slope 0 gives 0 * x (-0, NaN for -inf) where the post-op, as Relu,
+             * gives +0 */
+            if (op->kind == CALQ_POST_RELU && post_table[i].alpha_attr && op->alpha == 0.0f) op->exact = false;
             return true;
         case P_CLIP: return n->inputs[0] == x && clip_bounds(p, n, &op->alpha, &op->beta);
         case P_DIV: {

@@ -454,9 +454,11 @@ static void test_ultraface_observers(void)
 /* Pads of a convolution's output, each read by one layer: constant 0 with uneven pads before an
  * AveragePool (Inception's), reflect before a convolution, edge with crops before a Relu,
  * constant 0.5 before a MaxPool (on blocked data only zero keeps the padding channels zero, so
- * it runs plain there), and a pad of the channel axis (always plain). 12 channels: not a whole
- * number of 8- or 16-blocks. */
-static const char *const pad_names[] = {"p_zero", "p_reflect", "p_edge_crop", "p_half", "p_channels"};
+ * it runs plain there), a pad of the channel axis (always plain), and a constant computed at run
+ * time (the input's largest value: always plain, a prepared state would have frozen it). 12
+ * channels: not a whole number of 8- or 16-blocks. */
+static const char *const pad_names[] = {"p_zero", "p_reflect", "p_edge_crop", "p_half", "p_channels", "p_runtime"};
+enum { N_PADS = 6 };
 
 static int gb_pad(gb *b, const char *name, int x, const int64_t *pads, const char *mode, float value)
 {
@@ -488,6 +490,11 @@ static calq_graph *pad_graph(void)
     gb_output(&b, gb_node(&b, "mp", "MaxPool", &p3, 1));
     gb_ints(&b, "kernel_shape", k2, 2);
     gb_output(&b, gb_conv(&b, "c2", gb_pad(&b, pad_names[4], c, chan, "constant", 0.0f), 14, 8, 3, 1, 1));
+    int cv = gb_node(&b, "xmax", "ReduceMax", &x, 1);
+    gb_int(&b, "keepdims", 0);
+    int64_t pd[1] = {8};
+    int rin[3] = {c, gb_const_t(&b, "p_runtime.pads", t_i64(refl, 1, pd)), cv};
+    gb_output(&b, gb_node(&b, pad_names[5], "Pad", rin, 3));
     return gb_finish(&b);
 }
 
@@ -502,7 +509,7 @@ static unsigned pads_on_layouts(const calq_graph *g, const calq_tensor *x, calq_
     for (int s = 0; s < p->n_steps; s++) {
         const calq_plan_step *st = &p->steps[s];
         if (strcmp(st->def->op_type, "Pad") || !st->fast || st->in_layout[0] == CALQ_LAYOUT_PLAIN) continue;
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < N_PADS; i++)
             if (!strcmp(g->nodes[st->node].name, pad_names[i])) bits |= 1u << i;
     }
     calq__plan_free(p);
@@ -514,7 +521,7 @@ static void test_pad_layouts(void)
     calq_graph *g = pad_graph();
     int64_t xd[4] = {2, 12, 9, 7};
     calq_tensor x = t_rand_f32(5, 4, xd, -1, 1);
-    calq_tensor ref[5] = {0}, tmp[1];
+    calq_tensor ref[N_PADS] = {0}, tmp[1];
     run_cfg rc = {.fast = false, .threads = 2};
     run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
@@ -526,19 +533,19 @@ static void test_pad_layouts(void)
             fprintf(stderr, "%s: Pads on layouts 0x%x, expected 0x%x\n", layout_names[li], got, want);
             failures++;
         }
-        calq_tensor o1[5] = {0}, o2[5] = {0}, o3[5] = {0};
+        calq_tensor o1[N_PADS] = {0}, o2[N_PADS] = {0}, o3[N_PADS] = {0};
         run_fused_123(g, &x, layouts[li], o1, o2, o3, NULL);
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < N_PADS; i++) {
             char what[128];
             snprintf(what, sizeof what, "%s, Pad output %d: fast vs reference", layout_names[li], i);
             EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
             EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
         }
-        t_free_all(o1, 5);
-        t_free_all(o2, 5);
-        t_free_all(o3, 5);
+        t_free_all(o1, N_PADS);
+        t_free_all(o2, N_PADS);
+        t_free_all(o3, N_PADS);
     }
-    t_free_all(ref, 5);
+    t_free_all(ref, N_PADS);
     calq_tensor_free_data(&x);
     calq__graph_free(g);
 }
@@ -547,9 +554,11 @@ static void test_pad_layouts(void)
 
 /* Pre-activation blocks after a Concat (DenseNet's): BN then Relu, LeakyRelu, or Clip then Relu,
  * each fused into the BN's pass over the tensor (32 channels: the Concat of two 16-channel
- * convolutions stays blocked in every layout). Every output is the bits of a run that fuses
+ * convolutions stays blocked in every layout); and BN then a LeakyRelu of slope 0, not fused (its
+ * 0 * x gives -0 where the post-op gives +0). Every output is the bits of a run that fuses
  * nothing (every value kept: the same convolutions, then BN and the activations on their own),
  * and within tolerance of the reference kernels. */
+enum { N_BN = 4 };
 static calq_graph *bn_post_graph(void)
 {
     gb b = gb_new();
@@ -558,22 +567,22 @@ static calq_graph *bn_post_graph(void)
     int ins[2] = {gb_conv(&b, "ca", x, 5, 16, 3, 1, 1), gb_conv(&b, "cb", x, 5, 16, 1, 1, 1)};
     int cat = gb_node(&b, "cat", "Concat", ins, 2);
     gb_int(&b, "axis", 1);
-    const char *act[3] = {"Relu", "LeakyRelu", "Clip"};
-    for (int i = 0; i < 3; i++) {
+    const char *act[N_BN] = {"Relu", "LeakyRelu", "Clip", "LeakyRelu"};
+    for (int i = 0; i < N_BN; i++) {
         char n[5][32];
         for (int k = 0; k < 5; k++) snprintf(n[k], sizeof n[k], "bn%d.%d", i, k);
         int bn_in[5] = {cat, gb_const(&b, n[1], cd, 1, 0.5f, 1.5f), gb_const(&b, n[2], cd, 1, -0.5f, 0.5f),
                         gb_const(&b, n[3], cd, 1, -0.2f, 0.2f), gb_const(&b, n[4], cd, 1, 0.5f, 2.0f)};
         int y = gb_node(&b, n[0], "BatchNormalization", bn_in, 5);
         char an[32];
-        snprintf(an, sizeof an, "act%d", i);
+        snprintf(an, sizeof an, i == 3 ? "leaky0" : "act%d", i);
         if (i == 2) {
             int cin[3] = {y, gb_scalar(&b, "lo", -0.25f), gb_scalar(&b, "hi", 0.75f)};
             y = gb_node(&b, an, "Clip", cin, 3);
             y = gb_unary(&b, "act3", "Relu", y);
         } else {
             y = gb_unary(&b, an, act[i], y);
-            if (i == 1) gb_float(&b, "alpha", 0.125f);
+            if (i == 1 || i == 3) gb_float(&b, "alpha", i == 1 ? 0.125f : 0.0f);
         }
         gb_output(&b, y);
     }
@@ -585,18 +594,18 @@ static void test_bn_post_ops(void)
     calq_graph *g = bn_post_graph();
     int64_t xd[4] = {2, 5, 6, 7};
     calq_tensor x = t_rand_f32(11, 4, xd, -1, 1);
-    calq_tensor ref[3] = {0}, tmp[1];
+    calq_tensor ref[N_BN] = {0}, tmp[1];
     run_cfg rc = {.fast = false, .threads = 2};
     run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li]) || (li == 0 && calq__layout_native() == CALQ_LAYOUT_PLAIN)) continue;
-        calq_tensor o1[3] = {0}, o2[3] = {0}, o3[3] = {0};
+        calq_tensor o1[N_BN] = {0}, o2[N_BN] = {0}, o3[N_BN] = {0};
         bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
         run_fused_123(g, &x, layouts[li], o1, o2, o3, has);
-        calq_tensor unfused[3] = {0};
+        calq_tensor unfused[N_BN] = {0};
         rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1, .n_keep = -1};
         run_graph(g, &x, &rc, NULL, 0, tmp, unfused, NULL, NULL);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < N_BN; i++) {
             char what[96];
             snprintf(what, sizeof what, "%s, BN output %d: fast vs reference", layout_names[li], i);
             EXPECT(t_close(&o1[i], &ref[i], 1e-4, 1e-5, what));
@@ -606,18 +615,23 @@ static void test_bn_post_ops(void)
             }
             EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
         }
-        t_free_all(unfused, 3);
+        t_free_all(unfused, N_BN);
         for (int ni = 0; ni < g->n_nodes; ni++)
             if (!strncmp(g->nodes[ni].name, "act", 3) && has[ni]) {
                 fprintf(stderr, "%s: %s ran as its own step\n", layout_names[li], g->nodes[ni].name);
                 failures++;
             }
+        for (int ni = 0; ni < g->n_nodes; ni++)
+            if (!strcmp(g->nodes[ni].name, "leaky0") && !has[ni]) {
+                fprintf(stderr, "%s: the slope-0 LeakyRelu was fused\n", layout_names[li]);
+                failures++;
+            }
         free(has);
-        t_free_all(o1, 3);
-        t_free_all(o2, 3);
-        t_free_all(o3, 3);
+        t_free_all(o1, N_BN);
+        t_free_all(o2, N_BN);
+        t_free_all(o3, N_BN);
     }
-    t_free_all(ref, 3);
+    t_free_all(ref, N_BN);
     calq_tensor_free_data(&x);
     calq__graph_free(g);
 }

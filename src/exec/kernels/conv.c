@@ -530,7 +530,7 @@ static calq_status bn_prepare(calq_op_ctx *c)
         return CALQ_OK;
     int n = 0;
     while (c->n_out == 1 && n < c->n_post && n < 2 &&
-           (c->post[n].kind == CALQ_POST_RELU || c->post[n].kind == CALQ_POST_CLIP))
+           (c->post[n].kind == CALQ_POST_RELU || c->post[n].kind == CALQ_POST_CLIP) && c->post[n].exact)
         n++;
     c->n_post_used = n;
     c->out_layout[0] = l;

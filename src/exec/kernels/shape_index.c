@@ -361,6 +361,8 @@ calq_status calq__shp_pad_prepare(calq_op_ctx *c)
     int64_t pb[CALQ_MAX_DIMS], pe[CALQ_MAX_DIMS];
     CALQ_TRY(pad_params(c, &mode, pb, pe));
     if (pb[0] || pe[0] || pb[1] || pe[1]) return CALQ_OK;
+    /* the constant is read here, once: not when it is computed at run time (a graph input, say) */
+    if (c->opset >= 11 && c->n_in > 2 && c->in[2] && !(c->const_inputs & 4u)) return CALQ_OK;
     pad_state *s = calloc(1, sizeof *s);
     if (!s) return calq__op_fail(c, CALQ_ERR_OUT_OF_MEMORY, "out of memory");
     s->mode = mode;

@@ -215,6 +215,14 @@ out:
     return fused;
 }
 
+/* The reference kernels' outputs of g on x (2 threads). */
+static void run_reference(const calq_graph *g, const calq_tensor *x, calq_tensor *outs)
+{
+    calq_tensor tmp[1];
+    run_cfg rc = {.fast = false, .threads = 2};
+    run_graph(g, x, &rc, NULL, 0, tmp, outs, NULL, NULL);
+}
+
 /* Fused fast runs of g on x in layout l (0: native) with 1, 2 and 3 threads, the outputs into
  * o1, o2, o3; `has` (or NULL) marks the nodes that ran as steps of their own in the first.
  * Returns the first run's fused-layer count. */
@@ -251,9 +259,8 @@ static void test_mixed_graph(int64_t batch)
     calq_graph *g = mixed_graph(batch, obs, &n_obs);
     int64_t xd[4] = {batch, 3, 20, 20};
     calq_tensor x = t_rand_f32(99, 4, xd, -1, 1);
-    calq_tensor ref_o[2] = {0}, tmp[16];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &x, &rc, NULL, 0, tmp, ref_o, NULL, NULL);
+    calq_tensor ref_o[2] = {0};
+    run_reference(g, &x, ref_o);
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li])) continue;
         calq_tensor o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
@@ -521,9 +528,8 @@ static void test_pad_layouts(void)
     calq_graph *g = pad_graph();
     int64_t xd[4] = {2, 12, 9, 7};
     calq_tensor x = t_rand_f32(5, 4, xd, -1, 1);
-    calq_tensor ref[N_PADS] = {0}, tmp[1];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    calq_tensor ref[N_PADS] = {0};
+    run_reference(g, &x, ref);
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li])) continue;
         const calq_layout l = layouts[li] ? layouts[li] : calq__layout_native();
@@ -595,15 +601,14 @@ static void test_bn_post_ops(void)
     int64_t xd[4] = {2, 5, 6, 7};
     calq_tensor x = t_rand_f32(11, 4, xd, -1, 1);
     calq_tensor ref[N_BN] = {0}, tmp[1];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    run_reference(g, &x, ref);
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         if (!layout_available(layouts[li]) || (li == 0 && calq__layout_native() == CALQ_LAYOUT_PLAIN)) continue;
         calq_tensor o1[N_BN] = {0}, o2[N_BN] = {0}, o3[N_BN] = {0};
         bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
         run_fused_123(g, &x, layouts[li], o1, o2, o3, has);
         calq_tensor unfused[N_BN] = {0};
-        rc = (run_cfg){.fast = true, .fuse = true, .layout = layouts[li], .threads = 1, .n_keep = -1};
+        run_cfg rc = {.fast = true, .fuse = true, .layout = layouts[li], .threads = 1, .n_keep = -1};
         run_graph(g, &x, &rc, NULL, 0, tmp, unfused, NULL, NULL);
         for (int i = 0; i < N_BN; i++) {
             char what[96];
@@ -673,8 +678,7 @@ static void test_views(void)
     int64_t xd[4] = {2, 16, 6, 5};
     calq_tensor x = t_rand_f32(13, 4, xd, -1, 1);
     calq_tensor ref[3] = {0}, tmp[1];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    run_reference(g, &x, ref);
     for (int mode = 0; mode < 3; mode++) {
         /* reference kernels, fast unfused, fast fused */
         calq_plan_opts o = {.use_fast = mode > 0, .fuse = mode == 2};
@@ -694,7 +698,7 @@ static void test_views(void)
         }
         calq__plan_free(p);
         calq_tensor o1[3] = {0};
-        rc = (run_cfg){.fast = mode > 0, .fuse = mode == 2, .threads = 2};
+        run_cfg rc = {.fast = mode > 0, .fuse = mode == 2, .threads = 2};
         run_graph(g, &x, &rc, NULL, 0, tmp, o1, NULL, NULL);
         for (int i = 0; i < 3; i++) {
             char what[64];
@@ -765,9 +769,8 @@ static void test_winograd(int64_t batch)
     if (expected && nat == CALQ_LAYOUT_CHANNELS_LAST) EXPECT(n16 == 4);
     /* ca, cc, cd and ce; cb has stride 2 */
     EXPECT(n_wino == (expected ? 4 : 0));
-    calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0}, tmp[1];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &x, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
+    run_reference(g, &x, ref);
     run_fused_123(g, &x, 0, o1, o2, o3, NULL);
     for (int i = 0; i < 2; i++) {
         char what[96];
@@ -842,9 +845,8 @@ static void test_deconv_gemm(int64_t batch)
     gb_output(&b, gb_deconv_g(&b, "d7", d6, 40, 16, 3, 1, 1, 0, 4));
     calq_graph *g = gb_finish(&b);
     calq_tensor xt = t_rand_f32(21, 4, xd, -1, 1);
-    calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0}, tmp[1];
-    run_cfg rc = {.fast = false, .threads = 2};
-    run_graph(g, &xt, &rc, NULL, 0, tmp, ref, NULL, NULL);
+    calq_tensor ref[2] = {0}, o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
+    run_reference(g, &xt, ref);
     bool *has = calloc((size_t)g->n_nodes + 1, sizeof *has);
     run_fused_123(g, &xt, CALQ_LAYOUT_CHANNELS_LAST, o1, o2, o3, has);
     char what[96];

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "calib/act_cache.h"
+#include "calib/act_pack.h"
 #include "base/bulk_mem.h"
 #include "calib/calibrate.h" /* calq__now */
 
@@ -18,8 +19,16 @@
 typedef struct rec {
     int group; /* BATCH_END: the end of a batch */
     size_t n;
-    float *x; /* in one of the cache's arenas */
+    float *x;      /* in one of the cache's arenas: n floats, or nnz packed ones after mask */
+    uint8_t *mask; /* the packed form's mask (act_pack.h), NULL when x holds all n floats */
+    size_t nnz;
 } rec;
+
+/* A tensor is packed when that saves at least an eighth of its bytes (mask included). */
+static bool worth_packing(size_t n, size_t nnz)
+{
+    return n >= 64 && calq__pack_mask_bytes(n) + nnz * sizeof(float) + CALQ__PACK_SLACK <= n * sizeof(float) / 8 * 7;
+}
 
 /* The records' data live in large arenas, filled in order and freed together (a record is never
  * freed alone). An arena's pages are faulted in when it is mapped, on huge pages when free ones
@@ -31,11 +40,11 @@ typedef struct arena {
     size_t used;
 } arena;
 
-/* a record in the file: this header, then n floats */
+/* a record in the file: this header, then n floats, or when packed the mask's bytes and nnz floats */
 typedef struct file_head {
     int32_t group;
-    uint32_t zero;
-    uint64_t n;
+    uint32_t packed; /* 1: the mask's bytes, then nnz floats; 0: n floats */
+    uint64_t n, nnz;
 } file_head;
 
 struct calq__act_cache {
@@ -50,7 +59,15 @@ struct calq__act_cache {
     char why[1400];
     float *buf; /* replay buffer for the file's records (owned; only during a replay) */
     size_t buf_n;
-    arena *arenas; /* owned, with their memory */
+    void *stage; /* a packed tensor on its way to or from the file (owned) */
+    size_t stage_bytes;
+    size_t *offs; /* per chunk of the tensor being packed: its first value's index (owned) */
+    size_t n_offs;
+    float **xbuf; /* per replay thread: a packed record unpacked (owned; only during a replay) */
+    int n_xbuf;
+    size_t max_packed_n; /* the largest packed record in memory */
+    int n_threads;       /* for packing and copying a tensor */
+    arena *arenas;       /* owned, with their memory */
     size_t n_arenas, cap_arenas;
     bool stopped;        /* calq__act_cache_stop: nothing more is stored */
     int batches;         /* complete batches stored */
@@ -88,12 +105,13 @@ static void *arena_take(calq__act_cache *c, size_t n)
     return na->mem.base;
 }
 
-calq_status calq__act_cache_create(size_t mem_bytes, const char *const *dirs, int n_dirs, calq__act_cache **out,
-                                   calq_error *err)
+calq_status calq__act_cache_create(size_t mem_bytes, const char *const *dirs, int n_dirs, int n_threads,
+                                   calq__act_cache **out, calq_error *err)
 {
     calq__act_cache *c = calloc(1, sizeof *c);
     if (!c) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory for the activation cache");
     c->budget = mem_bytes;
+    c->n_threads = n_threads > 0 ? n_threads : 1;
     for (int i = 0; i < n_dirs && c->n_dirs < 3; i++)
         if (dirs[i] && *dirs[i]) snprintf(c->dirs[c->n_dirs++], sizeof c->dirs[0], "%s", dirs[i]);
     *out = c;
@@ -112,12 +130,23 @@ static void free_records(calq__act_cache *c)
     c->used = 0;
 }
 
+static void free_xbufs(calq__act_cache *c)
+{
+    for (int t = 0; t < c->n_xbuf; t++) free(c->xbuf[t]);
+    free(c->xbuf);
+    c->xbuf = NULL;
+    c->n_xbuf = 0;
+}
+
 void calq__act_cache_free(calq__act_cache *c)
 {
     if (!c) return;
     free_records(c);
     if (c->fp) fclose(c->fp);
     free(c->buf);
+    free(c->stage);
+    free(c->offs);
+    free_xbufs(c);
     free(c->mark);
     free(c);
 }
@@ -154,16 +183,100 @@ static bool open_file(calq__act_cache *c)
     return false;
 }
 
-static void file_put(calq__act_cache *c, int group, const float *x, size_t n)
+/* The mask's bytes rounded up to a cache line: the values after it start aligned. */
+static size_t mask_room(size_t n)
+{
+    return (calq__pack_mask_bytes(n) + 63) & ~(size_t)63;
+}
+
+/* Counts x's kept elements per chunk (act_pack.h) on the cache's threads and turns the counts
+ * into each chunk's first value index; false without memory for them. */
+static bool chunk_offsets(calq__act_cache *c, const float *x, size_t n, size_t *nnz)
+{
+    size_t nc = (n + CALQ__PACK_CHUNK - 1) / CALQ__PACK_CHUNK;
+    if (nc > c->n_offs) {
+        size_t *o = realloc(c->offs, nc * sizeof *o);
+        if (!o) return false;
+        c->offs = o;
+        c->n_offs = nc;
+    }
+    size_t *offs = c->offs;
+#pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
+    for (size_t k = 0; k < nc; k++) {
+        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        offs[k] = calq__act_pack_count(x + j, m);
+    }
+    size_t sum = 0;
+    for (size_t k = 0; k < nc; k++) {
+        size_t cnt = offs[k];
+        offs[k] = sum;
+        sum += cnt;
+    }
+    *nnz = sum;
+    return true;
+}
+
+/* Packs x into mask and vals, chunk by chunk at the offsets chunk_offsets left. */
+static void pack_chunks(const calq__act_cache *c, const float *x, size_t n, uint8_t *mask, float *vals)
+{
+    size_t nc = (n + CALQ__PACK_CHUNK - 1) / CALQ__PACK_CHUNK;
+    const size_t *offs = c->offs;
+#pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
+    for (size_t k = 0; k < nc; k++) {
+        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        calq__act_pack(x + j, m, mask + j / 8, vals + offs[k]);
+    }
+}
+
+/* memcpy of a tensor on the cache's threads */
+static void copy_chunks(const calq__act_cache *c, float *dst, const float *x, size_t n)
+{
+    size_t nc = (n + CALQ__PACK_CHUNK - 1) / CALQ__PACK_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
+    for (size_t k = 0; k < nc; k++) {
+        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        memcpy(dst + j, x + j, m * sizeof *x);
+    }
+}
+
+/* c->stage with room for `bytes`; false without memory */
+static bool stage_room(calq__act_cache *c, size_t bytes)
+{
+    if (bytes <= c->stage_bytes) return true;
+    void *p = realloc(c->stage, bytes);
+    if (!p) return false;
+    c->stage = p;
+    c->stage_bytes = bytes;
+    return true;
+}
+
+static void file_put(calq__act_cache *c, int group, const float *x, size_t n, bool packed, size_t nnz)
 {
     double t0 = calq__now();
     if (!c->fp && !open_file(c)) return;
-    file_head h = {.group = group, .zero = 0, .n = n};
-    if (fwrite(&h, sizeof h, 1, c->fp) != 1 || (n && fwrite(x, sizeof *x, n, c->fp) != n)) {
-        give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
-        return;
+    file_head h = {.group = group, .packed = packed, .n = n, .nnz = packed ? nnz : n};
+    size_t mb = calq__pack_mask_bytes(n);
+    if (packed) {
+        if (!stage_room(c, mask_room(n) + nnz * sizeof *x + CALQ__PACK_SLACK)) {
+            give_up(c, "out of memory for the activation cache%s (%s)", "", ENOMEM);
+            return;
+        }
+        uint8_t *mask = c->stage;
+        float *vals = (float *)(mask + mask_room(n));
+        pack_chunks(c, x, n, mask, vals);
+        if (fwrite(&h, sizeof h, 1, c->fp) != 1 || fwrite(mask, 1, mb, c->fp) != mb ||
+            (nnz && fwrite(vals, sizeof *vals, nnz, c->fp) != nnz)) {
+            give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
+            return;
+        }
+        c->file_bytes += sizeof h + mb + nnz * sizeof *x;
+    } else {
+        if (fwrite(&h, sizeof h, 1, c->fp) != 1 || (n && fwrite(x, sizeof *x, n, c->fp) != n)) {
+            give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
+            return;
+        }
+        c->file_bytes += sizeof h + n * sizeof *x;
     }
-    c->file_bytes += sizeof h + n * sizeof *x;
     c->file_seconds += calq__now() - t0;
 }
 
@@ -171,10 +284,17 @@ static void put(calq__act_cache *c, int group, const float *x, size_t n)
 {
     if (c->broken || c->stopped) return;
     if (group == BATCH_END) c->batches++;
-    size_t bytes = n * sizeof *x + sizeof(rec);
+    size_t nnz = n;
+    if (n >= 64 && !chunk_offsets(c, x, n, &nnz)) {
+        give_up(c, "out of memory for the activation cache%s (%s)", "", ENOMEM);
+        return;
+    }
+    const bool packed = worth_packing(n, nnz);
+    size_t data = packed ? mask_room(n) + nnz * sizeof *x + CALQ__PACK_SLACK : n * sizeof *x;
+    size_t bytes = data + sizeof(rec);
     if (!c->spilling && c->used + bytes > c->budget) c->spilling = true; /* from here on, in order, to the file */
     if (c->spilling) {
-        file_put(c, group, x, n);
+        file_put(c, group, x, n, packed, nnz);
         return;
     }
     if (c->n_recs == c->cap_recs) {
@@ -188,16 +308,22 @@ static void put(calq__act_cache *c, int group, const float *x, size_t n)
         c->cap_recs = cap;
     }
     rec *r = &c->recs[c->n_recs];
-    r->group = group;
-    r->n = n;
-    r->x = NULL;
+    *r = (rec){.group = group, .n = n, .nnz = packed ? nnz : n};
     if (n) {
-        r->x = arena_take(c, n * sizeof *x);
-        if (!r->x) {
+        char *p = arena_take(c, data);
+        if (!p) {
             give_up(c, "out of memory for the activation cache%s (%s)", "", ENOMEM);
             return;
         }
-        memcpy(r->x, x, n * sizeof *x);
+        if (packed) {
+            r->mask = (uint8_t *)p;
+            r->x = (float *)(p + mask_room(n));
+            pack_chunks(c, x, n, r->mask, r->x);
+            c->max_packed_n = n > c->max_packed_n ? n : c->max_packed_n;
+        } else {
+            r->x = (float *)p;
+            copy_chunks(c, r->x, x, n);
+        }
     }
     c->n_recs++;
     c->used += bytes;
@@ -248,8 +374,10 @@ uint64_t calq__act_cache_file_bytes(const calq__act_cache *c)
     return c ? c->file_bytes : 0;
 }
 
-static calq_status replay_file(calq__act_cache *c, calq__act_cache_tensor_fn tensor, calq__act_cache_batch_fn end_batch,
-                               void *user, int batch, calq_error *err);
+static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn, void *user, int batch,
+                               calq_error *err);
+
+static void replay_rec(const rec *r, const calq__act_cache_fns *fn, void *user, int batch, float *buf);
 
 /* Whether no group has two of the records [i0, i1) (false also without memory for the marks). */
 static bool groups_once(calq__act_cache *c, size_t i0, size_t i1)
@@ -275,36 +403,75 @@ static bool groups_once(calq__act_cache *c, size_t i0, size_t i1)
 /* The records [i0, i1) of one batch. Each group stores at most one tensor per batch (a tensor is
  * computed once per run), so they touch disjoint calibrators and go to the threads in any order;
  * a batch that holds a group twice (never seen, but not excluded by the types) goes in order. */
-static void replay_batch(calq__act_cache *c, size_t i0, size_t i1, calq__act_cache_tensor_fn tensor, void *user,
-                         int batch, int n_threads)
+static void replay_batch(calq__act_cache *c, size_t i0, size_t i1, const calq__act_cache_fns *fn, void *user, int batch,
+                         int n_threads)
 {
     bool once = n_threads > 1 && i1 - i0 > 1 && groups_once(c, i0, i1);
     if (!once) {
-        for (size_t i = i0; i < i1; i++) tensor(user, batch, c->recs[i].group, c->recs[i].x, c->recs[i].n);
+        for (size_t i = i0; i < i1; i++) replay_rec(&c->recs[i], fn, user, batch, c->xbuf ? c->xbuf[0] : NULL);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-    for (size_t i = i0; i < i1; i++) tensor(user, batch, c->recs[i].group, c->recs[i].x, c->recs[i].n);
+    for (size_t i = i0; i < i1; i++)
+        replay_rec(&c->recs[i], fn, user, batch, c->xbuf ? c->xbuf[omp_get_thread_num()] : NULL);
 }
 
-calq_status calq__act_cache_replay(calq__act_cache *c, calq__act_cache_tensor_fn tensor,
-                                   calq__act_cache_batch_fn end_batch, void *user, int n_threads, calq_error *err)
+/* One record to fn->tensor: its own floats, or unpacked into buf; nothing when fn->want says
+ * its group takes no more data (a third pass wants a few layers: unpacking the others would
+ * cost as much as the pass). */
+static void replay_rec(const rec *r, const calq__act_cache_fns *fn, void *user, int batch, float *buf)
+{
+    if (fn->want && !fn->want(user, r->group)) return;
+    if (!r->mask) {
+        fn->tensor(user, batch, r->group, r->x, r->n);
+        return;
+    }
+    calq__act_unpack(r->mask, r->x, r->n, buf);
+    fn->tensor(user, batch, r->group, buf, r->n);
+}
+
+/* One buffer per replay thread for the packed records, each the largest one's size. */
+static bool alloc_xbufs(calq__act_cache *c, int n_threads)
+{
+    if (!c->max_packed_n) return true;
+    c->xbuf = calloc((size_t)n_threads, sizeof *c->xbuf);
+    if (!c->xbuf) return false;
+    c->n_xbuf = n_threads;
+    for (int t = 0; t < n_threads; t++)
+        if (!(c->xbuf[t] = aligned_alloc(64, (c->max_packed_n * sizeof(float) + 63) / 64 * 64))) return false;
+    return true;
+}
+
+calq_status calq__act_cache_replay(calq__act_cache *c, const calq__act_cache_fns *fn, void *user, int n_threads,
+                                   calq_error *err)
 {
     if (c->broken)
         return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "the activation cache was replayed after it gave up: %s",
                           c->why);
+    if (n_threads < 1) n_threads = 1;
+    if (!alloc_xbufs(c, n_threads)) {
+        free_xbufs(c);
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
+                          "out of memory replaying the activation cache (%d buffers of %zu floats)", n_threads,
+                          c->max_packed_n);
+    }
     int batch = 0;
     size_t i0 = 0;
     for (size_t i = 0; i < c->n_recs; i++) {
         if (c->recs[i].group != BATCH_END) continue;
-        replay_batch(c, i0, i, tensor, user, batch, n_threads);
+        replay_batch(c, i0, i, fn, user, batch, n_threads);
         i0 = i + 1;
-        CALQ_TRY(end_batch(user, batch++, err));
+        calq_status st = fn->end_batch(user, batch++, err);
+        if (st != CALQ_OK) {
+            free_xbufs(c);
+            return st;
+        }
     }
     /* the batch the file continues: its first tensors, in order */
-    replay_batch(c, i0, c->n_recs, tensor, user, batch, 1);
+    replay_batch(c, i0, c->n_recs, fn, user, batch, 1);
+    free_xbufs(c); /* as c->buf below */
     if (!c->fp) return CALQ_OK;
-    calq_status st = replay_file(c, tensor, end_batch, user, batch, err);
+    calq_status st = replay_file(c, fn, user, batch, err);
     /* The buffer goes now, not with the cache: when the cache holds only the first batches, the
      * model runs for the others after the replay, and the buffer (one layer input, 2.4 MB on
      * UltraFace) would add to that run's peak, so the peak would depend on whether batch_num
@@ -312,12 +479,22 @@ calq_status calq__act_cache_replay(calq__act_cache *c, calq__act_cache_tensor_fn
     free(c->buf);
     c->buf = NULL;
     c->buf_n = 0;
+    free(c->stage);
+    c->stage = NULL;
+    c->stage_bytes = 0;
     return st;
 }
 
+/* The bytes after a record's header in the file (a damaged header may claim any n). */
+static uint64_t stored_bytes(const file_head *h)
+{
+    if (h->n > UINT64_MAX / 8) return UINT64_MAX;
+    return h->packed ? (h->n + 7) / 8 + h->nnz * sizeof(float) : h->n * sizeof(float);
+}
+
 /* The file's part of a replay, after the memory's (which ended at batch `batch`). */
-static calq_status replay_file(calq__act_cache *c, calq__act_cache_tensor_fn tensor, calq__act_cache_batch_fn end_batch,
-                               void *user, int batch, calq_error *err)
+static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn, void *user, int batch,
+                               calq_error *err)
 {
     if (fflush(c->fp) != 0 || fseek(c->fp, 0, SEEK_SET) != 0)
         return calq__fail(err, CALQ_ERR_IO, NULL, "the activation cache's temporary file (in %s) cannot be read: %s",
@@ -325,14 +502,15 @@ static calq_status replay_file(calq__act_cache *c, calq__act_cache_tensor_fn ten
     uint64_t left = c->file_bytes;
     while (left) {
         file_head h;
-        if (left < sizeof h || fread(&h, sizeof h, 1, c->fp) != 1 || h.zero != 0 || h.n > (left - sizeof h) / 4)
+        if (left < sizeof h || fread(&h, sizeof h, 1, c->fp) != 1 || h.packed > 1 || h.nnz > h.n ||
+            (!h.packed && h.nnz != h.n) || stored_bytes(&h) > left - sizeof h)
             return calq__fail(err, CALQ_ERR_IO, NULL,
                               "the activation cache's temporary file is shorter than written or damaged (%llu of "
                               "%llu bytes left to read); was the disk full or the file changed?",
                               (unsigned long long)left, (unsigned long long)c->file_bytes);
         left -= sizeof h;
         if (h.group == BATCH_END) {
-            CALQ_TRY(end_batch(user, batch++, err));
+            CALQ_TRY(fn->end_batch(user, batch++, err));
             continue;
         }
         if (h.n > c->buf_n) {
@@ -344,10 +522,30 @@ static calq_status replay_file(calq__act_cache *c, calq__act_cache_tensor_fn ten
             c->buf = b;
             c->buf_n = (size_t)h.n;
         }
-        if (h.n && fread(c->buf, sizeof *c->buf, (size_t)h.n, c->fp) != h.n)
+        if (fn->want && !fn->want(user, h.group)) {
+            if (fseeko(c->fp, (off_t)stored_bytes(&h), SEEK_CUR) != 0)
+                return calq__fail(err, CALQ_ERR_IO, NULL,
+                                  "the activation cache's temporary file could not be read back: %s", strerror(errno));
+            left -= stored_bytes(&h);
+            continue;
+        }
+        size_t n = (size_t)h.n, nnz = (size_t)h.nnz, mb = calq__pack_mask_bytes(n);
+        bool ok;
+        if (h.packed) {
+            if (!stage_room(c, mask_room(n) + nnz * sizeof(float) + CALQ__PACK_SLACK))
+                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
+                                  "out of memory reading back a cached activation of %zu floats", nnz);
+            uint8_t *mask = c->stage;
+            float *vals = (float *)(mask + mask_room(n));
+            ok = fread(mask, 1, mb, c->fp) == mb && (!nnz || fread(vals, sizeof *vals, nnz, c->fp) == nnz);
+            if (ok) calq__act_unpack(mask, vals, n, c->buf);
+        } else {
+            ok = !n || fread(c->buf, sizeof *c->buf, n, c->fp) == n;
+        }
+        if (!ok)
             return calq__fail(err, CALQ_ERR_IO, NULL, "the activation cache's temporary file could not be read back");
-        left -= h.n * sizeof *c->buf;
-        tensor(user, batch, h.group, c->buf, (size_t)h.n);
+        left -= stored_bytes(&h);
+        fn->tensor(user, batch, h.group, c->buf, n);
     }
     return CALQ_OK;
 }

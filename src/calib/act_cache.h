@@ -7,8 +7,16 @@
  * TMPDIR, then /tmp) and unlinked at once: it is gone when the run ends, fails or is killed.
  * When no folder accepts it or a write fails (disk full), the cache gives up quietly
  * (calq__act_cache_usable false, its memory freed) and the run re-runs the model for the later
- * passes, as without a cache. Memory: at most the budget plus one tensor's buffer for replaying
- * from the file, whatever batch_num. Owner: the calq__calib (calq__act_cache_free). */
+ * passes, as without a cache.
+ *
+ * Tensors are stored without their +0.0 elements when that saves an eighth of their bytes
+ * (act_pack.h): a mask and the other elements, replayed as the same bytes. A calibration's
+ * layer inputs are mostly ReLU outputs, so the budget holds about twice the batches and there is
+ * half the memory to fault in.
+ *
+ * Memory: at most the budget, plus while replaying one buffer per thread of the largest packed
+ * tensor (memory part) or two of one tensor (file part), plus while spilling one packed tensor,
+ * whatever batch_num. Owner: the calq__calib (calq__act_cache_free). */
 #ifndef CALQ_CALIB_ACT_CACHE_H
 #define CALQ_CALIB_ACT_CACHE_H
 
@@ -21,9 +29,10 @@
 typedef struct calq__act_cache calq__act_cache;
 
 /* mem_bytes: the memory budget (0: everything goes to the file). dirs: candidate folders for the
- * file, in order (NULL entries are skipped). */
-calq_status calq__act_cache_create(size_t mem_bytes, const char *const *dirs, int n_dirs, calq__act_cache **out,
-                                   calq_error *err);
+ * file, in order (NULL entries are skipped). n_threads: threads that pack and copy a stored
+ * tensor (the stored bytes do not depend on it). */
+calq_status calq__act_cache_create(size_t mem_bytes, const char *const *dirs, int n_dirs, int n_threads,
+                                   calq__act_cache **out, calq_error *err);
 void calq__act_cache_free(calq__act_cache *c);
 
 /* Appends tensor x[0..n) of calibration group `group` to the current batch; end_batch closes the
@@ -43,15 +52,21 @@ const char *calq__act_cache_why(const calq__act_cache *c);
 uint64_t calq__act_cache_mem_bytes(const calq__act_cache *c);
 uint64_t calq__act_cache_file_bytes(const calq__act_cache *c);
 
-/* Calls tensor(user, batch, group, x, n) for every stored tensor and end_batch(user, batch, err)
- * after each complete batch, in the order they were stored (a batch cut by calq__act_cache_stop
- * is not replayed). The tensors of one batch in memory go to up to n_threads threads at once
- * (at most one per group, and each group's in store order): `tensor` must accept concurrent calls
- * for different groups. Those from the file come in order, one at a time. Fails when the file cannot be read back, or
- * with end_batch's status when it is not CALQ_OK (the replay stops there). */
-typedef void (*calq__act_cache_tensor_fn)(void *user, int batch, int group, const float *x, size_t n);
-typedef calq_status (*calq__act_cache_batch_fn)(void *user, int batch, calq_error *err);
-calq_status calq__act_cache_replay(calq__act_cache *c, calq__act_cache_tensor_fn tensor,
-                                   calq__act_cache_batch_fn end_batch, void *user, int n_threads, calq_error *err);
+/* Calls fn->tensor(user, batch, group, x, n) for every stored tensor and fn->end_batch(user,
+ * batch, err) after each complete batch, in the order they were stored (a batch cut by
+ * calq__act_cache_stop is not replayed). fn->want (optional) is asked first for each tensor: a
+ * tensor whose group it refuses is skipped (not unpacked, not read from the file). The tensors
+ * of one batch in memory go to up to n_threads threads at once (at most one per group, and each
+ * group's in store order): `tensor` and `want` must accept concurrent calls for different
+ * groups. Those from the file come in order, one at a time. Fails when the file cannot be read
+ * back, without memory for unpacking, or with end_batch's status when it is not CALQ_OK (the
+ * replay stops there). */
+typedef struct calq__act_cache_fns {
+    void (*tensor)(void *user, int batch, int group, const float *x, size_t n);
+    calq_status (*end_batch)(void *user, int batch, calq_error *err);
+    bool (*want)(void *user, int group);
+} calq__act_cache_fns;
+calq_status calq__act_cache_replay(calq__act_cache *c, const calq__act_cache_fns *fn, void *user, int n_threads,
+                                   calq_error *err);
 
 #endif

@@ -143,7 +143,8 @@ static calq_status later_pass(calq__calib *cal, calq_session *s, calq_tensor *in
 {
     if (!calq__act_cache_usable(cal->cache)) return run_pass(cal, s, ins, n_in, 0, err);
     int nt = cal->n_threads > 0 ? cal->n_threads : omp_get_max_threads();
-    CALQ_TRY(calq__act_cache_replay(cal->cache, calq__calib_replay_tensor, replayed_batch, cal, nt, err));
+    const calq__act_cache_fns fn = {calq__calib_replay_tensor, replayed_batch, calq__calib_replay_wants};
+    CALQ_TRY(calq__act_cache_replay(cal->cache, &fn, cal, nt, err));
     return run_pass(cal, s, ins, n_in, calq__act_cache_batches(cal->cache), err);
 }
 
@@ -158,7 +159,8 @@ static calq_status open_cache(calq__calib *cal, int cache_mb, const char *record
     char dir[1024];
     calq__dirname(record_out, dir, sizeof dir);
     const char *dirs[3] = {dir, getenv("TMPDIR"), "/tmp"};
-    return calq__act_cache_create((size_t)cache_mb << 20, dirs, 3, &cal->cache, err);
+    int nt = cal->n_threads > 0 ? cal->n_threads : omp_get_max_threads();
+    return calq__act_cache_create((size_t)cache_mb << 20, dirs, 3, nt, &cal->cache, err);
 }
 
 static void log_cache(const calq__calib *cal)

@@ -183,6 +183,8 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
  * first group of the tensor, as the observer stored it): fed to its groups as the observer
  * feeds them in a later pass. */
 void calq__calib_replay_tensor(void *user, int batch, int first, const float *x, size_t n);
+/* Whether a group of first's chain still takes data in this pass (the replay skips the others). */
+bool calq__calib_replay_wants(void *user, int first);
 double calq__now(void);
 calq_status calq__calib_progress(calq__calib *cal, calq_error *err);
 

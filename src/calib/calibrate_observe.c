@@ -178,6 +178,16 @@ void calq__calib_replay_tensor(void *user, int batch, int first, const float *x,
     }
 }
 
+bool calq__calib_replay_wants(void *user, int first)
+{
+    const calq__calib *cal = user;
+    for (int k = first; k >= 0; k = cal->groups[k].next_same) {
+        const calq__calib_group *gr = &cal->groups[k];
+        if (!gr->failed && !gr->done && !gr->auto_pending) return true;
+    }
+    return false;
+}
+
 /* ---- progress (the caller's callback; the library draws nothing) -------------------------------- */
 
 calq_status calq__calib_progress(calq__calib *cal, calq_error *err)

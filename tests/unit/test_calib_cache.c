@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "calib/act_cache.h"
+#include "calib/act_pack.h"
 
 #include "expect.h"
 #include "fixtures.h"
@@ -135,6 +136,8 @@ static calq_status on_batch(void *user, int batch, calq_error *err)
     return CALQ_OK;
 }
 
+static const calq__act_cache_fns plain_fns = {on_tensor, on_batch, NULL};
+
 static void test_cache_unit(const char *dir)
 {
     calq_error err = {0};
@@ -142,7 +145,7 @@ static void test_cache_unit(const char *dir)
     for (int budget = 0; budget <= 1; budget++) {
         calq__act_cache *c = NULL;
         const char *dirs[2] = {"/nonexistent/calq", dir}; /* the first refuses: the second takes the file */
-        EXPECT_STATUS(calq__act_cache_create(budget ? 20000 : 0, dirs, 2, &c, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq__act_cache_create(budget ? 20000 : 0, dirs, 2, 2, &c, &err), CALQ_OK, &err, NULL);
         float next = 0;
         for (int b = 0, k = 0; b < 10; b++) {
             for (int t = 0; t < 3; t++, k++) {
@@ -160,14 +163,14 @@ static void test_cache_unit(const char *dir)
         EXPECT(count_cache_files(dir) == 0);   /* unlinked while open */
         for (int pass = 0; pass < 2; pass++) { /* a third pass replays it again */
             replay_log l = {0};
-            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_OK, &err, NULL);
+            EXPECT_STATUS(calq__act_cache_replay(c, &plain_fns, &l, 1, &err), CALQ_OK, &err, NULL);
             EXPECT(l.n == 30 && l.batches == 10 && l.bad == 0 && l.next == next);
         }
         /* a batch callback that fails (the progress callback asked to stop) ends the replay there,
          * in the memory part and in the file part */
         for (int stop = 1; stop <= 10; stop += 9) {
             replay_log l = {.stop_at = stop};
-            EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_ERR_GENERIC, &err,
+            EXPECT_STATUS(calq__act_cache_replay(c, &plain_fns, &l, 1, &err), CALQ_ERR_GENERIC, &err,
                           "stopped after batch");
             EXPECT(l.batches == stop && l.n == 3 * stop && l.bad == 0);
         }
@@ -177,7 +180,7 @@ static void test_cache_unit(const char *dir)
     {
         calq__act_cache *c = NULL;
         const char *dirs[1] = {dir};
-        EXPECT_STATUS(calq__act_cache_create(3000, dirs, 1, &c, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq__act_cache_create(3000, dirs, 1, 2, &c, &err), CALQ_OK, &err, NULL);
         float next = 0;
         for (int b = 0, k = 0; b < 10; b++) {
             for (int t = 0; t < 3; t++, k++) {
@@ -192,14 +195,14 @@ static void test_cache_unit(const char *dir)
         EXPECT(calq__act_cache_batches(c) == 6 && calq__act_cache_file_bytes(c) > 0);
         EXPECT(calq__act_cache_file_seconds(c) > 0.0);
         replay_log l = {0};
-        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor, on_batch, &l, 1, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq__act_cache_replay(c, &plain_fns, &l, 1, &err), CALQ_OK, &err, NULL);
         EXPECT(l.n == 18 && l.batches == 6 && l.bad == 0 && l.next == next);
         calq__act_cache_free(c);
     }
     /* no folder takes the file: the cache gives up and says why */
     calq__act_cache *c = NULL;
     const char *bad[1] = {"/nonexistent/calq"};
-    EXPECT_STATUS(calq__act_cache_create(100, bad, 1, &c, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__act_cache_create(100, bad, 1, 1, &c, &err), CALQ_OK, &err, NULL);
     for (int i = 0; i < 100; i++) x[i] = (float)i;
     calq__act_cache_put(c, 0, x, 10); /* fits the 100 bytes */
     EXPECT(calq__act_cache_usable(c));
@@ -248,13 +251,15 @@ static calq_status on_batch_par(void *user, int batch, calq_error *err)
     return CALQ_OK;
 }
 
+static const calq__act_cache_fns par_fns = {on_tensor_par, on_batch_par, NULL};
+
 static void test_cache_parallel(const char *dir)
 {
     calq_error err = {0};
     static float x[40000];
     calq__act_cache *c = NULL;
     const char *dirs[1] = {dir};
-    EXPECT_STATUS(calq__act_cache_create((size_t)64 << 20, dirs, 1, &c, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__act_cache_create((size_t)64 << 20, dirs, 1, 2, &c, &err), CALQ_OK, &err, NULL);
     int k = 0;
     for (int b = 0; b < 6; b++) {
         for (int g = 0; g < 8; g++, k++) {
@@ -269,7 +274,7 @@ static void test_cache_parallel(const char *dir)
     for (int threads = 1; threads <= 3; threads++) {
         par_log l = {.bad = 0};
         for (int g = 0; g < 8; g++) l.last[g] = -1;
-        EXPECT_STATUS(calq__act_cache_replay(c, on_tensor_par, on_batch_par, &l, threads, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq__act_cache_replay(c, &par_fns, &l, threads, &err), CALQ_OK, &err, NULL);
         EXPECT(l.bad == 0 && l.seen == 48 && l.batches == 6);
         bool in_order = l.n_order == 8;
         for (int i = 0; in_order && i < 8; i++) in_order = l.order[i] == 24 + i;
@@ -280,6 +285,156 @@ static void test_cache_parallel(const char *dir)
            "threads; a batch with a repeated group in store order\n");
 }
 
+/* ---- packed tensors (act_pack.h) ------------------------------------------------------------ */
+
+/* Element i of tensor `k`: ReLU-like data with runs and scattered +0.0, and the values packing
+ * must keep bit for bit: -0.0, NaNs with payloads, infinities, subnormals. */
+static float sparse_value(int k, size_t i)
+{
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(k * 40503u + 17u);
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    uint32_t u;
+    switch (h % 23) {
+    case 0: u = 0x80000000u; break;             /* -0.0 */
+    case 1: u = 0x7fc00000u | (h >> 9); break;  /* NaN with a payload */
+    case 2: u = 0x00000001u + (h >> 12); break; /* subnormal */
+    case 3: u = h & 1 ? 0x7f800000u : 0xff800000u; break;
+    default: {
+        if ((i / 37 + (size_t)k) % 5 == 0 || h % 7 < 3) return 0.0f; /* runs and scattered zeros */
+        float f = (float)(h >> 8) / 65536.0f;
+        memcpy(&u, &f, sizeof u);
+    }
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The kernels against their _ref forms, for every length up to 100 and a few long ones (AVX-512
+ * blocks with tails), all-zero and no-zero inputs; unpacking gives back the same bytes. */
+static void test_pack_kernels(void)
+{
+    static float x[70000], vals[70000 + 16], vals_ref[70000 + 16], back[70000];
+    static uint8_t mask[70000 / 8 + 1], mask_ref[70000 / 8 + 1];
+    size_t lens[] = {0, 1, 7, 15, 16, 17, 31, 33, 64, 100, 1000, 4099, 65536, 70000};
+    int bad = 0, cases = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        for (size_t L = 0; L < sizeof lens / sizeof lens[0] + 100; L++) {
+            size_t n = L < 100 ? L : lens[L - 100];
+            for (size_t i = 0; i < n; i++) x[i] = mode == 0 ? sparse_value(3, i) : mode == 1 ? 0.0f : 1.0f + (float)i;
+            memset(mask, 0xAA, sizeof mask);
+            memset(mask_ref, 0x55, sizeof mask_ref);
+            size_t c = calq__act_pack(x, n, mask, vals);
+            size_t c_ref = calq__act_pack_ref(x, n, mask_ref, vals_ref);
+            bad += c != c_ref || c != calq__act_pack_count(x, n) || c != calq__act_pack_count_ref(x, n);
+            bad += memcmp(mask, mask_ref, calq__pack_mask_bytes(n)) != 0 || memcmp(vals, vals_ref, c * 4) != 0;
+            bad += mode == 1 ? c != 0 : mode == 2 ? c != n : 0;
+            memset(back, 0xFF, sizeof back);
+            calq__act_unpack(mask, vals, n, back);
+            bad += memcmp(back, x, n * 4) != 0;
+            memset(back, 0xFF, sizeof back);
+            calq__act_unpack_ref(mask, vals, n, back);
+            bad += memcmp(back, x, n * 4) != 0;
+            cases++;
+        }
+    }
+    EXPECT(bad == 0);
+    printf("pack kernels: %d cases, fast = _ref and unpack(pack(x)) = x byte for byte\n", cases);
+}
+
+typedef struct packed_log {
+    int seen, bad, batches, skipped_want;
+    int refuse_group; /* want() refuses this group (-1: none) */
+} packed_log;
+
+static size_t packed_len(int k)
+{
+    static const size_t lens[] = {200000, 1000, 17, 65541, 64, 63, 131072, 5};
+    return lens[k % 8];
+}
+
+static void on_tensor_packed(void *user, int batch, int group, const float *x, size_t n)
+{
+    packed_log *l = user;
+    int k = batch * 4 + group, bad = n != packed_len(k);
+    for (size_t i = 0; !bad && i < n; i++) {
+        float want = sparse_value(k, i);
+        bad = memcmp(&x[i], &want, sizeof want) != 0;
+    }
+#pragma omp critical
+    {
+        l->bad += bad + (group == l->refuse_group);
+        l->seen++;
+    }
+}
+
+static calq_status on_batch_packed(void *user, int batch, calq_error *err)
+{
+    (void)err;
+    packed_log *l = user;
+    l->bad += batch != l->batches;
+    l->batches++;
+    return CALQ_OK;
+}
+
+static bool want_packed(void *user, int group)
+{
+    packed_log *l = user;
+    return group != l->refuse_group;
+}
+
+static const calq__act_cache_fns packed_fns = {on_tensor_packed, on_batch_packed, want_packed};
+
+/* A cache of sparse tensors (chunked, odd lengths, too small to pack) in memory only, file only
+ * and both, stored with 1-3 threads: replayed byte for byte with 1-3 threads, the stored bytes
+ * the same for every thread count and, in memory, well under the raw size; a refused group is
+ * skipped. */
+static void test_cache_packed(const char *dir)
+{
+    calq_error err = {0};
+    static float x[200000];
+    const size_t budgets[3] = {(size_t)64 << 20, 0, (size_t)3 << 19};
+    int bad = 0;
+    for (int bi = 0; bi < 3; bi++) {
+        uint64_t mem0 = 0, file0 = 0;
+        for (int put_threads = 1; put_threads <= 3; put_threads++) {
+            calq__act_cache *c = NULL;
+            const char *dirs[1] = {dir};
+            EXPECT_STATUS(calq__act_cache_create(budgets[bi], dirs, 1, put_threads, &c, &err), CALQ_OK, &err, NULL);
+            uint64_t raw = 0;
+            for (int b = 0; b < 6; b++) {
+                for (int g = 0; g < 4; g++) {
+                    int k = b * 4 + g;
+                    size_t n = packed_len(k);
+                    for (size_t i = 0; i < n; i++) x[i] = sparse_value(k, i);
+                    raw += n * 4;
+                    calq__act_cache_put(c, g, x, n);
+                }
+                calq__act_cache_end_batch(c);
+            }
+            EXPECT(calq__act_cache_usable(c));
+            uint64_t mem = calq__act_cache_mem_bytes(c), file = calq__act_cache_file_bytes(c);
+            if (put_threads == 1) mem0 = mem, file0 = file;
+            bad += mem != mem0 || file != file0;
+            if (bi == 0) EXPECT(file == 0 && mem < raw * 3 / 4); /* about 45 % +0.0 */
+            if (bi == 1) EXPECT(mem == 0 && file < raw * 3 / 4);
+            if (bi == 2) EXPECT(mem > 0 && file > 0);
+            for (int threads = 1; threads <= 3; threads++)
+                for (int refuse = -1; refuse <= 2; refuse += 3) {
+                    packed_log l = {.refuse_group = refuse};
+                    EXPECT_STATUS(calq__act_cache_replay(c, &packed_fns, &l, threads, &err), CALQ_OK, &err, NULL);
+                    bad += l.bad != 0 || l.batches != 6 || l.seen != (refuse < 0 ? 24 : 18);
+                }
+            calq__act_cache_free(c);
+        }
+    }
+    EXPECT(bad == 0);
+    printf("packed cache: memory, file and both, stored with 1-3 threads (same bytes) and replayed with 1-3, byte "
+           "for byte; refused groups skipped\n");
+}
+
 int main(void)
 {
     char faces[1024], a[1024], b[1024];
@@ -288,6 +443,8 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     test_cache_unit(dir);
     test_cache_parallel(dir);
+    test_pack_kernels();
+    test_cache_packed(dir);
     calq_error err = {0};
     calq_model *m = NULL;
     /* a model that is there must load: only a missing file is a skip */

@@ -105,8 +105,10 @@ static calq_status layer_blobs(calq__xc_plan *p, int k, CalqCaffe__BlobProto *co
     if (!wq || (!p->deploy && !wf)) return oom(err);
     const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
     CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
+    calq__wchan wc;
+    calq__wchan_init(l->kind, n, w, &wc);
     for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(l->kind, n, w, i) : 0];
+        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__wchan_of(&wc, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q;
         if (ada) q = ada[i];

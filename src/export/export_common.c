@@ -226,16 +226,16 @@ const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const c
     return NULL;
 }
 
-int64_t calq__weight_channel(const calq_qkind *k, const calq_node *n, const calq_tensor *w, int64_t i)
+void calq__wchan_init(const calq_qkind *k, const calq_node *n, const calq_tensor *w, calq__wchan *m)
 {
     int64_t numel = calq_tensor_numel(w);
-    if (k->layout == CALQ_WEIGHTS_CONV_TRANSPOSE) {
-        int64_t g = calq__qkind_group(k, n), per = numel / (w->dims[0] * w->dims[1]);
-        int64_t j = (i / per) % w->dims[1], ci = i / (per * w->dims[1]);
-        return (ci / (w->dims[0] / g)) * w->dims[1] + j;
-    }
-    if (k->layout == CALQ_WEIGHTS_RNN) return i / w->dims[w->ndim - 1];
-    return i / (numel / w->dims[0]);
+    *m = (calq__wchan){.deconv = k->layout == CALQ_WEIGHTS_CONV_TRANSPOSE, .rnn = k->layout == CALQ_WEIGHTS_RNN};
+    m->d0 = w->ndim > 0 ? w->dims[0] : 1;
+    m->d1 = w->ndim > 1 ? w->dims[1] : 1;
+    m->last = w->ndim > 0 ? w->dims[w->ndim - 1] : 1;
+    m->g = m->deconv ? calq__qkind_group(k, n) : 1;
+    int64_t div = m->deconv ? m->d0 * m->d1 : m->d0;
+    m->per = div > 0 ? numel / div : 0; /* no elements: never asked */
 }
 
 int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w)

@@ -67,11 +67,24 @@ bool calq__xg_attr_str(calq__xgraph *x, Onnx__NodeProto *n, const char *name, co
 void calq__xg_attr_remove(calq__xgraph *x, Onnx__NodeProto *n, const char *name);
 const Onnx__AttributeProto *calq__xg_attr_find(const Onnx__NodeProto *n, const char *name);
 
-/* Output channel of element i of layer n's weight w, n of kind k: the index of its per-channel
- * scale_w (§8.2). CONV layout: dim 0; CONV_TRANSPOSE [Cin, Cout/group, k...]: the group's offset
- * plus dim 1, so a grouped deconvolution has group * dims[1] channels. Only for kinds that allow
- * per-channel weights. */
-int64_t calq__weight_channel(const calq_qkind *k, const calq_node *n, const calq_tensor *w, int64_t i);
+/* Output channel of element i of layer n's weight w, n of kind k: calq__wchan_of after
+ * calq__wchan_init once per weight (a numel per element was a sixth of saving MobileNetV2). The
+ * index of its per-channel scale_w (§8.2). CONV layout: dim 0; CONV_TRANSPOSE [Cin,
+ * Cout/group, k...]: the group's offset plus dim 1, so a grouped deconvolution has group *
+ * dims[1] channels; RNN: the last dim's rows. Only for kinds that allow per-channel weights. */
+typedef struct calq__wchan {
+    bool deconv, rnn;
+    int64_t per, d0, d1, g, last; /* elements per channel, dims, groups, the RNN's last dim */
+} calq__wchan;
+void calq__wchan_init(const calq_qkind *k, const calq_node *n, const calq_tensor *w, calq__wchan *m);
+static inline int64_t calq__wchan_of(const calq__wchan *m, int64_t i)
+{
+    if (m->deconv) {
+        int64_t j = (i / m->per) % m->d1, ci = i / (m->per * m->d1);
+        return (ci / (m->d0 / m->g)) * m->d1 + j;
+    }
+    return m->rnn ? i / m->last : i / m->per;
+}
 /* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2;
  * calq__qkind_out_channels). */
 int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w);

@@ -148,7 +148,9 @@ static calq_status ascend_rnn(calq__xctx *c, int ni, const Onnx__NodeProto *orig
         float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
         char *wn = calq__xname(c, "%s.%s_fake_quant", n->name, j ? "recurrence" : "weight");
         if (!wf || !wn) return oom(err);
-        for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * sc[ns > 1 ? calq__weight_channel(kind, n, w, i) : 0];
+        calq__wchan wc;
+        calq__wchan_init(kind, n, w, &wc);
+        for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * sc[ns > 1 ? calq__wchan_of(&wc, i) : 0];
         if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf,
                        sizeof(float) * (size_t)numel))
             return oom(err);

@@ -226,8 +226,10 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
      * which calq's own calibration computed with the same ARQ on the same folded weights
      * (reduce range: [-64, 63]) */
     const float hi = (float)c->w_qmax, lo = -hi - 1.0f;
+    calq__wchan wc;
+    calq__wchan_init(kind, n, w, &wc);
     for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__weight_channel(kind, n, w, i) : 0];
+        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__wchan_of(&wc, i) : 0];
         float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
         (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
     }
@@ -268,8 +270,10 @@ calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *
     *wq = calq__xa_alloc(&c->x.a, (size_t)numel);
     if (!*wq) return oom(err);
     const float *wd = w->data, hi = (float)c->w_qmax, lo = -hi - 1.0f;
+    calq__wchan wc;
+    calq__wchan_init(kind, n, w, &wc);
     for (int64_t i = 0; i < numel; i++) {
-        float sc = (*scales)[*n_scales > 1 ? calq__weight_channel(kind, n, w, i) : 0];
+        float sc = (*scales)[*n_scales > 1 ? calq__wchan_of(&wc, i) : 0];
         float q = calq_round(wd[i] / sc, CALQ_ROUND_HALF_AWAY); /* ARQ's rounding (§6.1) */
         (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
     }
@@ -381,7 +385,9 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
             float *wf = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)numel);
             char *fn = calq__xname(c, "%s.weight_fake_quant", n->name);
             if (!wf || !fn) return oom(err);
-            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__weight_channel(kind, n, w, i)];
+            calq__wchan wc;
+            calq__wchan_init(kind, n, w, &wc);
+            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__wchan_of(&wc, i)];
             if (!emit_init(c, fn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
                 return oom(err);
             calq__log(CALQ_LOG_INFO,

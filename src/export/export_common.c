@@ -1,6 +1,7 @@
 /* Arena, message builders, pre-save checks and the atomic write shared by the ONNX exporters
  * (export_common.h). */
 #include "export/export_common.h"
+#include "quant/quant.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -236,6 +237,20 @@ void calq__wchan_init(const calq_qkind *k, const calq_node *n, const calq_tensor
     m->g = m->deconv ? calq__qkind_group(k, n) : 1;
     int64_t div = m->deconv ? m->d0 * m->d1 : m->d0;
     m->per = div > 0 ? numel / div : 0; /* no elements: never asked */
+}
+
+void calq__quantize_weights(const calq__wchan *m, const float *w, int64_t numel, const float *scales, int n_scales,
+                            float lo, float hi, int8_t *out)
+{
+    for (int64_t i = 0; i < numel;) {
+        int64_t len = n_scales > 1 ? calq__wchan_run(m, i, numel) : numel;
+        const float s = scales[n_scales > 1 ? calq__wchan_of(m, i) : 0];
+        for (int64_t j = i; j < i + len; j++) {
+            float q = calq__round_away(w[j] / s);
+            out[j] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
+        }
+        i += len;
+    }
 }
 
 int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w)

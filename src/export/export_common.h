@@ -85,6 +85,17 @@ static inline int64_t calq__wchan_of(const calq__wchan *m, int64_t i)
     }
     return m->rnn ? i / m->last : i / m->per;
 }
+/* How many elements from i on share element i's channel (a run of one channel's scale). */
+static inline int64_t calq__wchan_run(const calq__wchan *m, int64_t i, int64_t numel)
+{
+    int64_t block = m->deconv || !m->rnn ? m->per : m->last;
+    int64_t len = block > 0 ? block - i % block : numel - i;
+    return len < numel - i ? len : numel - i;
+}
+/* out[i] = clamp(round_half_away(w[i] / scale_w[channel of i]), lo, hi) for i < numel, one
+ * run of a channel at a time (ARQ's rounding, §6.1); scales: n_scales = 1 or one per channel. */
+void calq__quantize_weights(const calq__wchan *m, const float *w, int64_t numel, const float *scales, int n_scales,
+                            float lo, float hi, int8_t *out);
 /* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2;
  * calq__qkind_out_channels). */
 int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w);

@@ -228,11 +228,7 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
     const float hi = (float)c->w_qmax, lo = -hi - 1.0f;
     calq__wchan wc;
     calq__wchan_init(kind, n, w, &wc);
-    for (int64_t i = 0; i < numel; i++) {
-        float s = rl->scale_w[rl->n_scale_w > 1 ? calq__wchan_of(&wc, i) : 0];
-        float q = calq_round(wd[i] / s, CALQ_ROUND_HALF_AWAY);
-        (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
-    }
+    calq__quantize_weights(&wc, wd, numel, rl->scale_w, rl->n_scale_w, lo, hi, *wq);
     const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
     CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
     if (ada) memcpy(*wq, ada, (size_t)numel);
@@ -272,11 +268,7 @@ calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *
     const float *wd = w->data, hi = (float)c->w_qmax, lo = -hi - 1.0f;
     calq__wchan wc;
     calq__wchan_init(kind, n, w, &wc);
-    for (int64_t i = 0; i < numel; i++) {
-        float sc = (*scales)[*n_scales > 1 ? calq__wchan_of(&wc, i) : 0];
-        float q = calq_round(wd[i] / sc, CALQ_ROUND_HALF_AWAY); /* ARQ's rounding (§6.1) */
-        (*wq)[i] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
-    }
+    calq__quantize_weights(&wc, wd, numel, *scales, (int)*n_scales, lo, hi, *wq);
     return CALQ_OK;
 }
 

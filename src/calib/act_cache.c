@@ -63,11 +63,11 @@ struct calq__act_cache {
     size_t stage_bytes;
     size_t *offs; /* per chunk of the tensor being packed: its first value's index (owned) */
     size_t n_offs;
-    float **xbuf; /* per replay thread: a packed record unpacked (owned; only during a replay) */
+    float **xbuf; /* per replay thread: a chunk of a packed record unpacked (owned; only during a replay) */
     int n_xbuf;
-    size_t max_packed_n; /* the largest packed record in memory */
-    int n_threads;       /* for packing and copying a tensor */
-    arena *arenas;       /* owned, with their memory */
+    bool any_packed; /* some record in memory is packed */
+    int n_threads;   /* for packing and copying a tensor */
+    arena *arenas;   /* owned, with their memory */
     size_t n_arenas, cap_arenas;
     bool stopped;        /* calq__act_cache_stop: nothing more is stored */
     int batches;         /* complete batches stored */
@@ -319,7 +319,7 @@ static void put(calq__act_cache *c, int group, const float *x, size_t n)
             r->mask = (uint8_t *)p;
             r->x = (float *)(p + mask_room(n));
             pack_chunks(c, x, n, r->mask, r->x);
-            c->max_packed_n = n > c->max_packed_n ? n : c->max_packed_n;
+            c->any_packed = true;
         } else {
             r->x = (float *)p;
             copy_chunks(c, r->x, x, n);
@@ -378,6 +378,8 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
                                calq_error *err);
 
 static void replay_rec(const rec *r, const calq__act_cache_fns *fn, void *user, int batch, float *buf);
+static void unpack_chunks(const uint8_t *mask, const float *vals, size_t n, int group, const calq__act_cache_fns *fn,
+                          void *user, int batch, float *buf);
 
 /* Whether no group has two of the records [i0, i1) (false also without memory for the marks). */
 static bool groups_once(calq__act_cache *c, size_t i0, size_t i1)
@@ -416,9 +418,11 @@ static void replay_batch(calq__act_cache *c, size_t i0, size_t i1, const calq__a
         replay_rec(&c->recs[i], fn, user, batch, c->xbuf ? c->xbuf[omp_get_thread_num()] : NULL);
 }
 
-/* One record to fn->tensor: its own floats, or unpacked into buf; nothing when fn->want says
- * its group takes no more data (a third pass wants a few layers: unpacking the others would
- * cost as much as the pass). */
+/* One record to fn->tensor: its own floats, or a packed one chunk by chunk, each unpacked into
+ * buf (CALQ__PACK_CHUNK floats, which stay in the core's cache for the calibrators: unpacking a
+ * whole layer input first wrote and read back every byte of it); nothing when fn->want says its
+ * group takes no more data (a third pass wants a few layers: unpacking the others would cost as
+ * much as the pass). */
 static void replay_rec(const rec *r, const calq__act_cache_fns *fn, void *user, int batch, float *buf)
 {
     if (fn->want && !fn->want(user, r->group)) return;
@@ -426,19 +430,30 @@ static void replay_rec(const rec *r, const calq__act_cache_fns *fn, void *user, 
         fn->tensor(user, batch, r->group, r->x, r->n);
         return;
     }
-    calq__act_unpack(r->mask, r->x, r->n, buf);
-    fn->tensor(user, batch, r->group, buf, r->n);
+    unpack_chunks(r->mask, r->x, r->n, r->group, fn, user, batch, buf);
 }
 
-/* One buffer per replay thread for the packed records, each the largest one's size. */
+/* A packed tensor's chunks to fn->tensor, in order. */
+static void unpack_chunks(const uint8_t *mask, const float *vals, size_t n, int group, const calq__act_cache_fns *fn,
+                          void *user, int batch, float *buf)
+{
+    size_t used = 0;
+    for (size_t j = 0; j < n; j += CALQ__PACK_CHUNK) {
+        size_t m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        used += calq__act_unpack(mask + j / 8, vals + used, m, buf);
+        fn->tensor(user, batch, group, buf, m);
+    }
+}
+
+/* One chunk's buffer per replay thread for the packed records. */
 static bool alloc_xbufs(calq__act_cache *c, int n_threads)
 {
-    if (!c->max_packed_n) return true;
+    if (!c->any_packed) return true;
     c->xbuf = calloc((size_t)n_threads, sizeof *c->xbuf);
     if (!c->xbuf) return false;
     c->n_xbuf = n_threads;
     for (int t = 0; t < n_threads; t++)
-        if (!(c->xbuf[t] = aligned_alloc(64, (c->max_packed_n * sizeof(float) + 63) / 64 * 64))) return false;
+        if (!(c->xbuf[t] = aligned_alloc(64, CALQ__PACK_CHUNK * sizeof(float)))) return false;
     return true;
 }
 
@@ -453,7 +468,7 @@ calq_status calq__act_cache_replay(calq__act_cache *c, const calq__act_cache_fns
         free_xbufs(c);
         return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
                           "out of memory replaying the activation cache (%d buffers of %zu floats)", n_threads,
-                          c->max_packed_n);
+                          CALQ__PACK_CHUNK);
     }
     int batch = 0;
     size_t i0 = 0;
@@ -513,15 +528,6 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
             CALQ_TRY(fn->end_batch(user, batch++, err));
             continue;
         }
-        if (h.n > c->buf_n) {
-            float *b = realloc(c->buf, (size_t)h.n * sizeof *b);
-            if (!b)
-                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
-                                  "out of memory reading back a cached activation of %llu floats",
-                                  (unsigned long long)h.n);
-            c->buf = b;
-            c->buf_n = (size_t)h.n;
-        }
         if (fn->want && !fn->want(user, h.group)) {
             if (fseeko(c->fp, (off_t)stored_bytes(&h), SEEK_CUR) != 0)
                 return calq__fail(err, CALQ_ERR_IO, NULL,
@@ -530,22 +536,35 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
             continue;
         }
         size_t n = (size_t)h.n, nnz = (size_t)h.nnz, mb = calq__pack_mask_bytes(n);
+        size_t need = h.packed && n > CALQ__PACK_CHUNK ? CALQ__PACK_CHUNK : n; /* packed: a chunk at a time */
+        if (need > c->buf_n) {
+            float *b = realloc(c->buf, need * sizeof *b);
+            if (!b)
+                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
+                                  "out of memory reading back a cached activation of %zu floats", n);
+            c->buf = b;
+            c->buf_n = need;
+        }
         bool ok;
+        uint8_t *mask = NULL;
+        float *vals = NULL;
         if (h.packed) {
             if (!stage_room(c, mask_room(n) + nnz * sizeof(float) + CALQ__PACK_SLACK))
                 return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
                                   "out of memory reading back a cached activation of %zu floats", nnz);
-            uint8_t *mask = c->stage;
-            float *vals = (float *)(mask + mask_room(n));
+            mask = c->stage;
+            vals = (float *)(mask + mask_room(n));
             ok = fread(mask, 1, mb, c->fp) == mb && (!nnz || fread(vals, sizeof *vals, nnz, c->fp) == nnz);
-            if (ok) calq__act_unpack(mask, vals, n, c->buf);
         } else {
             ok = !n || fread(c->buf, sizeof *c->buf, n, c->fp) == n;
         }
         if (!ok)
             return calq__fail(err, CALQ_ERR_IO, NULL, "the activation cache's temporary file could not be read back");
         left -= stored_bytes(&h);
-        fn->tensor(user, batch, h.group, c->buf, n);
+        if (h.packed)
+            unpack_chunks(mask, vals, n, h.group, fn, user, batch, c->buf);
+        else
+            fn->tensor(user, batch, h.group, c->buf, n);
     }
     return CALQ_OK;
 }

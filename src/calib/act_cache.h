@@ -14,9 +14,9 @@
  * layer inputs are mostly ReLU outputs, so the budget holds about twice the batches and there is
  * half the memory to fault in.
  *
- * Memory: at most the budget, plus while replaying one buffer per thread of the largest packed
- * tensor (memory part) or two of one tensor (file part), plus while spilling one packed tensor,
- * whatever batch_num. Owner: the calq__calib (calq__act_cache_free). */
+ * Memory: at most the budget, plus while replaying a chunk's buffer per thread (memory part) or
+ * one tensor's (file part), plus while spilling one packed tensor, whatever batch_num. Owner: the
+ * calq__calib (calq__act_cache_free). */
 #ifndef CALQ_CALIB_ACT_CACHE_H
 #define CALQ_CALIB_ACT_CACHE_H
 
@@ -54,7 +54,10 @@ uint64_t calq__act_cache_file_bytes(const calq__act_cache *c);
 
 /* Calls fn->tensor(user, batch, group, x, n) for every stored tensor and fn->end_batch(user,
  * batch, err) after each complete batch, in the order they were stored (a batch cut by
- * calq__act_cache_stop is not replayed). fn->want (optional) is asked first for each tensor: a
+ * calq__act_cache_stop is not replayed). A packed tensor comes in consecutive pieces of
+ * CALQ__PACK_CHUNK elements (the last one shorter), in order: `tensor` must take a tensor in
+ * pieces as it takes it whole (the calibrators' later passes do: their sums and histograms
+ * follow the elements' order, not the calls). fn->want (optional) is asked first for each tensor: a
  * tensor whose group it refuses is skipped (not unpacked, not read from the file). The tensors
  * of one batch in memory go to up to n_threads threads at once (at most one per group, and each
  * group's in store order): `tensor` and `want` must accept concurrent calls for different

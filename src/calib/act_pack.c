@@ -30,7 +30,7 @@ size_t calq__act_pack_ref(const float *x, size_t n, uint8_t *mask, float *vals)
     return c;
 }
 
-void calq__act_unpack_ref(const uint8_t *mask, const float *vals, size_t n, float *out)
+size_t calq__act_unpack_ref(const uint8_t *mask, const float *vals, size_t n, float *out)
 {
     size_t c = 0;
     for (size_t j = 0; j < n; j++) {
@@ -39,6 +39,7 @@ void calq__act_unpack_ref(const uint8_t *mask, const float *vals, size_t n, floa
         else
             out[j] = 0.0f;
     }
+    return c;
 }
 
 #if defined(__x86_64__)
@@ -75,7 +76,7 @@ T512 static size_t pack_avx512(const float *x, size_t n, uint8_t *mask, float *v
     return c + calq__act_pack_ref(x + j, n - j, mask + j / 8, vals + c);
 }
 
-T512 static void unpack_avx512(const uint8_t *mask, const float *vals, size_t n, float *out)
+T512 static size_t unpack_avx512(const uint8_t *mask, const float *vals, size_t n, float *out)
 {
     size_t c = 0, j = 0;
     for (; j + 16 <= n; j += 16) {
@@ -85,7 +86,7 @@ T512 static void unpack_avx512(const uint8_t *mask, const float *vals, size_t n,
         _mm512_storeu_si512((void *)(out + j), _mm512_maskz_expand_epi32((__mmask16)bits, v));
         c += (size_t)__builtin_popcount(bits);
     }
-    calq__act_unpack_ref(mask + j / 8, vals + c, n - j, out + j);
+    return c + calq__act_unpack_ref(mask + j / 8, vals + c, n - j, out + j);
 }
 
 static int have_avx512(void)
@@ -110,13 +111,10 @@ size_t calq__act_pack(const float *x, size_t n, uint8_t *mask, float *vals)
     return calq__act_pack_ref(x, n, mask, vals);
 }
 
-void calq__act_unpack(const uint8_t *mask, const float *vals, size_t n, float *out)
+size_t calq__act_unpack(const uint8_t *mask, const float *vals, size_t n, float *out)
 {
 #if defined(__x86_64__)
-    if (have_avx512()) {
-        unpack_avx512(mask, vals, n, out);
-        return;
-    }
+    if (have_avx512()) return unpack_avx512(mask, vals, n, out);
 #endif
-    calq__act_unpack_ref(mask, vals, n, out);
+    return calq__act_unpack_ref(mask, vals, n, out);
 }

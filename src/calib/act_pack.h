@@ -37,8 +37,10 @@ size_t calq__act_pack(const float *x, size_t n, uint8_t *mask, float *vals);
 size_t calq__act_pack_ref(const float *x, size_t n, uint8_t *mask, float *vals);
 
 /* The inverse: out[0..n) from a mask and its kept values (vals must have CALQ__PACK_SLACK
- * readable bytes after the last one). */
-void calq__act_unpack(const uint8_t *mask, const float *vals, size_t n, float *out);
-void calq__act_unpack_ref(const uint8_t *mask, const float *vals, size_t n, float *out);
+ * readable bytes after the last one it uses); returns how many values it used. A tensor unpacks
+ * piece by piece: chunk k's mask starts at mask + k * CALQ__PACK_CHUNK / 8, its values where the
+ * previous chunk's ended. */
+size_t calq__act_unpack(const uint8_t *mask, const float *vals, size_t n, float *out);
+size_t calq__act_unpack_ref(const uint8_t *mask, const float *vals, size_t n, float *out);
 
 #endif

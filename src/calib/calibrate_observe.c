@@ -164,7 +164,10 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
 }
 
 /* As calq__calib_observe in a later pass, from the cache: the same groups in the same order,
- * skipped on the same conditions (observe_group), so the record is the same bytes. The cache
+ * skipped on the same conditions (observe_group), so the record is the same bytes. A packed
+ * tensor comes in consecutive pieces (act_cache.h): the later passes' calibrators (IFMR's loss
+ * sums, histograms and checksum, the range histograms) follow the elements' order, not the
+ * calls, so pieces give the same bytes as the whole tensor. The cache
  * calls it for the tensors of one batch from several threads at once (act_cache.h): it touches
  * only the groups of `first`'s chain, which no other tensor feeds, and reads cal's settings. */
 void calq__calib_replay_tensor(void *user, int batch, int first, const float *x, size_t n)

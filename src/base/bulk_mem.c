@@ -54,6 +54,11 @@ static void populate(char *p, size_t n)
 
 bool calq__bulk_alloc(size_t size, calq__bulk *b)
 {
+    return calq__bulk_alloc_threads(size, 1, b);
+}
+
+bool calq__bulk_alloc_threads(size_t size, int n_threads, calq__bulk *b)
+{
     memset(b, 0, sizeof *b);
     size_t page = 4096;
     size = (size + page - 1) / page * page;
@@ -75,7 +80,14 @@ bool calq__bulk_alloc(size_t size, calq__bulk *b)
         if (madvise(base, whole, MADV_HUGEPAGE) != 0) huge = false;
 #endif
     }
-    populate(base, size);
+    /* on several threads in huge-page steps: each step's faults (zeroing, and on a VM the host
+     * backing the page) are independent */
+    const long steps = (long)((size + HUGE_BYTES - 1) / HUGE_BYTES);
+#pragma omp parallel for schedule(static) num_threads(n_threads > 0 ? n_threads : 1) if (n_threads > 1 && steps > 1)
+    for (long k = 0; k < steps; k++) {
+        size_t o = (size_t)k * HUGE_BYTES;
+        populate(base + o, size - o < HUGE_BYTES ? size - o : HUGE_BYTES);
+    }
     *b = (calq__bulk){.base = base, .size = size, .map = map, .map_size = map_size, .huge = huge};
     return true;
 }

@@ -29,6 +29,8 @@ typedef struct calq__bulk {
 
 /* At least `size` bytes, faulted in; false when memory runs out (*b then holds nothing). */
 bool calq__bulk_alloc(size_t size, calq__bulk *b);
+/* The same, faulted in on up to n_threads threads. */
+bool calq__bulk_alloc_threads(size_t size, int n_threads, calq__bulk *b);
 /* The same for a block that may be small: below 2 MB (no huge page to gain, and the heap often
  * has recycled pages warm) from the heap, 64-aligned, not faulted in; false when memory runs
  * out. Free it with calq__bulk_free too. */

@@ -99,7 +99,7 @@ static void *arena_take(calq__act_cache *c, size_t n)
     size_t size = n > ARENA_BYTES ? n : left < ARENA_BYTES ? (n > left ? n : left) : ARENA_BYTES;
     size = (size + ARENA_PAGE - 1) / ARENA_PAGE * ARENA_PAGE;
     arena *na = &c->arenas[c->n_arenas];
-    if (!calq__bulk_alloc(size, &na->mem)) return NULL;
+    if (!calq__bulk_alloc_threads(size, c->n_threads, &na->mem)) return NULL;
     na->used = n;
     c->n_arenas++;
     return na->mem.base;

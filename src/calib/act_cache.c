@@ -27,7 +27,8 @@ typedef struct rec {
 /* A tensor is packed when that saves at least an eighth of its bytes (mask included). */
 static bool worth_packing(size_t n, size_t nnz)
 {
-    return n >= 64 && calq__pack_mask_bytes(n) + nnz * sizeof(float) + CALQ__PACK_SLACK <= n * sizeof(float) / 8 * 7;
+    size_t mask = (calq__pack_mask_bytes(n) + 63) & ~(size_t)63; /* as stored: mask_room */
+    return n >= 64 && mask + nnz * sizeof(float) + CALQ__PACK_SLACK <= n * sizeof(float) / 8 * 7;
 }
 
 /* The records' data live in large arenas, filled in order and freed together (a record is never
@@ -250,33 +251,45 @@ static bool stage_room(calq__act_cache *c, size_t bytes)
     return true;
 }
 
+/* The bytes after a record's header in the file (a damaged header may claim any n). */
+static uint64_t stored_bytes(const file_head *h)
+{
+    if (h->n > UINT64_MAX / 8) return UINT64_MAX;
+    return h->packed ? (h->n + 7) / 8 + h->nnz * sizeof(float) : h->n * sizeof(float);
+}
+
+/* Bytes of one chunk's mask and values in c->stage (a chunk of a packed record on its way to or
+ * from the file). */
+#define STAGE_BYTES (CALQ__PACK_CHUNK / 8 + CALQ__PACK_CHUNK * sizeof(float) + CALQ__PACK_SLACK)
+
+/* A packed record goes to the file chunk by chunk, each chunk's mask then its values, so writing
+ * and reading it need a chunk's buffer, not a tensor's. */
 static void file_put(calq__act_cache *c, int group, const float *x, size_t n, bool packed, size_t nnz)
 {
     double t0 = calq__now();
     if (!c->fp && !open_file(c)) return;
     file_head h = {.group = group, .packed = packed, .n = n, .nnz = packed ? nnz : n};
-    size_t mb = calq__pack_mask_bytes(n);
+    bool ok = fwrite(&h, sizeof h, 1, c->fp) == 1;
     if (packed) {
-        if (!stage_room(c, mask_room(n) + nnz * sizeof *x + CALQ__PACK_SLACK)) {
+        if (ok && !stage_room(c, STAGE_BYTES)) {
             give_up(c, "out of memory for the activation cache%s (%s)", "", ENOMEM);
             return;
         }
         uint8_t *mask = c->stage;
-        float *vals = (float *)(mask + mask_room(n));
-        pack_chunks(c, x, n, mask, vals);
-        if (fwrite(&h, sizeof h, 1, c->fp) != 1 || fwrite(mask, 1, mb, c->fp) != mb ||
-            (nnz && fwrite(vals, sizeof *vals, nnz, c->fp) != nnz)) {
-            give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
-            return;
+        float *vals = (float *)(mask + CALQ__PACK_CHUNK / 8);
+        for (size_t j = 0; ok && j < n; j += CALQ__PACK_CHUNK) {
+            size_t m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK, mb = calq__pack_mask_bytes(m);
+            size_t k = calq__act_pack(x + j, m, mask, vals);
+            ok = fwrite(mask, 1, mb, c->fp) == mb && (!k || fwrite(vals, sizeof *vals, k, c->fp) == k);
         }
-        c->file_bytes += sizeof h + mb + nnz * sizeof *x;
     } else {
-        if (fwrite(&h, sizeof h, 1, c->fp) != 1 || (n && fwrite(x, sizeof *x, n, c->fp) != n)) {
-            give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
-            return;
-        }
-        c->file_bytes += sizeof h + n * sizeof *x;
+        ok = ok && (!n || fwrite(x, sizeof *x, n, c->fp) == n);
     }
+    if (!ok) {
+        give_up(c, "writing the activation cache's temporary file failed (in %s: %s)", c->dirs[0], errno);
+        return;
+    }
+    c->file_bytes += sizeof h + stored_bytes(&h);
     c->file_seconds += calq__now() - t0;
 }
 
@@ -500,11 +513,37 @@ calq_status calq__act_cache_replay(calq__act_cache *c, const calq__act_cache_fns
     return st;
 }
 
-/* The bytes after a record's header in the file (a damaged header may claim any n). */
-static uint64_t stored_bytes(const file_head *h)
+static calq_status damaged(const calq__act_cache *c, calq_error *err)
 {
-    if (h->n > UINT64_MAX / 8) return UINT64_MAX;
-    return h->packed ? (h->n + 7) / 8 + h->nnz * sizeof(float) : h->n * sizeof(float);
+    return calq__fail(err, CALQ_ERR_IO, NULL,
+                      "the activation cache's temporary file is shorter than written or damaged (in %s); was the "
+                      "disk full or the file changed?",
+                      c->dirs[0]);
+}
+
+/* A packed record of the file, chunk by chunk to fn->tensor: each chunk's values are as many as
+ * its mask has bits, and all of them the header's nnz, or the file is damaged (a mask with more
+ * bits would have the unpacking read past the values). */
+static calq_status file_chunks(calq__act_cache *c, const file_head *h, const calq__act_cache_fns *fn, void *user,
+                               int batch, calq_error *err)
+{
+    if (!stage_room(c, STAGE_BYTES))
+        return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory reading back a cached activation");
+    uint8_t *mask = c->stage;
+    float *vals = (float *)(mask + CALQ__PACK_CHUNK / 8);
+    uint64_t total = 0;
+    for (size_t j = 0; j < h->n; j += CALQ__PACK_CHUNK) {
+        size_t m = h->n - j < CALQ__PACK_CHUNK ? (size_t)h->n - j : CALQ__PACK_CHUNK, mb = calq__pack_mask_bytes(m);
+        if (fread(mask, 1, mb, c->fp) != mb) return damaged(c, err);
+        if (m % 8) mask[mb - 1] &= (uint8_t)((1u << (m % 8)) - 1u); /* bits past the tensor: not values */
+        size_t k = 0;
+        for (size_t b = 0; b < mb; b++) k += (size_t)__builtin_popcount(mask[b]);
+        total += k;
+        if (total > h->nnz || (k && fread(vals, sizeof *vals, k, c->fp) != k)) return damaged(c, err);
+        calq__act_unpack(mask, vals, m, c->buf);
+        fn->tensor(user, batch, h->group, c->buf, m);
+    }
+    return total == h->nnz ? CALQ_OK : damaged(c, err);
 }
 
 /* The file's part of a replay, after the memory's (which ended at batch `batch`). */
@@ -517,8 +556,8 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
     uint64_t left = c->file_bytes;
     while (left) {
         file_head h;
-        if (left < sizeof h || fread(&h, sizeof h, 1, c->fp) != 1 || h.packed > 1 || h.nnz > h.n ||
-            (!h.packed && h.nnz != h.n) || stored_bytes(&h) > left - sizeof h)
+        if (left < sizeof h || fread(&h, sizeof h, 1, c->fp) != 1 || h.group < BATCH_END || h.packed > 1 ||
+            h.nnz > h.n || (!h.packed && h.nnz != h.n) || stored_bytes(&h) > left - sizeof h)
             return calq__fail(err, CALQ_ERR_IO, NULL,
                               "the activation cache's temporary file is shorter than written or damaged (%llu of "
                               "%llu bytes left to read); was the disk full or the file changed?",
@@ -535,7 +574,7 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
             left -= stored_bytes(&h);
             continue;
         }
-        size_t n = (size_t)h.n, nnz = (size_t)h.nnz, mb = calq__pack_mask_bytes(n);
+        size_t n = (size_t)h.n;
         size_t need = h.packed && n > CALQ__PACK_CHUNK ? CALQ__PACK_CHUNK : n; /* packed: a chunk at a time */
         if (need > c->buf_n) {
             float *b = realloc(c->buf, need * sizeof *b);
@@ -545,26 +584,13 @@ static calq_status replay_file(calq__act_cache *c, const calq__act_cache_fns *fn
             c->buf = b;
             c->buf_n = need;
         }
-        bool ok;
-        uint8_t *mask = NULL;
-        float *vals = NULL;
-        if (h.packed) {
-            if (!stage_room(c, mask_room(n) + nnz * sizeof(float) + CALQ__PACK_SLACK))
-                return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL,
-                                  "out of memory reading back a cached activation of %zu floats", nnz);
-            mask = c->stage;
-            vals = (float *)(mask + mask_room(n));
-            ok = fread(mask, 1, mb, c->fp) == mb && (!nnz || fread(vals, sizeof *vals, nnz, c->fp) == nnz);
-        } else {
-            ok = !n || fread(c->buf, sizeof *c->buf, n, c->fp) == n;
-        }
-        if (!ok)
-            return calq__fail(err, CALQ_ERR_IO, NULL, "the activation cache's temporary file could not be read back");
-        left -= stored_bytes(&h);
         if (h.packed)
-            unpack_chunks(mask, vals, n, h.group, fn, user, batch, c->buf);
+            CALQ_TRY(file_chunks(c, &h, fn, user, batch, err));
+        else if (n && fread(c->buf, sizeof *c->buf, n, c->fp) != n)
+            return calq__fail(err, CALQ_ERR_IO, NULL, "the activation cache's temporary file could not be read back");
         else
             fn->tensor(user, batch, h.group, c->buf, n);
+        left -= stored_bytes(&h);
     }
     return CALQ_OK;
 }

@@ -14,9 +14,10 @@
  * layer inputs are mostly ReLU outputs, so the budget holds about twice the batches and there is
  * half the memory to fault in.
  *
- * Memory: at most the budget, plus while replaying a chunk's buffer per thread (memory part) or
- * one tensor's (file part), plus while spilling one packed tensor, whatever batch_num. Owner: the
- * calq__calib (calq__act_cache_free). */
+ * Memory: at most the budget, plus a chunk's buffer per replay thread, one tensor's buffer while
+ * replaying the file's unpacked records, and a chunk's buffer while writing or reading the file's
+ * packed ones (they are stored chunk by chunk), whatever batch_num. Owner: the calq__calib
+ * (calq__act_cache_free). */
 #ifndef CALQ_CALIB_ACT_CACHE_H
 #define CALQ_CALIB_ACT_CACHE_H
 

@@ -449,6 +449,124 @@ static void test_cache_packed(const char *dir)
            "for byte, long tensors in chunks; refused groups skipped\n");
 }
 
+static void on_tensor_any(void *user, int batch, int group, const float *x, size_t n)
+{
+    (void)user, (void)batch, (void)group, (void)x, (void)n;
+}
+
+static calq_status on_batch_any(void *user, int batch, calq_error *err)
+{
+    (void)user, (void)batch, (void)err;
+    return CALQ_OK;
+}
+
+static const calq__act_cache_fns packed_fns_any = {on_tensor_any, on_batch_any, NULL};
+
+typedef struct zero_log {
+    size_t n, nonzero;
+    int batches;
+} zero_log;
+
+static void on_tensor_zero(void *user, int batch, int group, const float *x, size_t n)
+{
+    (void)batch, (void)group;
+    zero_log *z = user;
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        nz += u != 0;
+    }
+#pragma omp critical
+    {
+        z->n += n;
+        z->nonzero += nz;
+    }
+}
+
+static calq_status on_batch_zero(void *user, int batch, calq_error *err)
+{
+    (void)batch, (void)err;
+    ((zero_log *)user)->batches++;
+    return CALQ_OK;
+}
+
+static const calq__act_cache_fns zero_fns = {on_tensor_zero, on_batch_zero, NULL};
+
+/* The cache's unlinked temporary file, found through /proc/self/fd (-1 when none). */
+static int cache_file_fd(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int found = -1;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[64], target[1024];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(path, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = 0;
+        if (strstr(target, "/.calq_act_cache_")) found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* A packed record whose mask was damaged in the file (more bits than its values, or fewer) fails
+ * the replay with the "damaged" error instead of unpacking past its values (ASan would see it);
+ * a tensor of +0.0 only goes through memory and file; packing and unpacking in a buffer of
+ * exactly nnz values plus the slack (the ASan build checks the slack is enough). */
+static void test_cache_damaged(const char *dir)
+{
+    calq_error err = {0};
+    static float x[150000];
+    for (int flip = 0; flip < 2; flip++) {
+        calq__act_cache *c = NULL;
+        const char *dirs[1] = {dir};
+        EXPECT_STATUS(calq__act_cache_create(0, dirs, 1, 2, &c, &err), CALQ_OK, &err, NULL);
+        for (size_t i = 0; i < 150000; i++) x[i] = i % 3 ? 0.0f : 1.0f + (float)i;
+        calq__act_cache_put(c, 0, x, 150000);
+        calq__act_cache_end_batch(c);
+        int fd = cache_file_fd();
+        EXPECT(fd >= 0);
+        if (fd >= 0) {
+            /* the second chunk's mask: all bits set (flip 0) or none (flip 1) */
+            unsigned char junk[64];
+            memset(junk, flip ? 0x00 : 0xFF, sizeof junk);
+            off_t at = 24 + 8192 + (off_t)(65536 / 3 + 1) * 4 + 100; /* header, mask 0, values 0, into mask 1 */
+            EXPECT(pwrite(fd, junk, sizeof junk, at) == (ssize_t)sizeof junk);
+            packed_log l = {.refuse_group = -1};
+            EXPECT_STATUS(calq__act_cache_replay(c, &packed_fns_any, &l, 1, &err), CALQ_ERR_IO, &err, "damaged");
+        }
+        calq__act_cache_free(c);
+    }
+    /* +0.0 only: nothing kept, the same bytes back from memory and from the file */
+    for (int budget = 0; budget < 2; budget++) {
+        calq__act_cache *c = NULL;
+        const char *dirs[1] = {dir};
+        EXPECT_STATUS(calq__act_cache_create(budget ? (size_t)1 << 20 : 0, dirs, 1, 2, &c, &err), CALQ_OK, &err, NULL);
+        memset(x, 0, sizeof x);
+        calq__act_cache_put(c, 0, x, 150000);
+        calq__act_cache_end_batch(c);
+        EXPECT(budget ? calq__act_cache_mem_bytes(c) < 150000 / 4 : calq__act_cache_file_bytes(c) < 150000 / 4);
+        zero_log z = {0};
+        EXPECT_STATUS(calq__act_cache_replay(c, &zero_fns, &z, 2, &err), CALQ_OK, &err, NULL);
+        EXPECT(z.n == 150000 && z.nonzero == 0 && z.batches == 1);
+        calq__act_cache_free(c);
+    }
+    /* the slack: a heap buffer of exactly nnz floats and CALQ__PACK_SLACK bytes */
+    size_t n = 70001, nnz = 0;
+    for (size_t i = 0; i < n; i++) x[i] = sparse_value(5, i);
+    nnz = calq__act_pack_count(x, n);
+    uint8_t *mask = malloc(calq__pack_mask_bytes(n));
+    float *vals = malloc(nnz * sizeof *vals + CALQ__PACK_SLACK), *back = malloc(n * sizeof *back);
+    EXPECT(calq__act_pack(x, n, mask, vals) == nnz);
+    EXPECT(calq__act_unpack(mask, vals, n, back) == nnz && !memcmp(back, x, n * sizeof *x));
+    free(mask);
+    free(vals);
+    free(back);
+    printf("damaged packed records refused; an all-zero tensor; the unpacking's slack\n");
+}
+
 int main(void)
 {
     char faces[1024], a[1024], b[1024];
@@ -459,6 +577,7 @@ int main(void)
     test_cache_parallel(dir);
     test_pack_kernels();
     test_cache_packed(dir);
+    test_cache_damaged(dir);
     calq_error err = {0};
     calq_model *m = NULL;
     /* a model that is there must load: only a missing file is a skip */

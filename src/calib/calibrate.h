@@ -113,7 +113,8 @@ typedef struct calq__calib {
     int pass, batch, batch_num;
     /* the activation cache of the later passes (owned; NULL: every pass runs the model) */
     calq__act_cache *cache;
-    int cache_spill; /* calibrate.c's CACHE_SPILL_* (CALQ_CACHE_SPILL) */
+    int cache_spill;  /* calibrate.c's CACHE_SPILL_* (CALQ_CACHE_SPILL) */
+    double observe_s; /* seconds in the observers so far (pass 1: statistics and cache writes) */
     /* progress */
     calq_progress_fn progress; /* the caller's, or NULL */
     void *progress_user;

@@ -152,6 +152,7 @@ static void observe_group(calq__calib *cal, calq__calib_group *gr, const char *t
 int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *t)
 {
     calq__calib *cal = user;
+    const double t0 = calq__now();
     int first = calq__strmap_get(&cal->group_of, tensor_name);
     bool again = false;
     for (int k = first; k >= 0; k = cal->groups[k].next_same) {
@@ -160,6 +161,7 @@ int calq__calib_observe(void *user, const char *tensor_name, const calq_tensor *
     }
     if (cal->pass == 1 && cal->cache && again && first >= 0 && t->dtype == CALQ_DTYPE_FLOAT32)
         calq__act_cache_put(cal->cache, first, t->data, (size_t)calq_tensor_numel(t));
+    cal->observe_s += calq__now() - t0;
     return 0;
 }
 

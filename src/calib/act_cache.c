@@ -24,11 +24,22 @@ typedef struct rec {
     size_t nnz;
 } rec;
 
+/* The mask's bytes rounded up to a cache line: the values after it start aligned. */
+static size_t mask_room(size_t n)
+{
+    return (calq__pack_mask_bytes(n) + 63) & ~(size_t)63;
+}
+
+/* Elements of the chunk that starts at element j of n. */
+static size_t chunk_len(size_t n, size_t j)
+{
+    return n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+}
+
 /* A tensor is packed when that saves at least an eighth of its bytes (mask included). */
 static bool worth_packing(size_t n, size_t nnz)
 {
-    size_t mask = (calq__pack_mask_bytes(n) + 63) & ~(size_t)63; /* as stored: mask_room */
-    return n >= 64 && mask + nnz * sizeof(float) + CALQ__PACK_SLACK <= n * sizeof(float) / 8 * 7;
+    return n >= 64 && mask_room(n) + nnz * sizeof(float) + CALQ__PACK_SLACK <= n * sizeof(float) / 8 * 7;
 }
 
 /* The records' data live in large arenas, filled in order and freed together (a record is never
@@ -184,12 +195,6 @@ static bool open_file(calq__act_cache *c)
     return false;
 }
 
-/* The mask's bytes rounded up to a cache line: the values after it start aligned. */
-static size_t mask_room(size_t n)
-{
-    return (calq__pack_mask_bytes(n) + 63) & ~(size_t)63;
-}
-
 /* Counts x's kept elements per chunk (act_pack.h) on the cache's threads and turns the counts
  * into each chunk's first value index; false without memory for them. */
 static bool chunk_offsets(calq__act_cache *c, const float *x, size_t n, size_t *nnz)
@@ -204,7 +209,7 @@ static bool chunk_offsets(calq__act_cache *c, const float *x, size_t n, size_t *
     size_t *offs = c->offs;
 #pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
     for (size_t k = 0; k < nc; k++) {
-        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        size_t j = k * CALQ__PACK_CHUNK, m = chunk_len(n, j);
         offs[k] = calq__act_pack_count(x + j, m);
     }
     size_t sum = 0;
@@ -224,7 +229,7 @@ static void pack_chunks(const calq__act_cache *c, const float *x, size_t n, uint
     const size_t *offs = c->offs;
 #pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
     for (size_t k = 0; k < nc; k++) {
-        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        size_t j = k * CALQ__PACK_CHUNK, m = chunk_len(n, j);
         calq__act_pack(x + j, m, mask + j / 8, vals + offs[k]);
     }
 }
@@ -235,7 +240,7 @@ static void copy_chunks(const calq__act_cache *c, float *dst, const float *x, si
     size_t nc = (n + CALQ__PACK_CHUNK - 1) / CALQ__PACK_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(c->n_threads) if (nc > 1)
     for (size_t k = 0; k < nc; k++) {
-        size_t j = k * CALQ__PACK_CHUNK, m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        size_t j = k * CALQ__PACK_CHUNK, m = chunk_len(n, j);
         memcpy(dst + j, x + j, m * sizeof *x);
     }
 }
@@ -278,7 +283,7 @@ static void file_put(calq__act_cache *c, int group, const float *x, size_t n, bo
         uint8_t *mask = c->stage;
         float *vals = (float *)(mask + CALQ__PACK_CHUNK / 8);
         for (size_t j = 0; ok && j < n; j += CALQ__PACK_CHUNK) {
-            size_t m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK, mb = calq__pack_mask_bytes(m);
+            size_t m = chunk_len(n, j), mb = calq__pack_mask_bytes(m);
             size_t k = calq__act_pack(x + j, m, mask, vals);
             ok = fwrite(mask, 1, mb, c->fp) == mb && (!k || fwrite(vals, sizeof *vals, k, c->fp) == k);
         }
@@ -452,7 +457,7 @@ static void unpack_chunks(const uint8_t *mask, const float *vals, size_t n, int 
 {
     size_t used = 0;
     for (size_t j = 0; j < n; j += CALQ__PACK_CHUNK) {
-        size_t m = n - j < CALQ__PACK_CHUNK ? n - j : CALQ__PACK_CHUNK;
+        size_t m = chunk_len(n, j);
         used += calq__act_unpack(mask + j / 8, vals + used, m, buf);
         fn->tensor(user, batch, group, buf, m);
     }
@@ -533,7 +538,7 @@ static calq_status file_chunks(calq__act_cache *c, const file_head *h, const cal
     float *vals = (float *)(mask + CALQ__PACK_CHUNK / 8);
     uint64_t total = 0;
     for (size_t j = 0; j < h->n; j += CALQ__PACK_CHUNK) {
-        size_t m = h->n - j < CALQ__PACK_CHUNK ? (size_t)h->n - j : CALQ__PACK_CHUNK, mb = calq__pack_mask_bytes(m);
+        size_t m = chunk_len((size_t)h->n, j), mb = calq__pack_mask_bytes(m);
         if (fread(mask, 1, mb, c->fp) != mb) return damaged(c, err);
         if (m % 8) mask[mb - 1] &= (uint8_t)((1u << (m % 8)) - 1u); /* bits past the tensor: not values */
         size_t k = 0;

@@ -20,7 +20,6 @@
 #include "caffe.pb-c.h"
 #include "calib/adaround.h"
 #include "export/export_caffe.h"
-#include "quant/quant.h"
 
 static calq_status oom(calq_error *err)
 {
@@ -108,18 +107,7 @@ static calq_status layer_blobs(calq__xc_plan *p, int k, CalqCaffe__BlobProto *co
     CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
     calq__wchan wc;
     calq__wchan_init(l->kind, n, w, &wc);
-    for (int64_t i = 0; i < numel;) { /* one channel's run at a time (its scale) */
-        int64_t len = rl->n_scale_w > 1 ? calq__wchan_run(&wc, i, numel) : numel;
-        const float s = rl->scale_w[rl->n_scale_w > 1 ? calq__wchan_of(&wc, i) : 0];
-        for (int64_t j = i; j < i + len; j++) {
-            float q = calq__round_away(wd[j] / s);
-            q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q;
-            if (ada) q = ada[j];
-            wq[j] = (int8_t)q;
-            if (wf) wf[j] = q * s; /* (w_q - offset_w) * scale_w with offset_w = 0 (§6.1); -0.0 stays */
-        }
-        i += len;
-    }
+    calq__quantize_weights(&wc, wd, numel, rl->scale_w, rl->n_scale_w, -128.0f, 127.0f, ada, wq, wf);
     if (p->deploy) {
         wb->has_int8_data = 1;
         wb->int8_data.len = (size_t)numel;

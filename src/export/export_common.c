@@ -240,15 +240,29 @@ void calq__wchan_init(const calq_qkind *k, const calq_node *n, const calq_tensor
 }
 
 void calq__quantize_weights(const calq__wchan *m, const float *w, int64_t numel, const float *scales, int n_scales,
-                            float lo, float hi, int8_t *out)
+                            float lo, float hi, const int8_t *ada, int8_t *out, float *fq)
 {
     for (int64_t i = 0; i < numel;) {
         int64_t len = n_scales > 1 ? calq__wchan_run(m, i, numel) : numel;
         const float s = scales[n_scales > 1 ? calq__wchan_of(m, i) : 0];
         for (int64_t j = i; j < i + len; j++) {
             float q = calq__round_away(w[j] / s);
-            out[j] = (int8_t)(q > hi ? hi : q < lo ? lo : q);
+            q = q > hi ? hi : q < lo ? lo : q;
+            if (ada) q = ada[j];
+            out[j] = (int8_t)q;
+            if (fq) fq[j] = q * s; /* -0.0 stays */
         }
+        i += len;
+    }
+}
+
+void calq__dequantize_weights(const calq__wchan *m, const int8_t *wq, int64_t numel, const float *scales, int n_scales,
+                              float *out)
+{
+    for (int64_t i = 0; i < numel;) {
+        int64_t len = n_scales > 1 ? calq__wchan_run(m, i, numel) : numel;
+        const float s = scales[n_scales > 1 ? calq__wchan_of(m, i) : 0];
+        for (int64_t j = i; j < i + len; j++) out[j] = (float)wq[j] * s;
         i += len;
     }
 }

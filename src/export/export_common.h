@@ -93,9 +93,14 @@ static inline int64_t calq__wchan_run(const calq__wchan *m, int64_t i, int64_t n
     return len < numel - i ? len : numel - i;
 }
 /* out[i] = clamp(round_half_away(w[i] / scale_w[channel of i]), lo, hi) for i < numel, one
- * run of a channel at a time (ARQ's rounding, §6.1); scales: n_scales = 1 or one per channel. */
+ * run of a channel at a time (ARQ's rounding, §6.1), or ada[i] (ada_quantize's learned rounding)
+ * when ada is given; fq (optional): the fake-quant weight out[i] * scale_w as a float, -0.0 kept.
+ * scales: n_scales = 1 or one per channel. */
 void calq__quantize_weights(const calq__wchan *m, const float *w, int64_t numel, const float *scales, int n_scales,
-                            float lo, float hi, int8_t *out);
+                            float lo, float hi, const int8_t *ada, int8_t *out, float *fq);
+/* out[i] = wq[i] * scale_w[channel of i], one run of a channel at a time. */
+void calq__dequantize_weights(const calq__wchan *m, const int8_t *wq, int64_t numel, const float *scales, int n_scales,
+                              float *out);
 /* The number of output channels of layer n's weight w (per-channel scale_w count, §8.2;
  * calq__qkind_out_channels). */
 int64_t calq__weight_channels(const calq_qkind *k, const calq_node *n, const calq_tensor *w);

@@ -150,7 +150,7 @@ static calq_status ascend_rnn(calq__xctx *c, int ni, const Onnx__NodeProto *orig
         if (!wf || !wn) return oom(err);
         calq__wchan wc;
         calq__wchan_init(kind, n, w, &wc);
-        for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * sc[ns > 1 ? calq__wchan_of(&wc, i) : 0];
+        calq__dequantize_weights(&wc, wq, numel, sc, (int)ns, wf);
         if (!emit_init(c, wn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf,
                        sizeof(float) * (size_t)numel))
             return oom(err);

@@ -226,12 +226,11 @@ calq_status calq__xq_weights(calq__xctx *c, int ni, const calq_record_layer *rl,
      * which calq's own calibration computed with the same ARQ on the same folded weights
      * (reduce range: [-64, 63]) */
     const float hi = (float)c->w_qmax, lo = -hi - 1.0f;
-    calq__wchan wc;
-    calq__wchan_init(kind, n, w, &wc);
-    calq__quantize_weights(&wc, wd, numel, rl->scale_w, rl->n_scale_w, lo, hi, *wq);
     const int8_t *ada; /* ada_quantize: the learned rounding from the record's side file */
     CALQ_TRY(calq__ada_weights(rl, w, &ada, err));
-    if (ada) memcpy(*wq, ada, (size_t)numel);
+    calq__wchan wc;
+    calq__wchan_init(kind, n, w, &wc);
+    calq__quantize_weights(&wc, wd, numel, rl->scale_w, rl->n_scale_w, lo, hi, ada, *wq, NULL);
     int bi = kind->bias_input;
     const calq_tensor *b =
         bi >= 0 && n->n_inputs > bi && n->inputs[bi] >= 0 ? c->g->values[n->inputs[bi]].constant : NULL;
@@ -268,7 +267,7 @@ calq_status calq__xq_rnn_weight(calq__xctx *c, int ni, const calq_record_layer *
     const float *wd = w->data, hi = (float)c->w_qmax, lo = -hi - 1.0f;
     calq__wchan wc;
     calq__wchan_init(kind, n, w, &wc);
-    calq__quantize_weights(&wc, wd, numel, *scales, (int)*n_scales, lo, hi, *wq);
+    calq__quantize_weights(&wc, wd, numel, *scales, (int)*n_scales, lo, hi, NULL, *wq, NULL);
     return CALQ_OK;
 }
 
@@ -379,7 +378,7 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
             if (!wf || !fn) return oom(err);
             calq__wchan wc;
             calq__wchan_init(kind, n, w, &wc);
-            for (int64_t i = 0; i < numel; i++) wf[i] = (float)wq[i] * rl->scale_w[calq__wchan_of(&wc, i)];
+            calq__dequantize_weights(&wc, wq, numel, rl->scale_w, rl->n_scale_w, wf);
             if (!emit_init(c, fn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, w->dims, w->ndim, wf, sizeof(float) * numel))
                 return oom(err);
             calq__log(CALQ_LOG_INFO,

@@ -16,6 +16,7 @@
 
 #include "base/tensor.h"
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/logistic.h"
 #include "exec/layout.h"
 #include "exec/plan.h"
 #include "expect.h"
@@ -786,6 +787,78 @@ static void test_winograd(int64_t batch)
     calq__graph_free(g);
 }
 
+/* SiLU and the logistic at the end of a convolution's chain run as calq's own pass (logistic.h)
+ * where the CPU has AVX-512: the logistic only on outputs without padding channels (its f(0) is
+ * 1/2), SiLU on any (the next convolution reads the padding channels of cc's input), and neither
+ * when another post-op follows (cd: SiLU then the residual sum stays oneDNN's). */
+static calq_graph *tail_graph(int64_t batch)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {batch, 20, 9, 9};
+    int x = gb_input(&b, "x", xd, 4);
+    int sa = gb_unary(&b, "sa", "Sigmoid", gb_conv(&b, "ca", x, 20, 20, 3, 1, 1));
+    int cb = gb_conv(&b, "cb", sa, 20, 20, 3, 1, 1);
+    int sb = gb_binary(&b, "sb", "Mul", cb, gb_unary(&b, "sb_sig", "Sigmoid", cb));
+    int cc = gb_conv(&b, "cc", sb, 20, 32, 1, 1, 1);
+    int sc = gb_binary(&b, "sc", "Mul", gb_unary(&b, "sc_sig", "Sigmoid", cc), cc);
+    int cd = gb_conv(&b, "cd", sc, 32, 32, 3, 1, 1);
+    int sd = gb_binary(&b, "sd", "Mul", cd, gb_unary(&b, "sd_sig", "Sigmoid", cd));
+    /* a graph output at the end of a chain would make it exact only: no SiLU fused there */
+    gb_output(&b, gb_conv(&b, "ce", gb_binary(&b, "sum", "Add", sd, sc), 32, 8, 1, 1, 1));
+    return gb_finish(&b);
+}
+
+static void test_logistic_tails(int64_t batch)
+{
+    calq_graph *g = tail_graph(batch);
+    int64_t xd[4] = {batch, 20, 9, 9};
+    calq_tensor x = t_rand_f32(5, 4, xd, -3, 3);
+    calq_tensor ref[1] = {0};
+    run_reference(g, &x, ref);
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        if (!layout_available(layouts[li])) continue;
+        const calq_layout l = layouts[li] ? layouts[li] : calq__layout_native();
+        if (l == CALQ_LAYOUT_PLAIN) continue;
+        calq_error err = {0};
+        calq_plan_opts o = {.use_fast = true, .fuse = true, .layout = layouts[li]};
+        calq_plan *p = NULL;
+        const bool pads = l == 8 || l == 16;
+        if (calq__plan_build_opts(g, &x, 1, &o, &p, &err) != CALQ_OK) {
+            fprintf(stderr, "plan: %s\n", err.message);
+            failures++;
+        }
+        for (int s = 0; p && s < p->n_steps; s++) {
+            const calq_plan_step *st = &p->steps[s];
+            const char *name = g->nodes[st->node].name;
+            if (strcmp(st->def->op_type, "Conv") != 0 || !strcmp(name, "ce")) continue;
+            /* ca: the logistic, on a 20-channel output; cd: SiLU then the sum where oneDNN's
+             * kernel takes both (brgconv), else SiLU alone, then as a tail */
+            const bool want = calq__logistic_fast() && (!strcmp(name, "ca")   ? !pads
+                                                        : !strcmp(name, "cd") ? st->n_post == 1
+                                                                              : true);
+            if (st->n_post < 1 || calq__conv_dnnl_has_tail(st->state) != want) {
+                fprintf(stderr, "%s: %s has %d post-ops, %s tail\n", layout_names[li], name, st->n_post,
+                        calq__conv_dnnl_has_tail(st->state) ? "a" : "no");
+                failures++;
+            }
+        }
+        calq__plan_free(p);
+        calq_tensor o1[1] = {0}, o2[1] = {0}, o3[1] = {0};
+        run_fused_123(g, &x, layouts[li], o1, o2, o3, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "tail graph, batch %lld, %s: fast vs reference", (long long)batch,
+                 layout_names[li]);
+        EXPECT(t_close(&o1[0], &ref[0], 1e-5, 1e-5, what));
+        EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
+        t_free_all(o1, 1);
+        t_free_all(o2, 1);
+        t_free_all(o3, 1);
+    }
+    t_free_all(ref, 1);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
 /* A ConvTranspose with an [IC, OC, k, k] constant weight and a bias. */
 static int gb_deconv_g(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride,
                        int64_t pad, int64_t out_pad, int64_t group)
@@ -891,6 +964,8 @@ int main(void)
     test_deconv_gemm(2);
     test_winograd(1);
     test_winograd(2);
+    test_logistic_tails(1);
+    test_logistic_tails(2);
     test_conversions();
     test_pad_layouts();
     test_bn_post_ops();

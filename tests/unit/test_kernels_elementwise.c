@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/kernels/logistic.h"
 #include "op_harness.h"
 
 #ifdef _OPENMP
@@ -739,8 +740,88 @@ static void test_mvec_accuracy(void)
     calq_tensor_free_data(&x);
 }
 
+/* The convolutions' SiLU / logistic tail (logistic.h): the vector form gives the reference form's
+ * bits (in place and out of place, any length), and both stay within a few ulp of the logistic
+ * and SiLU computed in double precision wherever the result is a normal float. */
+static void test_logistic_rows(void)
+{
+    enum { N = (1 << 16) + 11 };
+    float *x = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    uint32_t r = 777;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        if (i % 3 == 0) {
+            x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 24.0f;
+        } else if (i % 3 == 1) {
+            x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 240.0f;
+        } else {
+            uint32_t bits = r;
+            memcpy(&x[i], &bits, 4);
+        }
+    }
+    const float special[] = {0.0f,   -0.0f,    INFINITY,  -INFINITY, NAN,        1e-45f,         -1e-45f,
+                             87.0f,  -87.0f,   88.37f,    -88.38f,   89.0f,      -89.0f,         1e-8f,
+                             -1e-8f, 15.9424f, -15.9424f, 0.346574f, -0.346574f, 1.17549435e-38f};
+    memcpy(x, special, sizeof special);
+    const struct {
+        bool swish;
+        float alpha;
+    } cases[] = {{false, 1.0f}, {true, 1.0f}, {true, 1.702f}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const bool sw = cases[k].swish;
+        const float al = cases[k].alpha;
+        calq__logistic_rows_ref(a, x, N, sw, al);
+        for (size_t len = 0; len <= 33; len++) { /* short rows: the masked last vector */
+            float tmp[33];
+            calq__logistic_rows(tmp, x + 100, len, sw, al);
+            EXPECT(len == 0 || memcmp(tmp, a + 100, sizeof(float) * len) == 0);
+        }
+        memcpy(b, x, sizeof(float) * N);
+        calq__logistic_rows(b, b, N, sw, al); /* in place */
+        for (int i = 0; i < N; i++)
+            if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+                fprintf(stderr, "logistic (swish %d): x = %.9g: vector %.9g, reference %.9g\n", sw, (double)x[i],
+                        (double)b[i], (double)a[i]);
+                failures++;
+                break;
+            }
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            /* alpha * x is rounded to float first, as a Mul layer before the gate would */
+            const double xd = x[i], l = 1.0 / (1.0 + exp((double)(x[i] * -al))), want = sw ? xd * l : l;
+            if (isnan(xd)) {
+                EXPECT(isnan(a[i]));
+                continue;
+            }
+            /* results below 1e-35 (exp's argument past the clamp) may be 0; subnormals, inf */
+            if (!(fabs(want) >= 1e-35) || fabs(want) > 3.4e38) continue;
+            const double d = ulp_dist(a[i], (float)want);
+            if (d > worst) worst = d;
+            if (d > 4) {
+                fprintf(stderr, "logistic (swish %d, alpha %g): x = %.9g gives %.9g, want %.9g (%.0f ulp)\n", sw,
+                        (double)al, (double)x[i], (double)a[i], want, d);
+                failures++;
+                break;
+            }
+        }
+        printf("  logistic rows (swish %d, alpha %g): worst %.0f ulp\n", sw, (double)al, worst);
+    }
+    /* the edges the header documents: SiLU keeps 0 (the padding channels) and its sign */
+    const float edge[] = {0.0f, -0.0f, -INFINITY, INFINITY, -100.0f};
+    float out[5];
+    calq__logistic_rows(out, edge, 5, true, 1.0f);
+    EXPECT(out[0] == 0.0f && !signbit(out[0]) && out[1] == 0.0f && signbit(out[1]));
+    EXPECT(isnan(out[2]) && out[3] == INFINITY && out[4] <= 0.0f && out[4] > -1e-30f);
+    calq__logistic_rows(out, edge, 5, false, 1.0f);
+    EXPECT(out[0] == 0.5f && out[1] == 0.5f && out[2] == 0.0f && out[3] == 1.0f && out[4] >= 0.0f && out[4] < 1e-30f);
+    free(x);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
+    test_logistic_rows();
     test_mvec_accuracy();
     test_add_broadcast();
     test_int64_mul_div();

@@ -41,6 +41,8 @@
 #include "exec/kernels/conv_wino.h"
 #include "exec/kernels/deconv_gemm.h"
 #include "exec/kernels/dnnl_common.h"
+#include "exec/kernels/logistic.h"
+#include "exec/layout.h"
 
 /* ---- Conv / ConvTranspose ------------------------------------------------------------------ */
 
@@ -88,9 +90,15 @@ typedef struct conv_state {
     int n_bin;                       /* binary post-ops (per-channel add / multiply) */
     int bin_idx[CALQ_CONV_MAX_POST]; /* their positions in the post-op chain */
     dnnl_memory_t bin_mem[CALQ_CONV_MAX_POST];
-    int sum_post;     /* position of the residual sum, or -1 */
-    bool serial;      /* little work: created for and run on one thread */
-    size_t dst_bytes; /* blocked output size, for the sum's copy */
+    int sum_post; /* position of the residual sum, or -1 */
+    /* the chain's last post-op, SiLU or the logistic, run as calq's own pass over the output
+     * (tail_of); has_tail false when oneDNN applies every post-op */
+    bool has_tail;
+    calq_post_kind tail;
+    float tail_alpha;
+    calq_layout tail_layout; /* the output's layout, for its size with padding channels */
+    bool serial;             /* little work: created for and run on one thread */
+    size_t dst_bytes;        /* blocked output size, for the sum's copy */
     /* Winograd path (conv_wino.h): when set, nothing above but `serial` is used */
     calq_conv_wino *wino;
     /* ConvTranspose as matrix products (deconv_gemm.h): when set, nothing above is used */
@@ -120,6 +128,11 @@ void calq__conv_dnnl_release(void *state)
 bool calq__conv_dnnl_is_wino(const void *state)
 {
     return state && ((const conv_state *)state)->wino != NULL;
+}
+
+bool calq__conv_dnnl_has_tail(const void *state)
+{
+    return state && ((const conv_state *)state)->has_tail;
 }
 
 bool calq__conv_dnnl_is_deconv_gemm(const void *state)
@@ -264,6 +277,26 @@ static bool has_sum(const calq_op_ctx *c, int n)
     return false;
 }
 
+/* Whether the chain's first n post-ops end in one calq runs itself after the kernel (logistic.h:
+ * SiLU and the logistic, twice as fast as oneDNN 2.6's post-ops, which double a depthwise
+ * convolution's time). Only the last one: a post-op after it would see oneDNN's input, not the
+ * pass's result. The logistic of a padding channel's 0 is 1/2, so only on outputs without padding
+ * channels; SiLU keeps them 0. */
+static bool tail_of(const calq_op_ctx *c, int n, calq_layout out_layout)
+{
+    if (n < 1 || !calq__logistic_fast()) return false;
+    const calq_post_kind k = c->post[n - 1].kind;
+    return k == CALQ_POST_SWISH || (k == CALQ_POST_SIGMOID && !calq__layout_has_pads(c->out[0], out_layout));
+}
+
+static void set_tail(conv_state *s, const calq_op_ctx *c, int n, calq_layout out_layout)
+{
+    s->has_tail = true;
+    s->tail = c->post[n - 1].kind;
+    s->tail_alpha = c->post[n - 1].alpha;
+    s->tail_layout = out_layout;
+}
+
 static bool brgemm_impl(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
@@ -275,7 +308,7 @@ static bool brgemm_impl(const_dnnl_primitive_desc_t pd)
  * a first layer with few channels where a kernel reads that; otherwise it asks for the
  * executor's layout), output in the executor's layout, and the longest prefix of the offered
  * post-ops oneDNN runs with a direct kernel. NULL: no direct kernel at all. */
-static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, conv_descs *d, int *n_post)
+static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, conv_descs *d, int *n_post, bool *tail)
 {
     const dnnl_format_tag_t ltag = calq__layout_tag(c->native, d->nd), ptag = calq__layout_tag(0, d->nd);
     const bool narrow_in = g->group == 1 && g->c_in < 16;
@@ -290,7 +323,8 @@ static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, 
         dnnl_primitive_attr_t attr = NULL;
         if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
         dnnl_primitive_desc_t pd = NULL;
-        if (calq__conv_post_ops(c, n, d->nd, d->ddims[1], attr) == dnnl_success) {
+        const bool t = tail_of(c, n, c->native);
+        if (calq__conv_post_ops(c, n - t, d->nd, d->ddims[1], attr) == dnnl_success) {
             if (c->in_layout[0] == c->native)
                 pd = try_pd(g, d, ltag, ltag, attr);
             else if (narrow_in && (pd = try_pd(g, d, ptag, ltag, attr)) != NULL)
@@ -308,6 +342,7 @@ static dnnl_primitive_desc_t layout_pd(calq_op_ctx *c, const calq_conv_geom *g, 
         }
         if (pd) {
             *n_post = n;
+            *tail = t;
             return pd;
         }
     }
@@ -372,6 +407,7 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
 
     dnnl_primitive_desc_t pd = NULL;
     int n_post = 0;
+    bool tail = false;
     /* Winograd, with the longest prefix of the offered post-ops it applies; not where the unfused
      * bits are required (c->exact_only: some tensor is observed, as in calibration, or the chain
      * ends in a graph output): the tensors observed then are the direct kernel's whether the
@@ -404,7 +440,9 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
             /* nChw16c out when only convolutions and element-wise layers read it: the next
              * Winograd layer takes it as it is */
             const bool out16 = c->out_conv_readers && c->out_conv_readers[n];
-            CALQ_TRY(calq__conv_wino_create(c, &g, n, out16, &w));
+            const calq_layout out_layout = out16 ? 16 : c->native;
+            const bool wtail = tail_of(c, n, out_layout);
+            CALQ_TRY(calq__conv_wino_create(c, &g, n - wtail, out16, &w));
             if (!w) continue;
             conv_state *s = calloc(1, sizeof *s);
             if (!s) {
@@ -414,6 +452,7 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
             s->wino = w;
             s->serial = serial;
             s->sum_post = -1;
+            if (wtail) set_tail(s, c, n, out_layout);
             if (c->in_layout[0] != 16) c->in_layout[0] = c->native;
             c->out_layout[0] = out16 ? 16 : c->native;
             c->n_post_used = n;
@@ -422,7 +461,7 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
         }
     }
     if (layouts) {
-        pd = layout_pd(c, &g, &d, &n_post);
+        pd = layout_pd(c, &g, &d, &n_post, &tail);
         if (!pd) return CALQ_OK; /* the reference kernel, on plain tensors */
         c->out_layout[0] = c->native;
     } else {
@@ -448,6 +487,7 @@ static calq_status conv_prepare_on(calq_op_ctx *c, bool transpose, bool serial)
     }
     s->sum_post = -1;
     s->serial = serial;
+    if (tail) set_tail(s, c, n_post, c->native);
     CALQ_DNNL_OR_OUT(c, dnnl_primitive_create(&s->prim, pd));
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *s_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -575,6 +615,28 @@ static calq_status gemm_run(calq_op_ctx *c, const conv_state *s)
 
 static calq_status conv_run(calq_op_ctx *c, conv_state *s);
 
+/* Elements per task of the tail pass: a multiple of 16, so every task but the last runs whole
+ * vectors (the bits do not depend on the split anyway: each element's result is its own). */
+#define TAIL_CHUNK ((size_t)1 << 14)
+
+/* The tail post-op (tail_of) over the whole output, padding channels included. */
+static void run_tail(const calq_op_ctx *c, const conv_state *s)
+{
+    float *y = c->out[0]->data;
+    const size_t n = calq__layout_nbytes(c->out[0], s->tail_layout) / sizeof(float);
+    const bool swish = s->tail == CALQ_POST_SWISH;
+    const size_t chunks = (n + TAIL_CHUNK - 1) / TAIL_CHUNK;
+    if (s->serial || chunks < 2) {
+        calq__logistic_rows(y, y, n, swish, s->tail_alpha);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i = k * TAIL_CHUNK, len = n - i < TAIL_CHUNK ? n - i : TAIL_CHUNK;
+        calq__logistic_rows(y + i, y + i, len, swish, s->tail_alpha);
+    }
+}
+
 calq_status calq__conv_dnnl_run(calq_op_ctx *c)
 {
     conv_state *s = c->state;
@@ -583,6 +645,7 @@ calq_status calq__conv_dnnl_run(calq_op_ctx *c)
     const int prev = calq__dnnl_serial_begin(s->serial);
     calq_status st = s->wino ? calq__conv_wino_run(c, s->wino) : conv_run(c, s);
     calq__dnnl_serial_end(s->serial, prev);
+    if (st == CALQ_OK && s->has_tail) run_tail(c, s);
     return st;
 }
 

@@ -69,6 +69,9 @@ calq_status calq__conv_dnnl_run(calq_op_ctx *c); /* Conv and ConvTranspose */
 void calq__conv_dnnl_release(void *state);
 /* Whether a state of calq__conv_dnnl_prepare runs the Winograd path (conv_wino.h); for tests. */
 bool calq__conv_dnnl_is_wino(const void *state);
+/* Whether it runs its chain's last post-op (SiLU, the logistic) as calq's own pass after the
+ * kernel (logistic.h); for tests. */
+bool calq__conv_dnnl_has_tail(const void *state);
 /* Whether it runs a ConvTranspose as matrix products (deconv_gemm.h); for tests. */
 bool calq__conv_dnnl_is_deconv_gemm(const void *state);
 

@@ -124,6 +124,65 @@ class Edges(nn.Module):
         return self.fc(r.reshape(n, 8, 2 * h, w).permute(0, 2, 3, 1))
 
 
+class CBS(nn.Sequential):
+    """YOLOv5/v8's Conv: convolution, BatchNorm, SiLU (exported as x * Sigmoid(x) at opset 13)."""
+
+    def __init__(self, cin, cout, k=1, s=1):
+        super().__init__(nn.Conv2d(cin, cout, k, s, (k - 1) // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+
+class C3(nn.Module):
+    """YOLOv5's CSP block: two 1x1 branches, n residual bottlenecks on one, concatenated."""
+
+    def __init__(self, cin, cout, n=1, shortcut=True):
+        super().__init__()
+        h = cout // 2
+        self.a, self.b, self.out = CBS(cin, h), CBS(cin, h), CBS(2 * h, cout)
+        self.m = nn.ModuleList(nn.Sequential(CBS(h, h), CBS(h, h, 3)) for _ in range(n))
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        a = self.a(x)
+        for m in self.m:
+            a = a + m(a) if self.shortcut else m(a)
+        return self.out(torch.cat([a, self.b(x)], 1))
+
+
+class YoloLike(nn.Module):
+    """A YOLOv5n-shaped detector, the class most edge deployments run: SiLU after every
+    convolution, CSP blocks with residual sums, SPPF (three chained 5x5 max pools), an FPN/PAN
+    neck of nearest Upsample + Concat, and three 1x1 heads (raw maps, no decoding)."""
+
+    def __init__(self, w=16, na=3, nc=20):
+        super().__init__()
+        self.stem = CBS(3, w, 6, 2)
+        self.s2 = nn.Sequential(CBS(w, 2 * w, 3, 2), C3(2 * w, 2 * w))
+        self.s3 = nn.Sequential(CBS(2 * w, 4 * w, 3, 2), C3(4 * w, 4 * w, 2))
+        self.s4 = nn.Sequential(CBS(4 * w, 8 * w, 3, 2), C3(8 * w, 8 * w, 3))
+        self.s5 = nn.Sequential(CBS(8 * w, 16 * w, 3, 2), C3(16 * w, 16 * w))
+        self.sppf_in, self.sppf_out = CBS(16 * w, 8 * w), CBS(32 * w, 16 * w)
+        self.lat5, self.td4 = CBS(16 * w, 8 * w), C3(16 * w, 8 * w, shortcut=False)
+        self.lat4, self.td3 = CBS(8 * w, 4 * w), C3(8 * w, 4 * w, shortcut=False)
+        self.dn3, self.bu4 = CBS(4 * w, 4 * w, 3, 2), C3(8 * w, 8 * w, shortcut=False)
+        self.dn4, self.bu5 = CBS(8 * w, 8 * w, 3, 2), C3(16 * w, 16 * w, shortcut=False)
+        self.heads = nn.ModuleList(nn.Conv2d(c, na * (5 + nc), 1) for c in (4 * w, 8 * w, 16 * w))
+
+    def forward(self, x):
+        p3 = self.s3(self.s2(self.stem(x)))
+        p4 = self.s4(p3)
+        s = self.sppf_in(self.s5(p4))
+        m1 = F.max_pool2d(s, 5, 1, 2)
+        m2 = F.max_pool2d(m1, 5, 1, 2)
+        p5 = self.sppf_out(torch.cat([s, m1, m2, F.max_pool2d(m2, 5, 1, 2)], 1))
+        l5 = self.lat5(p5)
+        t4 = self.td4(torch.cat([F.interpolate(l5, scale_factor=2.0, mode="nearest"), p4], 1))
+        l4 = self.lat4(t4)
+        o3 = self.td3(torch.cat([F.interpolate(l4, scale_factor=2.0, mode="nearest"), p3], 1))
+        o4 = self.bu4(torch.cat([self.dn3(o3), l4], 1))
+        o5 = self.bu5(torch.cat([self.dn4(o4), l5], 1))
+        return tuple(h(o) for h, o in zip(self.heads, (o3, o4, o5)))
+
+
 class TextEncoder(nn.Module):
     """A BERT-like encoder over int64 token ids with a dynamic length: Embedding (Gather),
     learned positions sliced to the length, nn.TransformerEncoder (post-norm, GELU), mean pool."""
@@ -198,6 +257,8 @@ MODELS = {
     "lraspp": (lambda: torchvision.models.segmentation.lraspp_mobilenet_v3_large(
         weights=None, weights_backbone=None), "image", 128),
     "r3d_18": (lambda: torchvision.models.video.r3d_18(weights=None), "video", 56),
+    "yolo_like": (YoloLike, "image", 320),
+    "efficientnet_v2": (tv("efficientnet_v2_s"), "image", 160),
     "ssdlite": (lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(
         weights=None, weights_backbone=None, score_thresh=0.0), "image", 320),
 }

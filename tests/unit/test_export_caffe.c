@@ -68,7 +68,8 @@ static CalqCaffe__BlobProto *blob(int64_t *dims, int ndim, const float *v, int n
 static uint8_t *caffemodel(size_t *len)
 {
     static int64_t d_w[] = {2, 2, 1, 1}, d_2[] = {2}, d_1[] = {1}, d_ip[] = {3, 8}, d_3[] = {3};
-    for (int i = 0; i < 24; i++) WIP[i] = 0.01f * (float)((i * 7) % 11 - 5);
+    /* multiples of scale_w (0.01), and every fifth a small negative weight whose w_q is -0 */
+    for (int i = 0; i < 24; i++) WIP[i] = i % 5 == 4 ? -0.003f : 0.01f * (float)((i * 7) % 11 - 5);
     struct {
         const char *name;
         int n;
@@ -151,8 +152,9 @@ static void expect_floats(const float *got, size_t n, const float *want, size_t 
         failures++;
         return;
     }
+    /* bit for bit: a weight that rounds to -0 stays -0.0 (round(w / s) * s, as AMCT's numpy) */
     for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i]) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
             fprintf(stderr, "%s[%zu]: %.9g, expected %.9g\n", what, i, (double)got[i], (double)want[i]);
             failures++;
         }
@@ -305,6 +307,21 @@ static void check_fake_weights(const char *name)
         expect_floats(c2->blobs[1]->data, c2->blobs[1]->n_data, b2, 2, "conv2 fake bias");
         EXPECT(c1->blobs[1]->shape && c1->blobs[1]->shape->n_dim == 1 && c1->blobs[1]->shape->dim[0] == 2);
     }
+    /* ip: w_q = round(w / 0.01) computed here in float32, fake = w_q * 0.01 with w_q's sign of zero */
+    const CalqCaffe__LayerParameter *ip = weights_layer(net, "ip");
+    EXPECT(ip && ip->n_blobs == 2);
+    if (ip && ip->n_blobs == 2) {
+        float want[24];
+        int neg_zero = 0;
+        for (int i = 0; i < 24; i++) {
+            float q = roundf(WIP[i] / 0.01f);
+            q = q > 127 ? 127 : q < -128 ? -128 : q;
+            want[i] = q * 0.01f;
+            neg_zero += want[i] == 0.0f && signbit(want[i]);
+        }
+        EXPECT(neg_zero == 4);
+        expect_floats(ip->blobs[0]->data, ip->blobs[0]->n_data, want, 24, "ip fake weights");
+    }
     /* AMCT's fake DeQuant blobs: deqscale, shift_bit, offset_w (§9.2) */
     const CalqCaffe__LayerParameter *d = weights_layer(net, "conv1_dequant_layer");
     EXPECT(d && d->n_blobs == 3);
@@ -363,8 +380,10 @@ static void check_deploy_weights(const char *name)
     EXPECT(d && d->n_blobs == 1 && d->blobs[0]->n_uint64_data == 1 && d->blobs[0]->uint64_data[0] == float_bits(0.1f));
     const CalqCaffe__LayerParameter *ip = weights_layer(net, "ip");
     EXPECT(ip && ip->n_blobs == 2 && ip->blobs[0]->int8_data.len == 24 && ip->blobs[1]->n_int32_data == 3);
-    if (ip && ip->n_blobs == 2 && ip->blobs[0]->int8_data.len == 24) /* w/0.01 = (i*7 % 11) - 5 exactly */
-        for (int i = 0; i < 24; i++) EXPECT((int8_t)ip->blobs[0]->int8_data.data[i] == (i * 7) % 11 - 5);
+    /* w/0.01 = (i*7 % 11) - 5 exactly; -0.003 / 0.01 rounds to 0 */
+    if (ip && ip->n_blobs == 2 && ip->blobs[0]->int8_data.len == 24)
+        for (int i = 0; i < 24; i++)
+            EXPECT((int8_t)ip->blobs[0]->int8_data.data[i] == (i % 5 == 4 ? 0 : (i * 7) % 11 - 5));
     calq_caffe__net_parameter__free_unpacked(net, NULL);
 }
 

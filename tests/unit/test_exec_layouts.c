@@ -859,6 +859,48 @@ static void test_logistic_tails(int64_t batch)
     calq__graph_free(g);
 }
 
+/* GlobalAveragePool on the executor's layouts sums each channel in double in position order, as
+ * the reference does: the same bits, for 130 channels (two groups of 64 neighbours in channels
+ * last and a partial one) and for the blocked layouts. */
+static void test_gap_bits(void)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {2, 3, 11, 13};
+    int x = gb_input(&b, "x", xd, 4);
+    int c = gb_conv(&b, "c", x, 3, 130, 3, 1, 1);
+    gb_output(&b, gb_unary(&b, "gap", "GlobalAveragePool", c));
+    calq_graph *g = gb_finish(&b);
+    calq_tensor in = t_rand_f32(11, 4, xd, -1, 1), ref[1] = {0};
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        if (!layout_available(layouts[li])) continue;
+        /* the convolution's own output as the fast plan computes it, then both pools */
+        const char *keep[1] = {"c.out"};
+        calq_tensor conv_out[1], o[1] = {0};
+        run_cfg rc = {.fast = true, .fuse = true, .layout = layouts[li], .threads = 2, .keep = keep, .n_keep = 1};
+        int n_steps = 0;
+        bool has[4] = {0};
+        run_graph(g, &in, &rc, keep, 1, conv_out, o, &n_steps, has);
+        /* the reference pool of that tensor: a graph of the pool alone */
+        gb b2 = gb_new();
+        int64_t cd[4] = {2, 130, 11, 13};
+        gb_output(&b2, gb_unary(&b2, "gap", "GlobalAveragePool", gb_input(&b2, "x", cd, 4)));
+        calq_graph *g2 = gb_finish(&b2);
+        run_reference(g2, &conv_out[0], ref);
+        char what[96];
+        snprintf(what, sizeof what, "GlobalAveragePool, %s: fast vs reference bits", layout_names[li]);
+        if (!t_same_bits(&o[0], &ref[0])) {
+            fprintf(stderr, "%s differ\n", what);
+            failures++;
+        }
+        t_free_all(conv_out, 1);
+        t_free_all(o, 1);
+        t_free_all(ref, 1);
+        calq__graph_free(g2);
+    }
+    calq_tensor_free_data(&in);
+    calq__graph_free(g);
+}
+
 /* A ConvTranspose with an [IC, OC, k, k] constant weight and a bias. */
 static int gb_deconv_g(gb *b, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int64_t stride,
                        int64_t pad, int64_t out_pad, int64_t group)
@@ -964,6 +1006,7 @@ int main(void)
     test_deconv_gemm(2);
     test_winograd(1);
     test_winograd(2);
+    test_gap_bits();
     test_logistic_tails(1);
     test_logistic_tails(2);
     test_conversions();

@@ -471,17 +471,24 @@ static calq_status gap_prepare(calq_op_ctx *c)
     return CALQ_OK;
 }
 
-/* The mean over `per` positions of `lanes` channels (<= 16) at stride pos_stride, in double in
- * position order (the reference's sums). Cloned per instruction set (the build targets baseline
- * x86-64, two doubles per SSE add): the same adds in the same order, the same bits. */
+/* The mean over `per` positions of `lanes` channels (<= GAP_LANES) at stride pos_stride, in double
+ * in position order (the reference's sums). Channels last reads 64 neighbouring channels per
+ * position: eight independent vector sums hide the add's latency that bounded 16 (each channel's
+ * sum is still one chain in position order, so the bits do not change). Cloned per instruction
+ * set (the build targets baseline x86-64, two doubles per SSE add): the same adds in the same
+ * order, the same bits. */
+#define GAP_LANES 64
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 static void
 gap_lanes(const float *xp, int64_t per, int64_t pos_stride, int64_t lanes, float *yp)
 {
-    double sum[16] = {0};
-    if (lanes == 16)
+    double sum[GAP_LANES] = {0};
+    if (lanes == GAP_LANES)
+        for (int64_t i = 0; i < per; i++)
+            for (int64_t k = 0; k < GAP_LANES; k++) sum[k] += xp[i * pos_stride + k];
+    else if (lanes == 16)
         for (int64_t i = 0; i < per; i++)
             for (int64_t k = 0; k < 16; k++) sum[k] += xp[i * pos_stride + k];
     else
@@ -495,17 +502,18 @@ static calq_status gap_run_layout(calq_op_ctx *c)
     const calq_layout l = c->in_layout[0];
     const int64_t N = c->in[0]->dims[0], C = c->in[0]->dims[1];
     const int64_t per = calq__shape_numel(c->in[0]->dims + 2, c->in[0]->ndim - 2);
-    /* as groups of b channels: b is the block, or 16 of the C channels of a position */
-    const int64_t b = l == CALQ_LAYOUT_CHANNELS_LAST ? 16 : l, groups = (C + b - 1) / b;
-    const int64_t pos_stride = l == CALQ_LAYOUT_CHANNELS_LAST ? C : b;
+    /* as groups of b channels: b is the block, or GAP_LANES of the C channels of a position */
+    const bool last = l == CALQ_LAYOUT_CHANNELS_LAST;
+    const int64_t b = last ? GAP_LANES : l, groups = (C + b - 1) / b;
+    const int64_t pos_stride = last ? C : b;
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
 #pragma omp parallel for schedule(static) if (N * groups * per * b >= POOL_PAR_MIN)
     for (int64_t p = 0; p < N * groups; p++) {
         const int64_t n = p / groups, grp = p % groups;
-        const int64_t lanes = l == CALQ_LAYOUT_CHANNELS_LAST && C - grp * b < b ? C - grp * b : b;
-        const float *xp = l == CALQ_LAYOUT_CHANNELS_LAST ? x + n * per * C + grp * b : x + p * per * b;
-        float *yp = l == CALQ_LAYOUT_CHANNELS_LAST ? y + n * C + grp * b : y + p * b;
+        const int64_t lanes = last && C - grp * b < b ? C - grp * b : b;
+        const float *xp = last ? x + n * per * C + grp * b : x + p * per * b;
+        float *yp = last ? y + n * C + grp * b : y + p * b;
         gap_lanes(xp, per, pos_stride, lanes, yp);
     }
     return CALQ_OK;

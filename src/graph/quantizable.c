@@ -51,8 +51,10 @@ bool calq__qkind_match(const calq_qkind *k, const calq_graph *g, int i)
 {
     const calq_node *n = &g->nodes[i];
     if (n->domain[0] || strcmp(n->op_type, k->onnx) != 0) return false;
-    /* activations (§8.1): input 0 always; other ones must not be constants (those are weights) */
-    if (!float_input(g, n, 0)) return false;
+    /* activations (§8.1): input 0 always; no activation is a constant (constants are weights,
+     * and calibration observes what the model computes: a constant activation would have no
+     * statistics, as in MatMul(constant A, x) or Conv(constant x, w)) */
+    if (!float_input(g, n, 0) || g->values[n->inputs[0]].constant) return false;
     for (int in = 1; in < n->n_inputs && in < 32; in++)
         if (((k->act_inputs >> in) & 1u) && (!float_input(g, n, in) || g->values[n->inputs[in]].constant)) return false;
     if (k->weights == CALQ_QKIND_WEIGHTS_CONST &&

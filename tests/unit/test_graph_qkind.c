@@ -195,6 +195,12 @@ static void test_conditions(void)
     EXPECT(kind_of(g, mm) == calq__qkind(CALQ_QKIND_MATMUL) && !kind_of(g, mm4));
     /* a variable second input: the two-variable-input row (§8.1), whatever its rank */
     EXPECT(kind_of(g, mm_var) == calq__qkind(CALQ_QKIND_MATMUL_VAR));
+    /* a constant first input is no activation: nothing to calibrate it on (it used to be listed,
+     * then fail at calibration with "never computed") */
+    int mm_const_a = node(g, "MatMul", "", (int[]){m, mv}, 2);
+    int gemm_const_a = node(g, "Gemm", "", (int[]){m, mv}, 2);
+    int conv_const_x = node(g, "Conv", "", (int[]){value(g, "xc", CALQ_DTYPE_FLOAT32, 4, x4, true), w}, 2);
+    EXPECT(!kind_of(g, mm_const_a) && !kind_of(g, gemm_const_a) && !kind_of(g, conv_const_x));
 
     int pool = node(g, "AveragePool", "", &x, 1);
     int pool_unknown = node(g, "AveragePool", "", &xu, 1);

@@ -129,6 +129,22 @@ calq_status calq__calib_setup(calq__calib *cal, calq_error *err)
     return st;
 }
 
+/* An input's "<layer>:<input>" key that is also the name of a quantizable layer: the record
+ * could not tell the two entries apart (a non-layer node of that name is no clash: readers take
+ * the input then, calq__record_key_pick). Diagnosed before anything is computed. */
+static calq_status key_clash(const calq__calib *cal, const calq_strmap *node_of, const calq__calib_layer *l,
+                             calq_error *err)
+{
+    const int other = calq__strmap_get(node_of, l->key);
+    if (other < 0 || !calq__node_quantizable(cal->g, other)) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->key,
+                      "calibration: input %d of layer \"%s\" gets the record key \"%s\" (amct-reference.md §7.2), "
+                      "which is also the name of the %s layer \"%s\": the record could not tell their factors "
+                      "apart. Rename one of them in the model, or skip one (skip_layers)",
+                      l->input, calq__cut(cal->g->nodes[l->node].name).s, calq__cut(l->key).s,
+                      cal->g->nodes[other].op_type, calq__cut(cal->g->nodes[other].name).s);
+}
+
 static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, calq_error *err)
 {
     const calq_config *c = cal->cfg;
@@ -153,6 +169,7 @@ static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, ca
             l->primary = primary;
             l->key = in == 0 ? strdup(lc->name) : calq__record_key(lc->name, in);
             if (!l->key) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, lc->name, "calibration: out of memory");
+            if (in > 0) CALQ_TRY(key_clash(cal, node_of, l, err));
             CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[in]].name, err));
         }
     }
@@ -176,6 +193,7 @@ static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, ca
         l->primary = li;
         if (!(l->key = calq__record_key(tc->name, tc->input)))
             return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, tc->name, "calibration: out of memory");
+        CALQ_TRY(key_clash(cal, node_of, l, err));
         CALQ_TRY(join_group(cal, li, cal->g->values[n->inputs[tc->input]].name, err));
     }
     return CALQ_OK;

@@ -70,8 +70,17 @@ const calq_record_layer *calq__record_find(const calq_record *r, const char *nam
  * caller (free); NULL on out-of-memory. */
 char *calq__record_key(const char *layer, int input);
 /* The node of graph g a key names, or -1: a node named `key` itself (*input = -1: the layer's
- * own entry), else "<node>:<input>" with a decimal input index (*input >= 0). */
+ * own entry), else "<node>:<input>" with a decimal input index (*input >= 0); when both exist,
+ * calq__record_key_pick decides. */
 int calq__record_key_node(const calq_graph *g, const char *key, int *input);
+/* Whether key has the form "<node>:<input>" (1-4 decimal digits after the last colon): the
+ * length of <node> and the input. */
+bool calq__record_key_split(const char *key, size_t *len, int *input);
+/* A key that is node `whole`'s name and also input split_input of node `split` (either -1 when
+ * absent) names the node, unless that node is no quantizable layer and the input is quantized on
+ * its own (calibration refuses a key that is a layer's name and another layer's input key, so
+ * no record calq writes is ambiguous). Returns the node; *input as calq__record_key_node. */
+int calq__record_key_pick(const calq_graph *g, int whole, int split, int split_input, int *input);
 
 /* Writes r in AMCT's text format (floats shortest round-trip, so reading gives the same bits),
  * atomically: a temporary file, then rename; on failure `path` is untouched. */

@@ -267,29 +267,20 @@ static calq_status read_value(reader *rd, const calq_tp_node *v, calq_record_lay
 }
 
 /* The node a key names through the map of node names (calq__record_key_node's rule, in
- * constant time): a node named `key` (*input -1), else "<node>:<input>" (*input >= 0); -1 when
- * none. */
-static int key_node(const calq_strmap *nodes, const char *key, int *input)
+ * constant time). */
+static int key_node(const calq_graph *g, const calq_strmap *nodes, const char *key, int *input)
 {
-    *input = -1;
-    int ni = calq__strmap_get(nodes, key);
-    if (ni >= 0) return ni;
-    const char *colon = strrchr(key, ':');
-    if (!colon || colon == key || !colon[1] || strlen(colon + 1) > 4) return -1;
-    int k = 0;
-    for (const char *p = colon + 1; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        k = 10 * k + (*p - '0');
+    int whole = calq__strmap_get(nodes, key), split = -1, k = -1;
+    size_t len = 0;
+    if (calq__record_key_split(key, &len, &k)) {
+        char *layer = malloc(len + 1);
+        if (!layer) return -1;
+        memcpy(layer, key, len);
+        layer[len] = 0;
+        split = calq__strmap_get(nodes, layer);
+        free(layer);
     }
-    size_t len = (size_t)(colon - key);
-    char *layer = malloc(len + 1);
-    if (!layer) return -1;
-    memcpy(layer, key, len);
-    layer[len] = 0;
-    ni = calq__strmap_get(nodes, layer);
-    free(layer);
-    if (ni >= 0) *input = k;
-    return ni;
+    return calq__record_key_pick(g, whole, split, k, input);
 }
 
 /* The key checks of §4.4 (the layer exists, it is quantizable, or the input a "<layer>:<input>"
@@ -369,7 +360,7 @@ static calq_status read_entry(const calq_tp_node *rec, void *user, calq_error *e
     rd->max_scale_w = 0;
     if (rd->m) {
         int input;
-        int ni = key_node(&rd->nodes, name, &input);
+        int ni = key_node(rd->m->g, &rd->nodes, name, &input);
         CALQ_TRY(check_key(rd->m, ni, input, l, rd->mf, file, err));
         const calq_qkind *k = input < 0 ? calq__qkind_of_node(rd->m->g, ni) : NULL;
         /* LSTM / GRU / RNN carry W's per-channel values then R's: the cap is per weight times their count */
@@ -463,6 +454,32 @@ static int64_t weight_channels(const calq_graph *g, int i, const calq_qkind *k)
 }
 
 /* The field checks of calq__record_check; entry i names node idx[i] (input inputs[i] when >= 0). */
+/* Each field in range does not make the numbers the saved models carry: the deploy Quant's scale
+ * 1/scale_d (§9.1) and deq_scale = scale_d * scale_w[c] in float32 (§6.2) must be normal floats,
+ * or the models would scale by inf, 0 or a subnormal (a record of scale_d 3e38 and scale_w 3e38
+ * was saved with inf deq_scales, exit 0). No calibration writes such factors. */
+static calq_status check_products(const calq_record_layer *l, const char *rf, calq_error *err)
+{
+    const float inv = 1.0f / l->scale_d;
+    if (inv < FLT_MIN)
+        return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                          "scale_d of layer %s is %.9g (%s, line %d): 1/scale_d, the quantization scale of the saved "
+                          "models (amct-reference.md §9.1), is %.9g, below the smallest normal float32; a scale_d "
+                          "above 8.5e37 comes from no data calibration. Recalibrate the layer or correct the record",
+                          calq__cut(l->name).s, (double)l->scale_d, rf, l->line, (double)inv);
+    for (int c = 0; c < l->n_scale_w; c++) {
+        const float deq = l->scale_d * l->scale_w[c];
+        if (!(deq >= FLT_MIN) || isinf(deq))
+            return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
+                              "layer %s (%s, line %d): deq_scale = scale_d * scale_w[%d] = %.9g * %.9g is %.9g in "
+                              "float32 (amct-reference.md §6.2), %s; the saved models would scale the layer's output "
+                              "by it. Recalibrate the layer or correct the record",
+                              calq__cut(l->name).s, rf, l->line, c, (double)l->scale_d, (double)l->scale_w[c],
+                              (double)deq, isinf(deq) ? "infinite" : "below the smallest normal float32");
+    }
+    return CALQ_OK;
+}
+
 static calq_status check_fields(const calq_record *r, const calq_graph *g, const int *idx, const int *inputs,
                                 const char *rf, calq_error *err)
 {
@@ -563,6 +580,7 @@ static calq_status check_fields(const calq_record *r, const calq_graph *g, const
             return calq__fail(err, CALQ_ERR_RECORD_FACTOR, l->name,
                               "shift_bit's value shoule be in [1, 16] or all be 0 in layer %s (%s, line %d)",
                               calq__cut(l->name).s, rf, l->line);
+        CALQ_TRY(check_products(l, rf, err));
     }
     return CALQ_OK;
 }
@@ -590,7 +608,7 @@ calq_status calq__record_check(const calq_record *r, const calq_model *m, const 
     }
     calq_status st = CALQ_OK;
     for (int i = 0; i < r->n_layers && st == CALQ_OK; i++) {
-        idx[i] = key_node(&nodes, r->layers[i].name, &inputs[i]);
+        idx[i] = key_node(m->g, &nodes, r->layers[i].name, &inputs[i]);
         st = check_key(m, idx[i], inputs[i], &r->layers[i], mf, rf, err);
     }
     calq__strmap_free(&nodes);

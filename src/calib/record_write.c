@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "calib/record.h"
+#include "graph/quantizable.h"
 #include "textproto/textproto.h"
 
 calq_record *calq__record_new(void)
@@ -74,25 +75,44 @@ char *calq__record_key(const char *layer, int input)
     return k;
 }
 
-int calq__record_key_node(const calq_graph *g, const char *key, int *input)
+bool calq__record_key_split(const char *key, size_t *len, int *input)
 {
-    *input = -1;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, key) == 0) return i;
     const char *colon = strrchr(key, ':');
-    if (!colon || colon == key || !colon[1] || strlen(colon + 1) > 4) return -1;
+    if (!colon || colon == key || !colon[1] || strlen(colon + 1) > 4) return false;
     int k = 0;
     for (const char *p = colon + 1; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
+        if (*p < '0' || *p > '9') return false;
         k = 10 * k + (*p - '0');
     }
-    size_t len = (size_t)(colon - key);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strlen(g->nodes[i].name) == len && strncmp(g->nodes[i].name, key, len) == 0) {
-            *input = k;
-            return i;
-        }
-    return -1;
+    *len = (size_t)(colon - key);
+    *input = k;
+    return true;
+}
+
+int calq__record_key_pick(const calq_graph *g, int whole, int split, int split_input, int *input)
+{
+    /* the node of that name, unless it is no layer while the other reading names an input that
+     * is quantized on its own (a node named "mm:1" beside MatMul "mm", whose input 1 calq keys
+     * so) */
+    const bool split_ok = split >= 0 && calq__qkind_of_input(g, split, split_input) != NULL;
+    if (whole >= 0 && (!split_ok || calq__node_quantizable(g, whole))) {
+        *input = -1;
+        return whole;
+    }
+    *input = split >= 0 ? split_input : -1;
+    return split;
+}
+
+int calq__record_key_node(const calq_graph *g, const char *key, int *input)
+{
+    int whole = -1, split = -1, k = -1;
+    size_t len = 0;
+    for (int i = 0; i < g->n_nodes && whole < 0; i++)
+        if (strcmp(g->nodes[i].name, key) == 0) whole = i;
+    if (calq__record_key_split(key, &len, &k))
+        for (int i = 0; i < g->n_nodes && split < 0; i++)
+            if (strlen(g->nodes[i].name) == len && strncmp(g->nodes[i].name, key, len) == 0) split = i;
+    return calq__record_key_pick(g, whole, split, k, input);
 }
 
 /* One `record { ... }` entry; false on out-of-memory. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "calib/record.h"
+#include "graph/graph.h"
 #include "frontend/model.h"
 #include "calib_model.h"
 
@@ -132,6 +133,14 @@ static void test_checks(void)
     conv_fail("scale_d: 1 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FILE,
               "cannot find offset_d of layer conv in record_file");
     conv_fail("scale_d: 1 offset_d: 0", CALQ_ERR_RECORD_FILE, "cannot find scale_w of layer conv in record_file");
+    /* each field in range, the numbers the saved models carry not (hostile-input probe #6: saved
+     * with inf deq_scales) */
+    conv_fail("scale_d: 3e38 offset_d: 0 scale_w: 1 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "1/scale_d, the quantization scale of the saved models (amct-reference.md §9.1), is 3.33333312e-39");
+    conv_fail("scale_d: 1e20 offset_d: 0 scale_w: 0.5 scale_w: 1e20 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "deq_scale = scale_d * scale_w[1] = 1.00000002e+20 * 1.00000002e+20 is inf in float32");
+    conv_fail("scale_d: 1e-20 offset_d: 0 scale_w: 1e-20 scale_w: 1 offset_w: 0 offset_w: 0", CALQ_ERR_RECORD_FACTOR,
+              "in float32 (amct-reference.md §6.2), below the smallest normal float32");
     conv_fail("scale_d: 1 offset_d: 0 scale_w: 1 scale_w: 1", CALQ_ERR_RECORD_FILE,
               "cannot find offset_w of layer conv in record_file");
     expect_fail("record { key: \"pool\" value { scale_d: 1 offset_d: 0 scale_w: 0.5 offset_w: 0 } }",
@@ -190,6 +199,24 @@ static void test_checks(void)
     expect_fail(t, CALQ_ERR_RECORD_FILE, "cannot find scale_d of layer add:0");
 }
 
+/* MatMul "mm"(x, y) with two variable inputs, then a node "mm:1" of op_type reading its output
+ * (and y). Owner: caller (calq__graph_free). */
+static calq_graph *mm_pair(const char *op_type)
+{
+    calq_graph *h = calq__graph_new();
+    const int64_t d2[2] = {4, 4};
+    int vs[4] = {calq__graph_value(h, "x"), calq__graph_value(h, "y"), calq__graph_value(h, "mo"),
+                 calq__graph_value(h, "io")};
+    for (int i = 0; i < 4; i++) {
+        h->values[vs[i]].dtype = CALQ_DTYPE_FLOAT32;
+        h->values[vs[i]].ndim = 2;
+        memcpy(h->values[vs[i]].dims, d2, sizeof d2);
+    }
+    calq__graph_add_node(h, "mm", "MatMul", "", (int[]){vs[0], vs[1]}, 2, &vs[2], 1);
+    calq__graph_add_node(h, "mm:1", op_type, "", (int[]){vs[2], vs[1]}, strcmp(op_type, "Identity") ? 2 : 1, &vs[3], 1);
+    return h;
+}
+
 /* Keys name a node, or "<node>:<input>" (decimal); a node whose own name looks like that wins. */
 static void test_keys(void)
 {
@@ -204,6 +231,16 @@ static void test_keys(void)
     char *k = calq__record_key("a:b", 3);
     EXPECT(k && !strcmp(k, "a:b:3"));
     free(k);
+    /* ... unless that node is no layer and the other reading is an input quantized on its own:
+     * calibration keys input 1 of MatMul "mm" (two variable inputs) "mm:1", which must not
+     * resolve to an Identity named "mm:1" (hostile-input probe #7); a quantizable layer of that
+     * name still wins (calibration refuses to write such a key) */
+    for (int quantizable = 0; quantizable < 2; quantizable++) {
+        calq_graph *h = mm_pair(quantizable ? "MatMul" : "Identity");
+        EXPECT(calq__record_key_node(h, "mm:1", &in) == (quantizable ? 1 : 0) && in == (quantizable ? -1 : 1));
+        EXPECT(calq__record_key_node(h, "mm", &in) == 0 && in == -1);
+        calq__graph_free(h);
+    }
 }
 
 /* Fields inside a value that no flavour of §7.1 has are errors naming file:line and the field

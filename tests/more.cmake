@@ -255,6 +255,11 @@ add_test(NAME peer.caffe_ssd
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_ssd.sh $<TARGET_FILE:calq_cli>
                  $<TARGET_FILE:calq_npy_compare> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.caffe_ssd PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77)
+# Caffe PriorBox with 64 aspect ratios (129 and 260 boxes per position; the kernel once wrote 66
+# per position with exit 0) vs OpenCV's DNN module and Caffe's forward computed in numpy.
+add_test(NAME peer.caffe_priorbox COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/caffe_priorbox.py
+                                          $<TARGET_FILE:calq_cli>)
+set_tests_properties(peer.caffe_priorbox PROPERTIES LABELS peer TIMEOUT 120 SKIP_RETURN_CODE 77)
 # LSTM / GRU quantized per channel as AMCT's CHANNEL_WISE_ONNX_TYPES (issue 14, item 12): the
 # record's W / R scale_w against ARQ in numpy, every saved format in onnxruntime-node and calq.
 add_test(NAME peer.save_rnn

@@ -100,7 +100,7 @@ calq_status calq__caffe_map_prior_box(calq_caffe_ctx *c, calq_caffe_layer *L)
     CALQ_TRY(calq__caffe_attr_float(c, ni, "offset", offset));
     const calq_caffe_shape fs = calq__caffe_shape(c, L->bottom[0]);
     calq_caffe_shape ys = {.ndim = 3, .dims = {1, 2, -1}};
-    int64_t per = (int64_t)n_min * n_ar + n_max;
+    int64_t per = calq__prior_boxes(n_min, n_max, n_ar);
     if (fs.ndim == 4 && fs.dims[2] > 0 && fs.dims[3] > 0) ys.dims[2] = fs.dims[2] * fs.dims[3] * per * 4;
     calq__caffe_set_shape(c, y, &ys);
     return CALQ_OK;

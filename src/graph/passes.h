@@ -35,6 +35,16 @@ calq_status calq__pass_fuse_qdq(calq_graph *g, int *n_fused, int *n_removed, cal
  * model file may name (the registry's public lookup, calq__op_find, does not see them). */
 #define CALQ_DOMAIN_INTERNAL "calq"
 
+/* Prior boxes per feature-map position of calq.PriorBox (Caffe SSD's PriorBox): per min_size, the
+ * min_size square, the sqrt(min_size * max_size) square when max_sizes are given, and one box per
+ * aspect ratio of the expanded list after its leading 1 (n_ar counts that 1). The Caffe frontend's
+ * shape and the kernel's infer and run all count with this one function, so they cannot disagree
+ * (a fixed per-position array in the kernel once wrote 66 of 129 boxes with exit 0). */
+static inline int64_t calq__prior_boxes(int n_min, int n_max, int n_ar)
+{
+    return (int64_t)n_min * ((int64_t)n_ar + (n_max > 0 ? 1 : 0));
+}
+
 /* Lowers the integer layers of Ascend deploy models (amct-reference.md §9.1): a Conv,
  * ConvTranspose, Gemm, MatMul or AveragePool whose input 0 is produced by an AscendQuant (directly
  * or through Flatten / Reshape / Squeeze / Unsqueeze / Identity) becomes, in place, the internal

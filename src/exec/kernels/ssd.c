@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "graph/passes.h"
 
 /* ---- PriorBox ------------------------------------------------------------------------------- */
 
@@ -62,7 +63,7 @@ static calq_status prior_params_make(calq_op_ctx *c, prior_params *p)
     }
     if (p->H <= 0 || p->W <= 0 || p->img_w <= 0 || p->img_h <= 0)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "empty feature map or image");
-    p->num_priors = (int64_t)p->n_min * p->n_ar + p->n_max;
+    p->num_priors = calq__prior_boxes(p->n_min, p->n_max, p->n_ar);
     if (p->H * p->W * p->num_priors > ((int64_t)1 << 28))
         return calq__op_fail(c, CALQ_ERR_SHAPE, "%lld priors are too many", (long long)(p->H * p->W * p->num_priors));
     return CALQ_OK;
@@ -77,9 +78,27 @@ static calq_status prior_infer(calq_op_ctx *c)
     return CALQ_OK;
 }
 
-/* Per position, per min_size: the min_size square, the sqrt(min * max) square, then one box per
- * aspect ratio other than 1 (w = s * sqrt(ar), h = s / sqrt(ar)); corners normalised by the image
- * size, then clipped to [0, 1] with clip. Channel 1 holds the variances. */
+/* Width and height of box b (0 <= b < boxes per min_size) of min_size s, in calq__prior_boxes'
+ * order: the min_size square, the sqrt(min * max) square with max_sizes, then one box per aspect
+ * ratio other than the leading 1 (w = s * sqrt(ar), h = s / sqrt(ar)). Computed per box, with no
+ * per-position array, so any count the parser accepts is written in full. */
+static void prior_box_size(const prior_params *p, int s, int64_t b, float *bw, float *bh)
+{
+    if (b == 0) {
+        *bw = *bh = p->min[s];
+        return;
+    }
+    if (p->n_max > 0 && b == 1) {
+        *bw = *bh = sqrtf(p->min[s] * p->max[s]);
+        return;
+    }
+    float q = sqrtf(p->ar[b - (p->n_max > 0 ? 1 : 0)]);
+    *bw = p->min[s] * q;
+    *bh = p->min[s] / q;
+}
+
+/* Per position, per min_size, the boxes of prior_box_size; corners normalised by the image size,
+ * then clipped to [0, 1] with clip. Channel 1 holds the variances. */
 static calq_status prior_run(calq_op_ctx *c)
 {
     prior_params p;
@@ -88,28 +107,20 @@ static calq_status prior_run(calq_op_ctx *c)
     const float step_w = p.step_w > 0 ? p.step_w : (float)p.img_w / (float)p.W;
     const float step_h = p.step_h > 0 ? p.step_h : (float)p.img_h / (float)p.H;
     const float iw = (float)p.img_w, ih = (float)p.img_h;
+    const int64_t per_min = p.num_priors / p.n_min; /* calq__prior_boxes is n_min * per_min */
     int64_t k = 0, n = p.H * p.W * p.num_priors * 4;
     for (int64_t h = 0; h < p.H; h++)
         for (int64_t w = 0; w < p.W; w++) {
             float cx = ((float)w + p.offset) * step_w, cy = ((float)h + p.offset) * step_h;
-            for (int s = 0; s < p.n_min; s++) {
-                float sizes[2 + 64][2];
-                int nb = 0;
-                sizes[nb][0] = sizes[nb][1] = p.min[s], nb++;
-                if (p.n_max) sizes[nb][0] = sizes[nb][1] = sqrtf(p.min[s] * p.max[s]), nb++;
-                for (int r = 1; r < p.n_ar && nb < 66; r++) {
-                    float q = sqrtf(p.ar[r]);
-                    sizes[nb][0] = p.min[s] * q;
-                    sizes[nb][1] = p.min[s] / q;
-                    nb++;
+            for (int s = 0; s < p.n_min; s++)
+                for (int64_t b = 0; b < per_min; b++) {
+                    float bw, bh;
+                    prior_box_size(&p, s, b, &bw, &bh);
+                    o[k++] = (cx - bw * 0.5f) / iw;
+                    o[k++] = (cy - bh * 0.5f) / ih;
+                    o[k++] = (cx + bw * 0.5f) / iw;
+                    o[k++] = (cy + bh * 0.5f) / ih;
                 }
-                for (int b = 0; b < nb; b++) {
-                    o[k++] = (cx - sizes[b][0] * 0.5f) / iw;
-                    o[k++] = (cy - sizes[b][1] * 0.5f) / ih;
-                    o[k++] = (cx + sizes[b][0] * 0.5f) / iw;
-                    o[k++] = (cy + sizes[b][1] * 0.5f) / ih;
-                }
-            }
         }
     if (p.clip)
         for (int64_t i = 0; i < n; i++) o[i] = o[i] < 0.0f ? 0.0f : o[i] > 1.0f ? 1.0f : o[i];

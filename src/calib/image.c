@@ -34,6 +34,24 @@ static bool png_header(FILE *fp, uint64_t *w, uint64_t *h, uint64_t *row_bytes)
     return true;
 }
 
+/* The format a file's first bytes name, for messages ("PNG", "JPEG", ...), or NULL when they name
+ * none calq knows (stb_image also reads TGA, which has no signature). Only the signature is read:
+ * stb_image decodes. */
+static const char *image_format(FILE *fp)
+{
+    unsigned char b[11] = {0};
+    size_t got = fread(b, 1, sizeof b, fp);
+    rewind(fp);
+    if (got >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return "PNG";
+    if (got >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return "JPEG";
+    if (got >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP";
+    if (got >= 4 && memcmp(b, "GIF8", 4) == 0) return "GIF";
+    if (got >= 4 && memcmp(b, "8BPS", 4) == 0) return "PSD";
+    if (got >= 6 && (memcmp(b, "#?RGBE", 6) == 0 || memcmp(b, "#?RADIANCE", 10) == 0)) return "Radiance HDR";
+    if (got >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) return "PNM";
+    return NULL;
+}
+
 calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_error *err)
 {
     size_t size;
@@ -43,6 +61,13 @@ calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_e
         /* Bounded before decoding: at most CALQ_IMAGE_MAX_PIXELS, and no more rows than the
          * file's compressed data can hold (deflate expands at most 1032:1, RFC 1951's longest
          * match of 258 bytes per 2-bit code), so a truncated or forged PNG is not decoded. */
+        if (pw == 0 || ph == 0) {
+            fclose(*fp);
+            *fp = NULL;
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                              "%s: the PNG has no pixels (its header declares %llux%llu); remove the file", path,
+                              (unsigned long long)pw, (unsigned long long)ph);
+        }
         const char *why = NULL;
         if (pw * ph > CALQ_IMAGE_MAX_PIXELS)
             why = "more than calq decodes";
@@ -61,26 +86,54 @@ calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_e
                               (unsigned long long)CALQ_IMAGE_MAX_PIXELS >> 20);
         }
     }
+    const char *format = image_format(*fp);
     int comp;
     if (!stbi_info_from_file(*fp, w, h, &comp)) {
         fclose(*fp);
         *fp = NULL;
-        const char *why = stbi_failure_reason() ? stbi_failure_reason() : "unknown format";
-        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable image (%s%s)", path, why,
+        const char *why = stbi_failure_reason() && *stbi_failure_reason() ? stbi_failure_reason() : "unknown format";
+        /* stb_image tries every format in turn, so a failed header check reports the last one's
+         * "unknown image type"; when the signature names the format, that reason would mislead */
+        if (format && strcmp(why, "unknown image type") == 0)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                              "%s: not a readable %s (stb_image refuses its header: corrupt, a variant it does not "
+                              "read, or more than the 2^30 bytes of pixels it decodes)",
+                              path, format);
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: not a readable %s (%s%s)", path,
+                          format ? format : "image", why,
                           strcmp(why, "unknown image type") == 0
                               ? ": no JPEG, PNG or BMP stb_image reads, or one declaring more than the 2^30 bytes of "
                                 "pixels it decodes"
                               : "");
     }
-    if (*w <= 0 || *h <= 0 || (uint64_t)*w * (uint64_t)*h > CALQ_IMAGE_MAX_PIXELS) {
+    /* stb_image's info call gives a BMP's height as its header stores it: negative for a top-down
+     * BMP (rows stored first row first), which stb_image decodes, flipping bottom-up ones, so
+     * both come out top row first. INT_MIN has no positive int; int64 keeps it a size too large. */
+    int64_t ww = *w, hh = *h;
+    if (format && strcmp(format, "BMP") == 0 && hh < 0) hh = -hh;
+    const char *what = format ? format : "image";
+    calq_status st = CALQ_OK;
+    if (ww == 0 || hh == 0)
+        st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                        "%s: the %s has no pixels (its header says %lldx%lld); remove the file", path, what,
+                        (long long)ww, (long long)hh);
+    else if (ww < 0 || hh < 0)
+        st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                        "%s: the %s claims %lldx%lld pixels, a negative size: the file is corrupt", path, what,
+                        (long long)ww, (long long)hh);
+    else if ((uint64_t)ww * (uint64_t)hh > CALQ_IMAGE_MAX_PIXELS)
+        st = calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                        "%s: the %s claims %lldx%lld pixels, more than the %llu calq decodes (a photo of up to "
+                        "%llu megapixels); scale it down first",
+                        path, what, (long long)ww, (long long)hh, (unsigned long long)CALQ_IMAGE_MAX_PIXELS,
+                        (unsigned long long)CALQ_IMAGE_MAX_PIXELS >> 20);
+    if (st != CALQ_OK) {
         fclose(*fp);
         *fp = NULL;
-        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
-                          "%s: the image claims %dx%d pixels, more than the %llu calq decodes (a photo of up to "
-                          "%llu megapixels); scale it down first",
-                          path, *w, *h, (unsigned long long)CALQ_IMAGE_MAX_PIXELS,
-                          (unsigned long long)CALQ_IMAGE_MAX_PIXELS >> 20);
+        return st;
     }
+    *w = (int)ww;
+    *h = (int)hh;
     return CALQ_OK;
 }
 
@@ -119,11 +172,17 @@ calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_ten
     int w, h, ch;
     FILE *fp;
     CALQ_TRY(calq__image_open(path, &fp, &w, &h, err));
+    const char *format = image_format(fp);
     unsigned char *px = stbi_load_from_file(fp, &w, &h, &ch, 3);
     fclose(fp);
-    if (!px)
-        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: cannot decode the image (%s)", path,
-                          stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+    if (!px) {
+        /* stb_image leaves some failures without a reason, or with an empty one: a GIF without
+         * an image ends at its header's "", and a truncated PNG's missing chunk type reads as
+         * four NUL bytes, the first letter of its "XXXX PNG chunk not known" */
+        const char *why = stbi_failure_reason();
+        return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "%s: cannot decode the %s (%s)", path,
+                          format ? format : "image", why && *why ? why : "truncated or unsupported file");
+    }
     int ow = o->width ? o->width : w, oh = o->height ? o->height : h;
     unsigned char *src = px;
     if (ow != w || oh != h) {

@@ -235,6 +235,53 @@ if ! timeout 20 "$CALQ" run "$SRC/tests/fuzz/corpus/onnx/regression-gridsample-r
     --mean 127 --std 128 --output-dir "$T/img_ok" >"$T/out" 2>"$T/err"; then
     echo "FAIL: image_ok: the PNG fixture does not run:"; tail -3 "$T/err"; bad=1
 fi
+# image headers (probe of 12-06): a top-down BMP (negative height, rows stored top first) was refused as "8x-2
+# pixels, more than the 134217728 calq decodes"; a 0x0 BMP got the same "more than"; a truncated PNG (IEND cut
+# off) and a GIF with no image failed with an empty reason "()". The top-down BMP must give PIL's pixels, which
+# are its bottom-up twin's.
+/usr/bin/python3 - "$T" <<'PY' || { echo "FAIL: writing the BMP fixtures (python3-pil)"; bad=1; }
+import struct, sys, zlib
+import numpy as np
+from PIL import Image
+t = sys.argv[1]
+def bmp(w, h, top_down):
+    row = (w * 3 + 3) // 4 * 4
+    data = bytearray()
+    for i in range(h):
+        y = i if top_down else h - 1 - i
+        r = b"".join(bytes([40 + x + y, 20 * y + 2, 10 * x + 1]) for x in range(w))  # B, G, R
+        data += r + b"\0" * (row - len(r))
+    return (struct.pack("<2sIHHI", b"BM", 54 + len(data), 0, 0, 54) +
+            struct.pack("<IiiHHIIiiII", 40, w, -h if top_down else h, 1, 24, 0, len(data), 2835, 2835, 0, 0) + data)
+open(t + "/down.bmp", "wb").write(bmp(3, 2, True))
+open(t + "/up.bmp", "wb").write(bmp(3, 2, False))
+open(t + "/zero.bmp", "wb").write(bmp(0, 0, False))
+pil = np.asarray(Image.open(t + "/down.bmp").convert("RGB"))
+assert (pil == np.asarray(Image.open(t + "/up.bmp").convert("RGB"))).all()
+np.save(t + "/down_pil.npy", pil.transpose(2, 0, 1)[None].astype(np.float32))
+def chunk(k, d): return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xffffffff)
+rows = b"".join(b"\0" + bytes(range(6)) for _ in range(2))
+open(t + "/trunc.png", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) +
+                                  chunk(b"IDAT", zlib.compress(rows)))
+open(t + "/empty.gif", "wb").write(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+PY
+printf 'name: "n"\ninput: "data"\ninput_dim: 1\ninput_dim: 3\ninput_dim: 2\ninput_dim: 3\nlayer { name: "r" type: "ReLU" bottom: "data" top: "r" }\n' >"$T/id.prototxt"
+for b in down up; do
+    timeout 20 "$CALQ" run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/$b.bmp" \
+        --output-dir "$T/bmp_$b" >"$T/out" 2>"$T/err" || { echo "FAIL: bmp_$b: calq run:"; tail -3 "$T/err"; bad=1; }
+done
+if /usr/bin/python3 -c "import sys, numpy as np; a, b, c = (np.load(f) for f in sys.argv[1:]); sys.exit(not ((a == c).all() and (b == c).all()))" \
+    "$T/bmp_down/r.npy" "$T/bmp_up/r.npy" "$T/down_pil.npy" 2>"$T/err"; then
+    echo "ok: bmp_top_down: the same pixels as its bottom-up twin and PIL"
+else
+    echo "FAIL: bmp_top_down: calq's pixels differ from the bottom-up twin's or PIL's"; cat "$T/err"; bad=1
+fi
+expect bmp_zero 1 "zero.bmp: the BMP has no pixels \\(its header says 0x0\\)" -- \
+    run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/zero.bmp" --output-dir "$T/o"
+expect png_truncated 1 "trunc.png: cannot decode the PNG \\(truncated or unsupported file\\)" -- \
+    run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/trunc.png" --output-dir "$T/o"
+expect gif_no_image 1 "empty.gif: cannot decode the GIF \\(truncated or unsupported file\\)" -- \
+    run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/empty.gif" --output-dir "$T/o"
 # a BatchNormalization variance with var + epsilon <= 0 gave NaN outputs (and, folded into a Conv, NaN weights) with
 # exit 0
 expect bn_negative_variance 1 "node 'bn': variance -2 \\+ epsilon 1e-05 of channel 1 is not a positive finite number" -- \

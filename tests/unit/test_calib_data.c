@@ -2,6 +2,7 @@
  * conversion, size checks), .npy folders and lists, photo folders, provenance strings, and the
  * preflight with its messages (amct-reference.md §1.2, docs user-journeys §2). */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,6 +454,86 @@ static void test_images(void)
     free(t.data);
 }
 
+/* A 24-bit BMP of w x h pixels, pixel (x, y) (y = 0 the top row) RGB = (10 x + 1, 20 y + 2, 40 + x + y), rows
+ * padded to 4 bytes: bottom row first as usual, or with top_down the top row first, which the header says with a
+ * negative height. Written by hand so the layout the test checks is the one the BMP format defines. */
+static void write_bmp(const char *path, int w, int h, bool top_down)
+{
+    int row = (w * 3 + 3) / 4 * 4;
+    size_t n = 54 + (size_t)row * (size_t)h;
+    unsigned char *b = calloc(n, 1);
+    int32_t hdr_h = top_down ? -h : h;
+    uint32_t v[13] = {(uint32_t)n, 0,    54, 40, (uint32_t)w, (uint32_t)hdr_h, 1u | 24u << 16, 0, (uint32_t)(row * h),
+                      2835,        2835, 0,  0};
+    b[0] = 'B';
+    b[1] = 'M';
+    for (int i = 0; i < 13; i++)
+        for (int k = 0; k < 4; k++) b[2 + 4 * i + k] = (unsigned char)(v[i] >> (8 * k));
+    for (int y = 0; y < h; y++) {
+        unsigned char *r = b + 54 + (size_t)row * (size_t)(top_down ? y : h - 1 - y);
+        for (int x = 0; x < w; x++) {
+            r[3 * x + 0] = (unsigned char)(40 + x + y); /* BMP stores B, G, R */
+            r[3 * x + 1] = (unsigned char)(20 * y + 2);
+            r[3 * x + 2] = (unsigned char)(10 * x + 1);
+        }
+    }
+    write_bytes(path, b, n);
+    free(b);
+}
+
+/* Image headers the probe of 12-06 found misread: a top-down BMP (negative height) was refused
+ * as "8x-8 pixels, more than the 134217728 calq decodes", a 0x0 image got the same "more than",
+ * and a truncated PNG or an image-less GIF failed with an empty reason "()". */
+static void test_image_headers(void)
+{
+    calq_error err = {0};
+    calq_tensor up, down;
+    /* 3 x 2: rows of 9 bytes padded to 12, so a wrong row order or stride shows */
+    write_bmp("up.bmp", 3, 2, false);
+    write_bmp("down.bmp", 3, 2, true);
+    EXPECT_STATUS(calq_image_load("up.bmp", NULL, &up, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq_image_load("down.bmp", NULL, &down, &err), CALQ_OK, &err, NULL);
+    if (up.data && down.data) {
+        EXPECT(down.ndim == 4 && down.dims[1] == 3 && down.dims[2] == 2 && down.dims[3] == 3);
+        EXPECT(memcmp(up.data, down.data, 3 * 2 * 3 * sizeof(float)) == 0);
+        const float *px = down.data;
+        for (int y = 0; y < 2; y++)
+            for (int x = 0; x < 3; x++) {
+                EXPECT(px[0 * 6 + y * 3 + x] == (float)(10 * x + 1));
+                EXPECT(px[1 * 6 + y * 3 + x] == (float)(20 * y + 2));
+                EXPECT(px[2 * 6 + y * 3 + x] == (float)(40 + x + y));
+            }
+    }
+    calq_tensor_free_data(&up);
+    calq_tensor_free_data(&down);
+    calq_tensor t;
+    write_bmp("zero.bmp", 0, 0, false);
+    EXPECT_STATUS(calq_image_load("zero.bmp", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "zero.bmp: the BMP has no pixels (its header says 0x0)");
+    write_bmp("zero_w.bmp", 0, 5, true);
+    EXPECT_STATUS(calq_image_load("zero_w.bmp", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "zero_w.bmp: the BMP has no pixels (its header says 0x5)");
+    /* a 2 x 2 RGB PNG: signature, IHDR, IDAT, with IEND cut off (the data complete) */
+    static const unsigned char png[] = {0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49,
+                                        0x48, 0x44, 0x52, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x08, 0x02,
+                                        0x00, 0x00, 0x00, 0xfd, 0xd4, 0x9a, 0x73, 0x00, 0x00, 0x00, 0x11, 0x49, 0x44,
+                                        0x41, 0x54, 0x78, 0x9c, 0x63, 0x60, 0x60, 0x64, 0x62, 0x66, 0x61, 0x65, 0x80,
+                                        0x50, 0x00, 0x00, 0xbd, 0x00, 0x1f, 0xd7, 0x95, 0x90, 0x43};
+    write_bytes("trunc.png", png, sizeof png);
+    EXPECT_STATUS(calq_image_load("trunc.png", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "trunc.png: cannot decode the PNG (truncated or unsupported file)");
+    unsigned char zero[sizeof png];
+    memcpy(zero, png, sizeof zero);
+    memset(zero + 16, 0, 8); /* IHDR's width and height */
+    write_bytes("zero.png", zero, sizeof zero);
+    EXPECT_STATUS(calq_image_load("zero.png", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "zero.png: the PNG has no pixels (its header declares 0x0)");
+    /* a GIF's header and trailer with no image in between */
+    write_bytes("empty.gif", "GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14);
+    EXPECT_STATUS(calq_image_load("empty.gif", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "empty.gif: cannot decode the GIF (truncated or unsupported file)");
+}
+
 int main(void)
 {
     char tmpdir[] = "/tmp/calq_data_XXXXXX";
@@ -473,6 +554,7 @@ int main(void)
     test_bin_two_inputs(m);
     test_npy();
     test_images();
+    test_image_headers();
     calq_model_free(m);
     if (chdir(cwd) != 0) return 1;
     char cmd[512];

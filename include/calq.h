@@ -874,6 +874,12 @@ CALQ_API calq_status calq_save_models_staged(calq_outputs *outputs, const calq_m
                                              const char *config, const calq_save_format *fmts, int n_fmts,
                                              const char *prefix, calq_save_skip *skipped, int *n_skipped,
                                              calq_error *err);
+/* Stages in `outputs` the removal of the model files that formats fmts write for m under the
+ * set's prefix (done at calq_outputs_commit after the renames; a missing file is no error). For a
+ * run that commits a new record but no model, its save having failed: the models an earlier run
+ * left under the prefix would otherwise stay beside a record they do not match. */
+CALQ_API calq_status calq_outputs_drop_models(calq_outputs *outputs, const calq_model *m, const calq_save_format *fmts,
+                                              int n_fmts, calq_error *err);
 /* ---- Accuracy comparison (src/compare) ---- */
 /* calq_compare runs a float model and a quantized model calq wrote from it (AMCT's fake-quant or
  * deploy model, QDQ, QOperator; ONNX or Caffe) on the same data and measures, for every model

@@ -293,6 +293,11 @@ set_tests_properties(cli.many_layers PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 add_test(NAME cli.subgraph_save COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/subgraph_save.py
                                         $<TARGET_FILE:calq_cli> ${CMAKE_CURRENT_SOURCE_DIR}/peers)
 set_tests_properties(cli.subgraph_save PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Records and saves a hostile-input probe found wrong (2026-12-06): a failed save's stale models,
+# colon keys, overflowing deq_scale, MatMul with a constant A.
+add_test(NAME cli.records_and_saves COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/records_and_saves.sh
+                                            $<TARGET_FILE:calq_cli>)
+set_tests_properties(cli.records_and_saves PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Hostile inputs of issue 14's round (fixtures: the fuzz corpora's regression seeds): bounded
 # time, exit 1, a clear message, nothing written. About 1 s.
 add_test(NAME cli.hostile_inputs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh $<TARGET_FILE:calq_cli>

@@ -440,6 +440,10 @@ int calq_cmd_calibration(int argc, char **argv)
         cli_fail(&err);
         calq_outputs *kept = outs;
         outs = NULL;
+        if (calq_outputs_drop_models(kept, m, fmts, n_fmts, &err) != CALQ_OK) {
+            calq_outputs_abort(kept);
+            goto fail;
+        }
         if (calq_outputs_commit(kept, &err) != CALQ_OK) goto fail;
         fprintf(stderr,
                 "calq: the search stopped; the record and config of the calibration are kept, no model written.\n");
@@ -447,10 +451,15 @@ int calq_cmd_calibration(int argc, char **argv)
     }
     if (n_fmts &&
         cli_save(m, record_path, config_path, a.format != NULL, fmts, n_fmts, a.save, outs, &err) != CALQ_OK) {
-        /* the calibration result is worth keeping: fix the cause and run calq save */
+        /* the calibration result is worth keeping: fix the cause and run calq save; an earlier
+         * run's models under the prefix go, they do not match the new record */
         cli_fail(&err);
         calq_outputs *kept = outs;
         outs = NULL;
+        if (calq_outputs_drop_models(kept, m, fmts, n_fmts, &err) != CALQ_OK) {
+            calq_outputs_abort(kept);
+            goto fail;
+        }
         if (calq_outputs_commit(kept, &err) != CALQ_OK) goto fail;
         fprintf(stderr, "calq: no model written (the record and config are kept: fix the cause and run calq save).\n");
         goto done;

@@ -231,12 +231,23 @@ calq_status calq__staged_write(calq_staged_files *s, const char *path, const voi
     return CALQ_OK;
 }
 
+calq_status calq__staged_remove(calq_staged_files *s, const char *path, calq_error *err)
+{
+    if (s->n >= CALQ_STAGED_MAX)
+        return calq__fail(err, CALQ_ERR_INTERNAL, NULL, "more than %d outputs in one operation", CALQ_STAGED_MAX);
+    char *p = strdup(path);
+    if (!p) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    s->f[s->n++] = (calq_atomic_file){.path = p};
+    return CALQ_OK;
+}
+
 calq_status calq__staged_commit(calq_staged_files *s, calq_error *err)
 {
     calq_status st = CALQ_OK;
     /* phase 1: every temporary file complete on disk, or nothing is renamed */
     for (int i = 0; i < s->n && st == CALQ_OK; i++) {
         calq_atomic_file *f = &s->f[i];
+        if (calq__staged_is_removal(s, i)) continue;
         errno = 0; /* ferror alone leaves errno as it was */
         int bad = ferror(f->fp) || fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0;
         if (fclose(f->fp) != 0) bad = 1;
@@ -255,9 +266,13 @@ calq_status calq__staged_commit(calq_staged_files *s, calq_error *err)
     /* phase 2: renames (same folder, so they cannot run out of space; what phase 1 checked
      * leaves only a permission change during the save, which is reported with the file) */
     for (int i = 0; i < s->n && st == CALQ_OK; i++)
-        if (rename(s->f[i].tmp_path, s->f[i].path) != 0)
+        if (!calq__staged_is_removal(s, i) && rename(s->f[i].tmp_path, s->f[i].path) != 0)
             st =
                 calq__fail(err, CALQ_ERR_IO, NULL, "cannot replace %s: %s", calq__cut(s->f[i].path).s, strerror(errno));
+    /* phase 3: the earlier run's files the set replaces by nothing */
+    for (int i = 0; i < s->n && st == CALQ_OK; i++)
+        if (calq__staged_is_removal(s, i) && unlink(s->f[i].path) != 0 && errno != ENOENT)
+            st = calq__fail(err, CALQ_ERR_IO, NULL, "cannot remove %s: %s", calq__cut(s->f[i].path).s, strerror(errno));
     calq__staged_abort(s); /* the temporary files left (none after a complete commit) */
     return st;
 }

@@ -3,6 +3,7 @@
 #ifndef CALQ_BASE_FILE_H
 #define CALQ_BASE_FILE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "calq.h"
@@ -55,8 +56,16 @@ typedef struct calq_staged_files {
 calq_status calq__staged_open(calq_staged_files *s, const char *path, FILE **fp, calq_error *err);
 /* One more output holding `size` bytes of data. */
 calq_status calq__staged_write(calq_staged_files *s, const char *path, const void *data, size_t size, calq_error *err);
-/* Flushes and checks every output, then renames them all. On a write error nothing is renamed.
- * Always releases s. */
+/* One more entry that removes `path` at commit, after the renames (a file of an earlier run that
+ * would no longer match the set: calq_outputs_drop_models). A missing file is no error. */
+calq_status calq__staged_remove(calq_staged_files *s, const char *path, calq_error *err);
+/* Whether entry i is such a removal. */
+static inline bool calq__staged_is_removal(const calq_staged_files *s, int i)
+{
+    return !s->f[i].fp && !s->f[i].tmp_path && s->f[i].path;
+}
+/* Flushes and checks every output, then renames them all, then removes the removal entries'
+ * files. On a write error nothing is renamed or removed. Always releases s. */
 calq_status calq__staged_commit(calq_staged_files *s, calq_error *err);
 /* Drops every temporary file; the final paths stay as they were. Safe on a released s. */
 void calq__staged_abort(calq_staged_files *s);

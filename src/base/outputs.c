@@ -174,16 +174,25 @@ calq_status calq__outputs_begin(const char *prefix, calq_outputs **out, calq_err
 calq_status calq__outputs_commit(calq_outputs *o, bool log, calq_error *err)
 {
     if (!o) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_outputs_commit: no outputs");
-    char *names = NULL;
+    /* "wrote" names the staged files, "removed" the removal entries whose file exists (under the
+     * lock, no other calq run changes that before the commit) */
+    char *names[2] = {NULL, NULL};
     size_t len = 1;
     for (int i = 0; i < o->staged.n; i++) len += strlen(o->staged.f[i].path) + 2;
-    if (log && o->staged.n && (names = malloc(len)) != NULL) {
-        names[0] = 0;
-        for (int i = 0; i < o->staged.n; i++) strcat(strcat(names, i ? ", " : ""), o->staged.f[i].path);
+    for (int k = 0; log && k < 2; k++)
+        if ((names[k] = malloc(len)) != NULL) names[k][0] = 0;
+    for (int i = 0; log && i < o->staged.n; i++) {
+        const bool rm = calq__staged_is_removal(&o->staged, i);
+        char *list = names[rm];
+        if (!list || (rm && access(o->staged.f[i].path, F_OK) != 0)) continue;
+        strcat(strcat(list, list[0] ? ", " : ""), o->staged.f[i].path);
     }
     calq_status st = calq__staged_commit(&o->staged, err);
-    if (st == CALQ_OK && names) calq__log(CALQ_LOG_INFO, "calq: wrote %s", names);
-    free(names);
+    if (st == CALQ_OK && names[0] && names[0][0]) calq__log(CALQ_LOG_INFO, "calq: wrote %s", names[0]);
+    if (st == CALQ_OK && names[1] && names[1][0])
+        calq__log(CALQ_LOG_INFO, "calq: removed %s (an earlier run's, which the files above replace)", names[1]);
+    free(names[0]);
+    free(names[1]);
     release(o);
     return st;
 }
@@ -192,7 +201,7 @@ const char *calq__outputs_source(calq_outputs *o, const char *path)
 {
     if (!o) return path;
     for (int i = 0; i < o->staged.n; i++)
-        if (strcmp(o->staged.f[i].path, path) == 0) {
+        if (!calq__staged_is_removal(&o->staged, i) && strcmp(o->staged.f[i].path, path) == 0) {
             if (o->staged.f[i].fp) fflush(o->staged.f[i].fp);
             return o->staged.f[i].tmp_path;
         }

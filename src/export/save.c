@@ -202,6 +202,41 @@ calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, 
     return save_models(outputs, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, true, err);
 }
 
+calq_status calq_outputs_drop_models(calq_outputs *outputs, const calq_model *m, const calq_save_format *fmts,
+                                     int n_fmts, calq_error *err)
+{
+    if (!outputs || !m || (n_fmts > 0 && !fmts))
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_outputs_drop_models: no outputs, model or formats");
+    const char *prefix = outputs->prefix;
+    for (int i = 0; i < n_fmts; i++) {
+        const calq_save_format base = (calq_save_format)(fmts[i] & ~CALQ_SAVE_REDUCE_RANGE);
+        /* Caffe writes a prototxt and a caffemodel per Ascend model (export_caffe.c's names) */
+        const char *caffe_kind = base == CALQ_SAVE_ASCEND_DEPLOY       ? "deploy"
+                                 : base == CALQ_SAVE_ASCEND_FAKE_QUANT ? "fake_quant"
+                                                                       : NULL;
+        const char *sfx[2] = {NULL, NULL};
+        char buf[2][32];
+        if (m->format == CALQ_FORMAT_CAFFE) {
+            if (!caffe_kind) continue;
+            snprintf(buf[0], sizeof buf[0], "_%s_model.prototxt", caffe_kind);
+            snprintf(buf[1], sizeof buf[1], "_%s_weights.caffemodel", caffe_kind);
+            sfx[0] = buf[0];
+            sfx[1] = buf[1];
+        } else {
+            sfx[0] = onnx_suffix(base);
+        }
+        for (int k = 0; k < 2 && sfx[k]; k++) {
+            char *path = malloc(strlen(prefix) + strlen(sfx[k]) + 1);
+            if (!path) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+            strcat(strcpy(path, prefix), sfx[k]);
+            calq_status st = calq__staged_remove(&outputs->staged, path, err);
+            free(path);
+            CALQ_TRY(st);
+        }
+    }
+    return CALQ_OK;
+}
+
 calq_status calq__save_models_quiet(const calq_model *m, const char *record, const char *config,
                                     const calq_save_format *fmts, int n_fmts, const char *prefix, calq_error *err)
 {

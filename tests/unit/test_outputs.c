@@ -146,6 +146,42 @@ static void test_all_or_nothing(void)
     unlink(path);
 }
 
+/* A set that keeps a new record but no model removes an earlier run's models at commit, after
+ * the renames, and only then: a failing commit removes nothing (hostile-input probe #9: a failed
+ * calibration left its new record beside the previous run's models). */
+static void test_removals(void)
+{
+    char prefix[128], rec[192], model[192], gone[192];
+    snprintf(prefix, sizeof prefix, "%s/d", dir);
+    snprintf(rec, sizeof rec, "%s/d_record.txt", dir);
+    snprintf(model, sizeof model, "%s/d_qdq.onnx", dir);
+    snprintf(gone, sizeof gone, "%s/d_qoperator.onnx", dir); /* never written: no error */
+    put("d_qdq.onnx", "old model");
+    put("d_record.txt", "old record");
+    calq_error err = {0};
+    calq_outputs *o = NULL;
+    FILE *fp;
+    /* a commit that fails (the record's path is a folder) leaves the model */
+    unlink(rec);
+    mkdir(rec, 0755);
+    EXPECT_STATUS(calq_outputs_begin(prefix, &o, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__staged_open(&o->staged, rec, &fp, &err), CALQ_OK, &err, NULL);
+    fputs("new record", fp);
+    EXPECT_STATUS(calq__staged_remove(&o->staged, model, &err), CALQ_OK, &err, NULL);
+    EXPECT(!strcmp(calq__outputs_source(o, model), model)); /* a removal is nothing to read */
+    EXPECT_STATUS(calq_outputs_commit(o, &err), CALQ_ERR_IO, &err, "it is a folder");
+    EXPECT(holds("d_qdq.onnx", "old model"));
+    rmdir(rec);
+    EXPECT_STATUS(calq_outputs_begin(prefix, &o, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__staged_open(&o->staged, rec, &fp, &err), CALQ_OK, &err, NULL);
+    fputs("new record", fp);
+    EXPECT_STATUS(calq__staged_remove(&o->staged, model, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq__staged_remove(&o->staged, gone, &err), CALQ_OK, &err, NULL);
+    EXPECT_STATUS(calq_outputs_commit(o, &err), CALQ_OK, &err, NULL);
+    EXPECT(holds("d_record.txt", "new record") && !exists("d_qdq.onnx") && !exists("d_qoperator.onnx"));
+    unlink(rec);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/calq_outputs_XXXXXX");
@@ -153,6 +189,7 @@ int main(void)
     test_lock();
     test_stale();
     test_all_or_nothing();
+    test_removals();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) failures++;

@@ -992,7 +992,9 @@ CALQ_API calq_status calq_compare_write_html(const calq_compare_result *r, const
  * that config reproduces the record. */
 
 /* The user's measure of a candidate model (model_path: ONNX file or prototxt; weights_path: the
- * caffemodel, or NULL). Fills *metric; a failure stops the search with its error. */
+ * caffemodel, or NULL). Fills *metric, a finite number (NaN or infinity fails the search with
+ * CALQ_ERR_DATA); a failure stops the search with its error. The search checks its time budget
+ * only between trials: an evaluator that may hang bounds its own runs (calq's CLI does). */
 typedef calq_status (*calq_evaluator_fn)(void *user, const char *model_path, const char *weights_path, double *metric,
                                          calq_error *err);
 

@@ -105,6 +105,18 @@ static calq_status load_like(const search *s, const char *model, const char *wei
     return st;
 }
 
+/* The user's evaluator on one model file. A metric that is not a finite number (NaN from a failed
+ * evaluation, an overflow) would be compared as if it were one: NaN never meets the target and
+ * makes every comparison false, infinity meets any target. */
+static calq_status evaluate(const search *s, const char *model, const char *weights, double *metric, calq_error *err)
+{
+    CALQ_TRY(s->o.evaluator(s->o.evaluator_user, model, weights, metric, err));
+    if (!isfinite(*metric))
+        return calq__fail(err, CALQ_ERR_DATA, NULL,
+                          "fallback: the evaluator's metric for %s is %g, not a finite number", model, *metric);
+    return CALQ_OK;
+}
+
 /* The metric of the model with the layers of `is_float` (indices into s's enabled layers) in
  * float; with `ranking` non-NULL also the isolated comparison (owner: caller). */
 static calq_status trial(search *s, const bool *is_float, double *metric, calq_compare_result **ranking,
@@ -132,7 +144,7 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     calq_model *q = NULL;
     if (n_on == 0) { /* everything float: the float model itself (unknown for a model read from memory) */
         if (s->o.evaluator && s->m->path)
-            st = s->o.evaluator(s->o.evaluator_user, s->m->path, caffe ? s->m->weights_path : NULL, metric, err);
+            st = evaluate(s, s->m->path, caffe ? s->m->weights_path : NULL, metric, err);
         else
             *metric = s->o.evaluator ? NAN : 1.0;
         calq_config_free(c);
@@ -148,7 +160,7 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
     }
     if (st == CALQ_OK) st = load_like(s, model, caffe ? weights : NULL, &q, err);
     if (st == CALQ_OK && s->o.evaluator && !ranking) {
-        st = s->o.evaluator(s->o.evaluator_user, model, caffe ? weights : NULL, metric, err);
+        st = evaluate(s, model, caffe ? weights : NULL, metric, err);
     } else if (st == CALQ_OK) {
         calq_compare_opts co;
         calq_compare_opts_init(&co);
@@ -172,8 +184,7 @@ static calq_status trial(search *s, const bool *is_float, double *metric, calq_c
             else
                 calq_compare_result_free(r);
         }
-        if (st == CALQ_OK && ranking && s->o.evaluator)
-            st = s->o.evaluator(s->o.evaluator_user, model, caffe ? weights : NULL, metric, err);
+        if (st == CALQ_OK && ranking && s->o.evaluator) st = evaluate(s, model, caffe ? weights : NULL, metric, err);
     }
     calq_model_free(q);
     s->n_trials++;

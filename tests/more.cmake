@@ -318,6 +318,12 @@ set_tests_properties(cli.hostile PROPERTIES LABELS cli TIMEOUT 300 SKIP_RETURN_C
 add_test(NAME cli.docs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/cli_docs.sh $<TARGET_FILE:calq_cli>
                                ${CMAKE_SOURCE_DIR}/docs/cli.md)
 set_tests_properties(cli.docs PROPERTIES LABELS cli TIMEOUT 60)
+# --evaluator's runs are bounded (--time-budget, --evaluator-timeout): a hung command, its hung
+# child, one ignoring SIGTERM, a background child, SIGTERM to calq; none leaves a process behind.
+# Metrics nan / inf / 1e999 are refused. The fixture model is checked in (no Python needed).
+add_test(NAME cli.evaluator_limits COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/evaluator_limits.sh $<TARGET_FILE:calq_cli>
+                                          ${CMAKE_CURRENT_SOURCE_DIR}/cli/fixtures)
+set_tests_properties(cli.evaluator_limits PROPERTIES LABELS cli TIMEOUT 180 SKIP_RETURN_CODE 77)
 # Dynamic dims other than the batch (a text line's width): .npy batches bind them without
 # --input_shape, the saved QDQ / QOperator files keep them dynamic.
 add_test(NAME cli.dynamic_dims

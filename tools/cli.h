@@ -87,8 +87,22 @@ const char *cli_data_missing(const cli_data *d);
  * (--eval-data). Images: batch size = dim 0 of m's first input. */
 calq_status cli_data_open(const cli_data *d, const char *path, const calq_model *m, calq_data **out, calq_error *err);
 
-/* calq_evaluator_fn running the shell command template `user` (cli_evaluator.c). */
+/* --evaluator: the command and what bounds one run of it. */
+typedef struct cli_evaluator {
+    const char *command; /* the template: {model}, {weights} */
+    double timeout;      /* seconds one run may take (--evaluator-timeout) */
+    double deadline;     /* cli_monotonic() by which any run must end (the search's start + --time-budget), 0: none */
+    double budget;       /* the --time-budget, for the message */
+} cli_evaluator;
+/* --evaluator-timeout's default: a generous bound on a hung command (docs/cli.md). */
+#define CLI_EVALUATOR_TIMEOUT_DEFAULT 3600.0
+
+/* calq_evaluator_fn running the command of `user`, a cli_evaluator (cli_evaluator.c): fails when a
+ * run outlasts its limit (the command and its children are then ended), exits non-zero, or prints
+ * no finite number. */
 calq_status cli_run_evaluator(void *user, const char *model, const char *weights, double *metric, calq_error *err);
+/* Seconds on CLOCK_MONOTONIC. */
+double cli_monotonic(void);
 
 /* --save_type (AMCT's names, amct-reference.md §1.1, any case). */
 enum { CLI_SAVE_BOTH, CLI_SAVE_FAKEQUANT, CLI_SAVE_DEPLOY, CLI_SAVE_NONE };

@@ -15,7 +15,7 @@ typedef struct calib_args {
     int max_arena_mb;
     cli_data data;
     /* the accuracy search (calq_fallback); NAN: not given */
-    double target_cosine, target, time_budget;
+    double target_cosine, target, time_budget, evaluator_timeout;
     int max_float, lookahead, strict, lower_is_better, rank;
 } calib_args;
 
@@ -193,6 +193,15 @@ static const cli_flag flags[] = {
      .lo_open = 1,
      .hi = 1e9,
      .help = "stop searching after S seconds (default: no limit)"},
+    {.name = "--evaluator-timeout",
+     .type = CLI_DOUBLE,
+     .offset = offsetof(calib_args, evaluator_timeout),
+     .metavar = "S",
+     .lo = 0,
+     .lo_open = 1,
+     .hi = 1e9,
+     .help = "stop a run of the evaluator (and what it started) after S seconds,\n"
+             "failing the search (default 3600; at most what --time-budget leaves)"},
     {.name = "--lookahead",
      .type = CLI_INT,
      .offset = offsetof(calib_args, lookahead),
@@ -222,8 +231,8 @@ static const cli_command command = {
                 "[--calibration_config SIMPLE.cfg] [--skip_layers a,b] [--skip-illegal] [--threads N]\n"
                 "[--max-arena-mb N] [--cache-mb N] [--act_algo ifmr|hfmg|minmax|percentile|kl|mse|auto]\n"
                 "[--target-cosine C | --evaluator \"CMD {model}\" --target V [--lower-is-better]]\n"
-                "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--lookahead N]\n"
-                "[--rank outputs|isolated] [--strict]\n"
+                "[--eval-data SPEC] [--max-float-layers N] [--time-budget S] [--evaluator-timeout S]\n"
+                "[--lookahead N] [--rank outputs|isolated] [--strict]\n"
                 "[--save_type Both|Fakequant|Deploy|None] [--format ascend,qdq,qoperator|both|all]\n"
                 "[--qdq-scheme layers|int8] [--reduce-range]",
     .flags = CLI_FLAGS(flags),
@@ -278,6 +287,8 @@ static const char *check_combination(const calib_args *a, bool searching)
     if (!missing && have_target && !a->evaluator)
         missing = "--target goes with --evaluator; without one use --target-cosine";
     if (!missing && a->evaluator && have_cosine) missing = "give --target-cosine or --evaluator, not both";
+    if (!missing && !isnan(a->evaluator_timeout) && !a->evaluator)
+        missing = "--evaluator-timeout goes with --evaluator";
     if (!missing && !searching &&
         (a->eval_data || a->max_float || !isnan(a->time_budget) || a->lookahead || a->strict || a->lower_is_better ||
          a->rank > 0))
@@ -316,7 +327,9 @@ static calq_status search(const calib_args *a, calq_model *m, calq_data *d, calq
     calq_fallback_opts_init(&fo);
     fo.target = a->evaluator ? a->target : a->target_cosine;
     fo.evaluator = a->evaluator ? cli_run_evaluator : NULL;
-    fo.evaluator_user = (void *)a->evaluator;
+    cli_evaluator ev = {.command = a->evaluator,
+                        .timeout = isnan(a->evaluator_timeout) ? CLI_EVALUATOR_TIMEOUT_DEFAULT : a->evaluator_timeout};
+    fo.evaluator_user = &ev;
     fo.lower_is_better = a->lower_is_better;
     fo.max_float_layers = a->max_float;
     fo.time_budget = isnan(a->time_budget) ? 0.0 : a->time_budget;
@@ -332,6 +345,10 @@ static calq_status search(const calib_args *a, calq_model *m, calq_data *d, calq
     calq_fallback_result *res = NULL;
     if (a->eval_data && cli_data_open(&a->data, a->eval_data, m, &ed, err) != CALQ_OK) return err->status;
     fo.eval_data = ed;
+    /* the budget counts from the search's start, as calq_fallback counts it: no run of the
+     * evaluator goes past it (the search itself only checks between trials) */
+    ev.budget = fo.time_budget;
+    ev.deadline = fo.time_budget > 0.0 ? cli_monotonic() + fo.time_budget : 0.0;
     calq_status st = calq_fallback(m, record_path, config_path, d, &fo, &res, err);
     calq_data_free(ed);
     if (st != CALQ_OK) return st;
@@ -355,7 +372,8 @@ int calq_cmd_calibration(int argc, char **argv)
                     .max_arena_mb = -1,
                     .target_cosine = NAN,
                     .target = NAN,
-                    .time_budget = NAN};
+                    .time_budget = NAN,
+                    .evaluator_timeout = NAN};
     cli_data_init(&a.data);
     int r = cli_parse(&command, argc, argv, &a);
     if (r) return r < 0 ? 0 : r;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/unique_name.h"
 
 static char *dupstr(const char *s)
 {
@@ -98,6 +99,16 @@ int calq__graph_find(const calq_graph *g, const char *name)
         k = (k + 1) & (uint64_t)(g->hash_cap - 1);
     }
     return -1;
+}
+
+bool calq__graph_name_taken(const void *g, const char *name)
+{
+    return calq__graph_find(g, name) >= 0;
+}
+
+char *calq__graph_unique_name(const calq_graph *g, const char *base, const char *suffix, const char *sep, int first)
+{
+    return calq__unique_name(base, suffix, sep, first, calq__graph_name_taken, g);
 }
 
 int calq__graph_value(calq_graph *g, const char *name)

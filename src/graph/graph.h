@@ -89,6 +89,11 @@ void calq__graph_free(calq_graph *g);
 
 /* Value index for `name`, or -1. */
 int calq__graph_find(const calq_graph *g, const char *name);
+/* A calq_name_taken_fn (base/unique_name.h) for g's value names (ctx: the const calq_graph). */
+bool calq__graph_name_taken(const void *g, const char *name);
+/* A value name g does not use: "<base><suffix>", else "<base><suffix><sep><k>" for k = first, ...
+ * (calq__unique_name). malloc'd, the caller frees it; NULL on out of memory. */
+char *calq__graph_unique_name(const calq_graph *g, const char *base, const char *suffix, const char *sep, int first);
 /* Value index for `name`, creating an unknown-shape value if needed; -1 on OOM. */
 int calq__graph_value(calq_graph *g, const char *name);
 /* Appends a node (strings copied; inputs/outputs copied). Returns index or -1 on OOM. */

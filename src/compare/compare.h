@@ -49,6 +49,10 @@ calq_status calq__cmp_match_layers(const calq_graph *f, const calq_graph *q, cal
                                    int *n_float, calq_error *err);
 void calq__cmp_matches_free(calq__cmp_match *m, int n);
 
+/* A new value of g named "calq.iso/<layer>/<what>" in full (cut short, two long names came out
+ * equal and the copy failed), "..._<k>" if g has that name (copy.c). t: its constant or NULL,
+ * owned by g when own (freed here on failure). -1 with err set on failure. */
+int calq__cmp_new_value(calq_graph *g, const char *layer, const char *what, calq_tensor *t, bool own, calq_error *err);
 /* Adds to g (a copy of F: F's value indices) layer m's Q nodes (q: Q's graph) fed F's value
  * m->f_in, through QuantizeLinear when Q's layer reads int8 (copy.c). Names start with
  * "calq.iso/<layer>/". qmap: scratch of q->n_values ints. Returns the copy's value standing for

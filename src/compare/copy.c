@@ -6,8 +6,29 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/unique_name.h"
 #include "compare/compare.h"
 #include "graph/splice.h"
+
+static int oom(calq_error *err)
+{
+    calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "compare: out of memory");
+    return -1;
+}
+
+int calq__cmp_new_value(calq_graph *g, const char *layer, const char *what, calq_tensor *t, bool own, calq_error *err)
+{
+    char *stem = calq__strdup_printf("calq.iso/%s/%s", layer, what);
+    char *name = stem ? calq__graph_unique_name(g, stem, "", "_", 2) : NULL;
+    free(stem);
+    if (!name && t && own) {
+        calq_tensor_free_data(t);
+        free(t);
+    }
+    int v = name ? calq__graph_new_value(g, name, t, own, err) : oom(err);
+    free(name);
+    return v;
+}
 
 /* g's value standing for Q's value qv: made on first use (constants are viewed: the quantized
  * model outlives g). */
@@ -16,9 +37,7 @@ static int mapped(calq_graph *g, const calq_graph *q, const char *layer, int *qm
     if (qv < 0) return -1;
     if (qmap[qv] >= 0) return qmap[qv];
     const calq_value *v = &q->values[qv];
-    char name[2 * CALQ_ERROR_NAME_MAX + 32];
-    snprintf(name, sizeof name, "calq.iso/%s/%s", layer, v->name);
-    qmap[qv] = calq__graph_new_value(g, name, v->constant, false, err);
+    qmap[qv] = calq__cmp_new_value(g, layer, v->name, v->constant, false, err);
     return qmap[qv];
 }
 
@@ -29,10 +48,8 @@ int calq__cmp_copy_layer(calq_graph *g, const calq_graph *q, const calq__cmp_mat
     if (m->stop_int8) { /* QuantizeLinear(float input) stands for the previous QLinear layer's int8 output */
         int in[3] = {m->f_in, mapped(g, q, layer, qmap, m->stop_scale, err),
                      mapped(g, q, layer, qmap, m->stop_zp, err)};
-        char name[CALQ_ERROR_NAME_MAX + 32];
-        snprintf(name, sizeof name, "calq.iso/%s/input_quantized", layer);
-        int o = in[1] < 0 || in[2] < 0 ? -1 : calq__graph_new_value(g, name, NULL, false, err);
-        if (o < 0 || calq__graph_new_node(g, name, "QuantizeLinear", in, 3, &o, 1, err) < 0) return -1;
+        int o = in[1] < 0 || in[2] < 0 ? -1 : calq__cmp_new_value(g, layer, "input_quantized", NULL, false, err);
+        if (o < 0 || calq__graph_new_node(g, g->values[o].name, "QuantizeLinear", in, 3, &o, 1, err) < 0) return -1;
         qmap[m->q_stop] = o;
     } else {
         qmap[m->q_stop] = m->f_in;
@@ -57,9 +74,10 @@ int calq__cmp_copy_layer(calq_graph *g, const calq_graph *q, const calq__cmp_mat
             out[j] = -1;
             if (n->outputs[j] >= 0) ok = (out[j] = mapped(g, q, layer, qmap, n->outputs[j], err)) >= 0;
         }
-        char name[2 * CALQ_ERROR_NAME_MAX + 32];
-        snprintf(name, sizeof name, "calq.iso/%s/%s", layer, n->name);
-        ok = ok && calq__graph_copy_node(g, n, name, in, out, err) >= 0;
+        char *name = ok ? calq__strdup_printf("calq.iso/%s/%s", layer, n->name) : NULL;
+        if (ok && !name) oom(err);
+        ok = ok && name && calq__graph_copy_node(g, n, name, in, out, err) >= 0;
+        free(name);
         free(in);
         free(out);
         if (!ok) return -1;

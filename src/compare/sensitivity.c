@@ -35,8 +35,8 @@ typedef struct one {
     int copy; /* the copy's output value in the spliced graph */
 } one;
 
-/* A scalar constant of g (owned by it): -1 with err set. */
-static int scalar(calq_graph *g, const char *name, calq_dtype dt, double v, calq_error *err)
+/* A scalar constant "calq.iso/<layer>/<what>" of g (owned by it): -1 with err set. */
+static int scalar(calq_graph *g, const char *layer, const char *what, calq_dtype dt, double v, calq_error *err)
 {
     calq_tensor *t = calloc(1, sizeof *t);
     if (t) t->data = malloc(8);
@@ -53,22 +53,20 @@ static int scalar(calq_graph *g, const char *name, calq_dtype dt, double v, calq
         *(uint8_t *)t->data = (uint8_t)v;
     else
         *(int8_t *)t->data = (int8_t)v;
-    return calq__graph_new_value(g, name, t, true, err);
+    return calq__cmp_new_value(g, layer, what, t, true, err);
 }
 
 /* A QOperator layer's copy ends in its int8 (uint8: the int8 scheme) output: the float readers get it dequantized with
  * the output's own factors (as compare.c reads it). Returns the float value, or -1 with err set. */
 static int dequantized(calq_graph *g, const calq__cmp_match *m, const char *layer, int q, calq_error *err)
 {
-    char name[CALQ_ERROR_NAME_MAX + 48];
-    snprintf(name, sizeof name, "calq.iso/%s/output_scale", layer);
-    int sc = scalar(g, name, CALQ_DTYPE_FLOAT32, m->q_scale, err);
-    snprintf(name, sizeof name, "calq.iso/%s/output_zero_point", layer);
-    int zp = sc < 0 ? -1 : scalar(g, name, m->q_uint8 ? CALQ_DTYPE_UINT8 : CALQ_DTYPE_INT8, m->q_zp, err);
-    snprintf(name, sizeof name, "calq.iso/%s/output_dequantized", layer);
-    int y = zp < 0 ? -1 : calq__graph_new_value(g, name, NULL, false, err);
+    int sc = scalar(g, layer, "output_scale", CALQ_DTYPE_FLOAT32, m->q_scale, err);
+    int zp = sc < 0
+                 ? -1
+                 : scalar(g, layer, "output_zero_point", m->q_uint8 ? CALQ_DTYPE_UINT8 : CALQ_DTYPE_INT8, m->q_zp, err);
+    int y = zp < 0 ? -1 : calq__cmp_new_value(g, layer, "output_dequantized", NULL, false, err);
     int in[3] = {q, sc, zp};
-    if (y < 0 || calq__graph_new_node(g, name, "DequantizeLinear", in, 3, &y, 1, err) < 0) return -1;
+    if (y < 0 || calq__graph_new_node(g, g->values[y].name, "DequantizeLinear", in, 3, &y, 1, err) < 0) return -1;
     return y;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/unique_name.h"
 #include "graph/passes.h"
 #include "graph/quantizable.h"
 
@@ -65,13 +66,18 @@ static bool index_names(calq__xc_plan *p)
     return true;
 }
 
+static bool name_taken(const void *names, const char *name)
+{
+    return calq__strmap_get(names, name) >= 0;
+}
+
 /* A fresh name no layer or blob has (export_caffe.h). */
 char *calq__xc_fresh_name(calq__xc_plan *p, const char *base, const char *suffix)
 {
     if (!index_names(p)) return NULL;
-    char *s = calq__xa_printf(&p->a, "%s%s", base, suffix);
-    for (int k = 2; s && calq__strmap_get(&p->names, s) >= 0; k++)
-        s = calq__xa_printf(&p->a, "%s%s_%d", base, suffix, k);
+    char *heap = calq__unique_name(base, suffix, "_", 2, name_taken, &p->names);
+    char *s = heap ? calq__xa_strdup(&p->a, heap) : NULL;
+    free(heap);
     if (s && !calq__strmap_put(&p->names, s, 1)) return NULL;
     return s;
 }

@@ -127,8 +127,8 @@ const char *calq__xc_string(const calq_tp_node *msg, const char *field);
  * freed. NULL (and the scratch freed) when made is NULL. */
 calq_tp_node *calq__xc_detach(calq_tp_node *scratch, const calq_tp_node *made);
 
-/* A fresh layer / blob name "<base><suffix>" (then "_2", ...) in the plan's arena, NULL on
- * out-of-memory (export_caffe.c). */
+/* A fresh layer / blob name "<base><suffix>" (then "_2", ...; any length, base/unique_name.h) in
+ * the plan's arena, NULL on out-of-memory (export_caffe.c). */
 char *calq__xc_fresh_name(calq__xc_plan *p, const char *base, const char *suffix);
 
 /* DMQ balancing (export_caffe_dmq.c): rewrites plan.g, folded already and before the entries

@@ -46,6 +46,7 @@ typedef struct calq__xctx {
     int n_acts, cap_acts;
     calq_strmap act_of;       /* tensor -> its first entry in acts (next_same: the others): a scan of
                                  every entry per layer made a 10k-layer export quadratic */
+    calq_strmap given;        /* names calq__xname returned (keys in x's arena) */
     const calq_qkind **kinds; /* per node of g: its quantizable kind (graph/qkind.h), or NULL */
     bool *quantized;          /* per node of g: a layer with record factors, enabled in cfg */
     bool *skip;               /* per node of g: a Relu absorbed into a QLinearConv's output range */
@@ -153,8 +154,9 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
  * shape hints, opset 13) and stages it as output `path` in c->out. */
 calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err);
 
-/* A new tensor name from fmt that no tensor of the model or of the output so far uses (a
- * "_calq<k>" suffix is added when taken). Arena memory; NULL on OOM. */
+/* A new tensor or node name from fmt, of any length, that no tensor of the model or of the output
+ * so far uses and no earlier call returned (a "_calq<k>" suffix is added when taken;
+ * base/unique_name.h). Arena memory; NULL on OOM. */
 char *calq__xname(calq__xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Name of value v for the output model; folded constants (new in g) get an initializer. */

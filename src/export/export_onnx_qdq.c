@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/unique_name.h"
 #include "calib/adaround.h"
 #include "export/export_onnx.h"
 #include "exec/plan.h"
@@ -37,26 +38,34 @@ static bool emit_init(calq__xctx *c, const char *name, int dt, const int64_t *di
     return calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, name, dt, dims, ndim, d, nb));
 }
 
-/* A value of the model or of its folded IR, or an initializer or node output this export added
- * (hashed: a per-name search of everything added made saving a 10k-layer model take minutes). */
-static bool name_taken(const calq__xctx *c, const char *name)
+/* A value of the model or of its folded IR, an initializer or node output this export added, or a
+ * name calq__xname gave out that is not in the file yet (hashed: a per-name search of everything
+ * added made saving a 10k-layer model take minutes). */
+static bool name_taken(const void *ctx, const char *name)
 {
+    const calq__xctx *c = ctx;
     return calq__graph_find(c->m->g, name) >= 0 || calq__graph_find(c->g, name) >= 0 ||
-           calq__strmap_get(&c->x.names, name) >= 0;
+           calq__strmap_get(&c->x.names, name) >= 0 || calq__strmap_get(&c->given, name) >= 0;
 }
 
 char *calq__xname(calq__xctx *c, const char *fmt, ...)
 {
-    char base[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(base, sizeof base, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (!name_taken(c, base)) return calq__xa_strdup(&c->x.a, base);
-    for (int k = 1;; k++) {
-        char *nm = calq__xa_printf(&c->x.a, "%s_calq%d", base, k);
-        if (!nm || !name_taken(c, nm)) return nm;
-    }
+    char *base = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (!base) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(base, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    char *heap = calq__unique_name(base, "", "_calq", 1, name_taken, c);
+    free(base);
+    char *nm = heap ? calq__xa_strdup(&c->x.a, heap) : NULL;
+    free(heap);
+    /* given out, so a second call before this one's tensor or node is emitted cannot return it */
+    if (nm && !calq__strmap_put(&c->given, nm, 1)) return NULL;
+    return nm;
 }
 
 int calq__xact_first(const calq__xctx *c, const char *tensor)
@@ -649,6 +658,7 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     if (st == CALQ_OK) st = calq__export_finish(&c, path, err);
     calq__readers_free(&c.readers);
     calq__strmap_free(&c.act_of);
+    calq__strmap_free(&c.given);
     calq__xg_free(&c.x);
     calq__graph_free(c.g);
     return st;

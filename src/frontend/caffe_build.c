@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/tensor.h"
+#include "base/unique_name.h"
 #include "frontend/caffe.h"
 
 /* ---- string table ----------------------------------------------------------------------------- */
@@ -297,17 +298,21 @@ calq_status calq__caffe_get_float_at(calq_caffe_ctx *c, const calq_tp_node *msg,
 
 /* A value named "<a>/<b><suffix>", or with _2, _3, ... appended, so that it clashes neither
  * with a value already in the graph nor with a blob name the net uses later. */
+static bool value_taken(const void *ctx, const char *name)
+{
+    const calq_caffe_ctx *c = ctx;
+    return calq__graph_find(c->g, name) >= 0 || calq__caffe_map_get(&c->blob_index, name) >= 0;
+}
+
 static int fresh_value(calq_caffe_ctx *c, const char *a, const char *b, const char *suffix)
 {
-    size_t n = strlen(a) + strlen(b) + strlen(suffix) + 2;
-    char *name = malloc(n + 24);
+    char *stem = calq__strdup_printf("%s/%s", a, b);
+    char *name = stem ? calq__unique_name(stem, suffix, "_", 2, value_taken, c) : NULL;
+    free(stem);
     if (!name) {
         calq__caffe_oom(c);
         return -1;
     }
-    snprintf(name, n, "%s/%s%s", a, b, suffix);
-    for (int k = 2; calq__graph_find(c->g, name) >= 0 || calq__caffe_map_get(&c->blob_index, name) >= 0; k++)
-        snprintf(name + n - 1, 24, "_%d", k);
     int v = calq__graph_value(c->g, name);
     free(name);
     if (v < 0 || grow_values(c) != 0) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/unique_name.h"
 #include "graph/quantizable.h"
 #include "graph/splice.h"
 
@@ -88,13 +89,6 @@ int calq__balance_act_axis(const calq_qkind *k, int rank)
     return axis >= 0 && axis < rank ? axis : -1;
 }
 
-/* A value name not yet in g: base, else base_calq<k>. */
-static void free_name(const calq_graph *g, const char *base, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s", base);
-    for (int k = 1; calq__graph_find(g, buf) >= 0; k++) snprintf(buf, cap, "%s_calq%d", base, k);
-}
-
 static calq_tensor *new_float(int ndim, const int64_t *dims)
 {
     calq_tensor *t = calloc(1, sizeof *t);
@@ -156,29 +150,44 @@ calq_status calq__pass_balance(calq_graph *g, int ni, const float *s, int64_t n,
     for (int64_t i = 0; i < numel; i++) bd[i] = wd[i] * s[calq__balance_channel(&geo, i)];
     for (int64_t c = 0; c < n; c++) id[c] = 1.0f / s[c];
 
-    char wname[1024], sname[1024], yname[1024], mname[1024], base[1024];
-    snprintf(base, sizeof base, "%s.dmq", wv->name);
-    free_name(g, base, wname, sizeof wname);
-    int wnew = calq__graph_new_value(g, wname, wb, true, err);
+    /* value names not yet in g: "<base>", else "<base>_calq<k>" (graph.h) */
+    char *wname = calq__graph_unique_name(g, wv->name, ".dmq", "_calq", 1);
+    int wnew = wname ? calq__graph_new_value(g, wname, wb, true, err) : -1;
+    free(wname);
     if (wnew < 0) {
+        if (!wname) {
+            calq_tensor_free_data(wb);
+            free(wb);
+        }
         calq_tensor_free_data(inv);
         free(inv);
-        return err->status;
+        return wname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
     }
-    snprintf(base, sizeof base, "%s.dmq.scale", g->nodes[ni].name);
-    free_name(g, base, sname, sizeof sname);
-    int snew = calq__graph_new_value(g, sname, inv, true, err);
-    if (snew < 0) return err->status;
-    snprintf(base, sizeof base, "%s.dmq.output0", g->nodes[ni].name);
-    free_name(g, base, yname, sizeof yname);
-    int y = calq__graph_new_value(g, yname, NULL, false, err);
-    if (y < 0) return err->status;
+    char *sname = calq__graph_unique_name(g, g->nodes[ni].name, ".dmq.scale", "_calq", 1);
+    int snew = sname ? calq__graph_new_value(g, sname, inv, true, err) : -1;
+    free(sname);
+    if (snew < 0) {
+        if (!sname) {
+            calq_tensor_free_data(inv);
+            free(inv);
+        }
+        return sname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
+    }
+    char *yname = calq__graph_unique_name(g, g->nodes[ni].name, ".dmq.output0", "_calq", 1);
+    int y = yname ? calq__graph_new_value(g, yname, NULL, false, err) : -1;
+    free(yname);
+    if (y < 0)
+        return yname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
     g->values[y].dtype = CALQ_DTYPE_FLOAT32;
     g->values[y].ndim = g->values[x].ndim;
     memcpy(g->values[y].dims, g->values[x].dims, sizeof g->values[y].dims);
-    snprintf(mname, sizeof mname, "%s.dmq", g->nodes[ni].name);
+    /* balance.h's "<layer>.dmq" in full: a node name, which the IR does not require to be unique */
+    char *mname = calq__strdup_printf("%s.dmq", g->nodes[ni].name);
     int in[2] = {x, snew};
-    if (calq__graph_new_node(g, mname, "Mul", in, 2, &y, 1, err) < 0) return err->status;
+    int mul = mname ? calq__graph_new_node(g, mname, "Mul", in, 2, &y, 1, err) : -1;
+    free(mname);
+    if (mul < 0)
+        return mname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
     g->nodes[ni].inputs[0] = y; /* ni is still the layer: new nodes are appended */
     g->nodes[ni].inputs[wi] = wnew;
     if (mul_out) *mul_out = y;

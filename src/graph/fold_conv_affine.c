@@ -93,17 +93,12 @@ static bool affine_of(const calq_graph *g, const calq_node *c, int v, int rank, 
     return true;
 }
 
+/* A constant named "<base><suffix>" (or "..._<k>" when taken); -1 on out of memory. */
 static int new_constant(calq_graph *g, const char *base, const char *suffix, calq_tensor *t)
 {
-    char name[512];
-    for (int k = 0;; k++) {
-        if (k)
-            snprintf(name, sizeof name, "%s%s_%d", base, suffix, k);
-        else
-            snprintf(name, sizeof name, "%s%s", base, suffix);
-        if (calq__graph_find(g, name) < 0) break;
-    }
-    int v = calq__graph_value(g, name);
+    char *name = calq__graph_unique_name(g, base, suffix, "_", 1);
+    int v = name ? calq__graph_value(g, name) : -1;
+    free(name);
     if (v < 0) return -1;
     g->values[v].constant = t;
     g->values[v].dtype = t->dtype;

@@ -303,6 +303,12 @@ set_tests_properties(cli.records_and_saves PROPERTIES TIMEOUT 300 SKIP_RETURN_CO
 add_test(NAME cli.hostile_inputs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh $<TARGET_FILE:calq_cli>
                                          ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli.hostile_inputs PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+# Names of 600-1100 characters (hostile-input probe, 12-2025): Conv + Mul folding and DMQ balancing
+# ended (they hung), and every saved ONNX file has unique names, passes onnx.checker and runs. Each
+# calq command under a 60 s timeout; about 5 s in all.
+add_test(NAME cli.long_names COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/long_names.py
+                                     $<TARGET_FILE:calq_cli>)
+set_tests_properties(cli.long_names PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # The fast planner on whole models (issue 13): ResNet-18 and MobileNetV2 exported from
 # torchvision, UltraFace, YuNet, NanoDet: threads 1 vs 2 bit-identical, fast vs reference and
 # literal graph within 1e-4, observed tensors unchanged by fusion.

@@ -18,6 +18,7 @@ usage: long_names.py CALQ"""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,10 +37,20 @@ TIMEOUT = 60  # each command takes well under a second; the hangs never ended
 bad = 0
 
 
+def short(text):
+    """text with each run of 20+ repeated characters (the long names) written as <N x c>."""
+    return re.sub(r"(.)\1{19,}", lambda m: f"<{len(m.group(0))} x {m.group(1)}>", text)
+
+
 def fail(msg):
     global bad
-    print("FAIL: " + msg)
+    print("FAIL: " + short(msg))
     bad = 1
+
+
+def ok(msg):
+    if not bad:  # after a failure, the later parts' "ok" would mislead
+        print("ok: " + msg)
 
 
 def calq(*args):
@@ -50,7 +61,7 @@ def calq(*args):
         fail(f"calq {args[0]} did not finish in {TIMEOUT} s (a name-making loop that never ends?)")
         return False
     if p.returncode != 0:
-        fail(f"calq {' '.join(a[:80] for a in args)}: exit {p.returncode}\n{p.stderr[-1500:]}")
+        fail(f"calq {' '.join(args)}: exit {p.returncode}\n{short(p.stderr)[-1500:]}")
         return False
     return True
 
@@ -87,7 +98,7 @@ def check_saved(path, label):
         try:
             onnx.checker.check_model(m, full_check=True)
         except Exception as e:  # noqa: BLE001 - the checker's exception types vary by version
-            fail(f"{label}: {os.path.basename(path)}: onnx.checker: {str(e).splitlines()[0][:300]}")
+            fail(f"{label}: {os.path.basename(path)}: onnx.checker: {short(str(e).splitlines()[0])[:300]}")
     out = path + ".run"
     if calq("run", path, "--input", "x=" + ARGS_X[label], "--output-dir", out) and not outputs(out):
         fail(f"{label}: calq run {os.path.basename(path)} wrote no output")
@@ -117,7 +128,7 @@ def main():
             for k in of:
                 if of[k].shape != ol[k].shape or not np.allclose(of[k], ol[k], rtol=1e-5, atol=1e-5):
                     fail(f"fold: {k} differs from --no-fusion by {np.max(np.abs(of[k] - ol[k]))}")
-            print("ok: fold: a 600-character Conv + Mul folded, outputs as --no-fusion's")
+            ok("fold: a 600-character Conv + Mul folded, outputs as --no-fusion's")
         prefix = os.path.join(tmp, "fold_q")
         if calq("calibration", "--model", a, "--npy", a + ".npy", "--save_path", prefix, "--format", "all"):
             for path in sorted(glob.glob(prefix + "_*.onnx")):
@@ -129,7 +140,7 @@ def main():
                 with open(os.path.join(tmp, "fold_cmp.json")) as f:
                     if conv not in f.read():
                         fail("fold: compare's report does not name the 600-character layer")
-            print("ok: fold: calibration, save and compare --isolated --sensitivity")
+            ok("fold: calibration, save and compare --isolated --sensitivity")
 
         # 2. DMQ balancing of a 1100-character layer whose output tensor has its name
         name = "D" * 1100
@@ -152,7 +163,7 @@ def main():
                 check_saved(path, "dmq")
             if name + ".dmq.scale" not in {i.name for i in onnx.load(prefix + "_qdq.onnx").graph.initializer}:
                 fail("dmq: the QDQ file has no \"<layer>.dmq.scale\" initializer: was the layer balanced?")
-            print("ok: dmq: a 1100-character layer balanced, calibrated and saved")
+            ok("dmq: a 1100-character layer balanced, calibrated and saved")
 
         # 3. a 1020-character layer: every saved file valid
         c = os.path.join(tmp, "long.onnx")
@@ -168,7 +179,35 @@ def main():
                 fail(f"long: saved {sorted(kinds)}, expected {sorted(want)}")
             for path in files:
                 check_saved(path, "long")
-            print("ok: long: a 1020-character layer saved in " + ", ".join(sorted(kinds)))
+            # compare copies the layer as "calq.iso/<layer>/<value>": cut at 256 characters, the copy's
+            # values came out equal ("value ... exists already")
+            for kind in ("qdq", "qoperator", "fake_quant_model"):
+                calq("compare", "--model", c, "--quantized", f"{prefix}_{kind}.onnx", "--npy", c + ".npy", "--isolated",
+                     "--sensitivity", "--json", os.path.join(tmp, f"long_cmp_{kind}.json"))
+            ok("long: a 1020-character layer saved in " + ", ".join(sorted(kinds)) + ", and compared")
+
+        # 4. Caffe: two average pools (quantizable, no weights) of 1020 characters, one writing a blob of its name
+        name = "P" * 1020
+        net = os.path.join(tmp, "pool.prototxt")
+        pool = "pooling_param { pool: AVE kernel_size: 2 stride: 1 }"
+        with open(net, "w") as f:
+            f.write(f'name: "n"\ninput: "data"\ninput_shape {{ dim: 1 dim: 1 dim: 4 dim: 4 }}\n'
+                    f'layer {{ name: "{name}" type: "Pooling" bottom: "data" top: "{name}" {pool} }}\n'
+                    f'layer {{ name: "{name}x" type: "Pooling" bottom: "{name}" top: "y" {pool} }}\n')
+        with open(net + ".caffemodel", "wb") as f:
+            f.write(b"\x0a\x01n")  # a NetParameter with its name only: no layer has blobs
+        np.save(net + ".npy", rng.standard_normal((1, 1, 4, 4)).astype(np.float32))
+        prefix = os.path.join(tmp, "pool_q")
+        if calq("calibration", "--model", net, "--weights", net + ".caffemodel", "--npy", net + ".npy", "--save_path",
+                prefix):
+            for kind in ("deploy", "fake_quant"):
+                with open(f"{prefix}_{kind}_model.prototxt") as f:
+                    layers = re.findall(r'^layer \{\s*name: "([^"]*)"', f.read(), re.M)
+                if len(layers) != len(set(layers)) or len(layers) < 4:
+                    fail(f"caffe: {kind}: layer names {[short(n) for n in layers]}")
+                calq("run", f"{prefix}_{kind}_model.prototxt", "--weights", f"{prefix}_{kind}_weights.caffemodel",
+                     "--input", net + ".npy", "--output-dir", os.path.join(tmp, "pool_run_" + kind))
+            ok("caffe: 1020-character layers saved with unique names and run")
     return bad
 
 

@@ -27,16 +27,22 @@ char *calq__unique_name(const char *base, const char *suffix, const char *sep, i
     return NULL;
 }
 
+char *calq__vstrdup_printf(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *p = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (p) vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return p;
+}
+
 char *calq__strdup_printf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *p = n < 0 ? NULL : malloc((size_t)n + 1);
-    if (!p) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    char *p = calq__vstrdup_printf(fmt, ap);
     va_end(ap);
     return p;
 }

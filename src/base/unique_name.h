@@ -9,6 +9,7 @@
 #ifndef CALQ_BASE_UNIQUE_NAME_H
 #define CALQ_BASE_UNIQUE_NAME_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 
 /* True when `name` is in use in the caller's tables (ctx). */
@@ -30,5 +31,7 @@ char *calq__unique_name(const char *base, const char *suffix, const char *sep, i
  * memory or a format error. For names derived from others ("calq.iso/<layer>/<value>") that must
  * not be cut short. */
 char *calq__strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a va_list (ap is consumed). */
+char *calq__vstrdup_printf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 #endif

@@ -52,13 +52,9 @@ char *calq__xname(calq__xctx *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *base = calq__vstrdup_printf(fmt, ap);
     va_end(ap);
-    char *base = n < 0 ? NULL : malloc((size_t)n + 1);
     if (!base) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(base, (size_t)n + 1, fmt, ap);
-    va_end(ap);
     char *heap = calq__unique_name(base, "", "_calq", 1, name_taken, c);
     free(base);
     char *nm = heap ? calq__xa_strdup(&c->x.a, heap) : NULL;

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,13 +117,21 @@ static volatile sig_atomic_t got_signal, running_group;
 
 static void on_signal(int sig)
 {
+    const int saved_errno = errno; /* the interrupted code may be between a call and its errno check */
+    if (got_signal) {              /* a second one: calq is stuck ending the group; the signal's default action */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     got_signal = sig;
     if (running_group > 0) kill(-(pid_t)running_group, SIGTERM);
+    errno = saved_errno;
 }
 
 typedef struct saved_signals {
     struct sigaction old[N_FORWARDED];
     bool set[N_FORWARDED];
+    struct sigaction old_chld; /* SIGCHLD as the run found it: SIG_IGN (inheritable through exec) */
+    bool chld_set;             /* would make the kernel reap the shell, and waitpid never see it */
 } saved_signals;
 
 static void catch_signals(saved_signals *sv)
@@ -135,12 +144,30 @@ static void catch_signals(saved_signals *sv)
     for (size_t i = 0; i < N_FORWARDED; i++)
         sv->set[i] = sigaction(forwarded[i], NULL, &sv->old[i]) == 0 && sv->old[i].sa_handler != SIG_IGN &&
                      sigaction(forwarded[i], &sa, NULL) == 0;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sv->chld_set = sigaction(SIGCHLD, NULL, &sv->old_chld) == 0 && sv->old_chld.sa_handler == SIG_IGN &&
+                   sigaction(SIGCHLD, &dfl, NULL) == 0;
 }
 
 static void restore_signals(const saved_signals *sv)
 {
     for (size_t i = 0; i < N_FORWARDED; i++)
         if (sv->set[i]) sigaction(forwarded[i], &sv->old[i], NULL);
+    if (sv->chld_set) sigaction(SIGCHLD, &sv->old_chld, NULL);
+}
+
+/* The forwarded signals blocked (how SIG_BLOCK) or unblocked around fork, so that the child cannot
+ * take one in calq's handler before it has reset them (calq has OpenMP threads: the calling
+ * thread's mask). */
+static void mask_forwarded(int how)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_FORWARDED; i++) sigaddset(&set, forwarded[i]);
+    pthread_sigmask(how, &set, NULL);
 }
 
 /* One run of the command: the shell, leader of process group `pid`, and the pipe of its stdout. */
@@ -192,9 +219,15 @@ static bool read_some(eval_run *r)
 static void reap(eval_run *r)
 {
     int st;
-    if (!r->reaped && waitpid(r->pid, &st, WNOHANG) == r->pid) { /* by its pid too: setpgid may have failed */
-        r->status = st;
-        r->reaped = true;
+    if (!r->reaped) { /* by its pid too: setpgid may have failed */
+        pid_t w = waitpid(r->pid, &st, WNOHANG);
+        if (w == r->pid) {
+            r->status = st;
+            r->reaped = true;
+        } else if (w < 0 && errno == ECHILD) { /* reaped by someone else: its status is lost */
+            r->status = -1;
+            r->reaped = true;
+        }
     }
     while (waitpid(-r->pid, &st, WNOHANG) > 0) continue;
 }
@@ -220,6 +253,8 @@ static void end_group(eval_run *r)
         /* past SIGKILL, members that are not calq's children (no subreaper) may linger as zombies
          * of an init that does not reap: at most 1 s more */
         if (r->reaped && (empty || (t_kill > 0.0 && cli_monotonic() - t_kill > 1.0))) return;
+        /* a shell that never becomes reapable (uninterruptible I/O): give up rather than hang */
+        if (t_kill > 0.0 && cli_monotonic() - t_kill > 5.0) return;
         if (t_kill == 0.0 && cli_monotonic() - t0 >= EVAL_GRACE_S) {
             signal_run(r, SIGKILL);
             t_kill = cli_monotonic();
@@ -292,10 +327,14 @@ calq_status cli_run_evaluator(void *user, const char *model, const char *weights
     saved_signals sv;
     catch_signals(&sv);
     eval_run r = {.fd = fds[0]};
+    mask_forwarded(SIG_BLOCK);
     r.pid = fork();
     if (r.pid == 0) {
         /* the child: only async-signal-safe calls until exec (calq has OpenMP threads). Its stdin is
          * /dev/null: a group other than the terminal's foreground one would be stopped reading it. */
+        for (size_t i = 0; i < N_FORWARDED; i++)
+            if (sv.set[i]) signal(forwarded[i], SIG_DFL);
+        mask_forwarded(SIG_UNBLOCK);
         setpgid(0, 0);
         int nul = open("/dev/null", O_RDONLY);
         if (nul > 0) {
@@ -310,6 +349,7 @@ calq_status cli_run_evaluator(void *user, const char *model, const char *weights
         _exit(127);
     }
     int fork_errno = errno;
+    mask_forwarded(SIG_UNBLOCK);
     close(fds[1]);
     if (r.pid < 0) {
         close(fds[0]);
@@ -345,11 +385,16 @@ calq_status cli_run_evaluator(void *user, const char *model, const char *weights
          * still hold the pipe, so its end is no sign */
         siginfo_t si;
         memset(&si, 0, sizeof si);
-        if (waitid(P_PID, (id_t)r.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == r.pid) break;
+        const int w = waitid(P_PID, (id_t)r.pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if ((w == 0 && si.si_pid == r.pid) || (w < 0 && errno == ECHILD)) break;
     }
     double ran = cli_monotonic() - start;
     end_group(&r);
     running_group = 0;
+    /* orphans that left the group (setsid) and ended since: calq adopted them as subreaper; calq
+     * has no other child processes */
+    int zst;
+    while (waitpid(-1, &zst, WNOHANG) > 0) continue;
     if (r.fd >= 0) { /* what the group wrote before it ended */
         fcntl(r.fd, F_SETFL, fcntl(r.fd, F_GETFL) | O_NONBLOCK);
         while (read_some(&r)) continue;

@@ -96,14 +96,26 @@ calq_status cli_save(const calq_model *m, const char *record, const char *config
     if (chosen)
         return outputs ? calq_save_models_staged(outputs, m, record, config, fmts, n, prefix, NULL, NULL, err)
                        : calq_save_models(m, record, config, fmts, n, prefix, err);
+    /* A skipped format's file from an earlier run would stay beside models and a record it does
+     * not match: its removal is staged with the save (a set of its own when none is given). */
+    calq_outputs *own = NULL;
+    if (!outputs) {
+        calq_status b = calq_outputs_begin(prefix, &own, err);
+        if (b != CALQ_OK) return b;
+        outputs = own;
+    }
     calq_save_skip skipped[4];
     int n_skipped = 0;
-    calq_status st =
-        outputs ? calq_save_models_staged(outputs, m, record, config, fmts, n, prefix, skipped, &n_skipped, err)
-                : calq_save_models_available(m, record, config, fmts, n, prefix, skipped, &n_skipped, err);
+    calq_status st = calq_save_models_staged(outputs, m, record, config, fmts, n, prefix, skipped, &n_skipped, err);
     static const char *const names[] = {"qdq", "qoperator", "ascend fake-quant", "ascend deploy"};
-    for (int i = 0; i < n_skipped && st == CALQ_OK; i++)
+    for (int i = 0; i < n_skipped && st == CALQ_OK; i++) {
         fprintf(stderr, "calq: skipped the %s model (give --format to require it): %s\n",
                 (unsigned)skipped[i].format < 4 ? names[skipped[i].format] : "?", skipped[i].reason);
+        st = calq_outputs_drop_models(outputs, m, &skipped[i].format, 1, err);
+    }
+    if (own) {
+        if (st == CALQ_OK) return calq_outputs_commit(own, err);
+        calq_outputs_abort(own);
+    }
     return st;
 }

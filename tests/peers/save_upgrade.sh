@@ -172,11 +172,15 @@ done
 # keep opset 11, the default formats skip QDQ / QOperator with the reason...
 P=$T/bad/out
 mkdir -p "$T/bad"
+# an earlier run's QDQ / QOperator files under the prefix go with the skip: they would not match
+# the new record (a reviewer's find, 2026-12-06)
+echo stale >"${P}_qdq.onnx"
+echo stale >"${P}_qoperator.onnx"
 if "$CALQ" calibration --model "$T/seg_bad.onnx" --npy "$T/calib" --batch_num 2 --save_path "$P" >"$T/bad/cal.log" 2>&1; then
     grep -q "skipped the qdq model" "$T/bad/cal.log" && grep -q "holds subgraphs" "$T/bad/cal.log" ||
         { fail "bad: no skip message"; cat "$T/bad/cal.log"; }
     [ -f "${P}_fake_quant_model.onnx" ] && [ -f "${P}_deploy_model.onnx" ] || fail "bad: the ascend models are missing"
-    [ ! -e "${P}_qdq.onnx" ] && [ ! -e "${P}_qoperator.onnx" ] || fail "bad: a qdq / qoperator file was written"
+    [ ! -e "${P}_qdq.onnx" ] && [ ! -e "${P}_qoperator.onnx" ] || fail "bad: a qdq / qoperator file was written or left"
 else
     fail "bad: default calibration + save failed"; tail -5 "$T/bad/cal.log"
 fi
@@ -187,6 +191,14 @@ if "$CALQ" save --model "$T/seg_bad.onnx" --record "${P}_record.txt" --save_path
 else
     grep -q "holds subgraphs" "$T/bad/save.log" || { fail "bad: no reason given"; cat "$T/bad/save.log"; }
     ls "$T/bad" | grep -q 'onnx$' && fail "bad: --format ascend,qdq wrote files: $(ls "$T/bad")"
+fi
+# calq save with the default formats removes the skipped formats' earlier files the same way
+echo stale >"${P}_qdq.onnx"
+if "$CALQ" save --model "$T/seg_bad.onnx" --record "${P}_record.txt" --save_path "$P" >"$T/bad/save2.log" 2>&1; then
+    [ ! -e "${P}_qdq.onnx" ] && grep -q "calq: removed .*_qdq.onnx" "$T/bad/save2.log" ||
+        { fail "bad: save left the earlier qdq file"; cat "$T/bad/save2.log"; }
+else
+    fail "bad: default save failed"; tail -3 "$T/bad/save2.log"
 fi
 echo "save_upgrade: $fails failure(s)"
 [ $fails -eq 0 ]

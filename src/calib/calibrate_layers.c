@@ -140,9 +140,11 @@ static calq_status key_clash(const calq__calib *cal, const calq_strmap *node_of,
     return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, l->key,
                       "calibration: input %d of layer \"%s\" gets the record key \"%s\" (amct-reference.md §7.2), "
                       "which is also the name of the %s layer \"%s\": the record could not tell their factors "
-                      "apart. Rename one of them in the model, or skip one (skip_layers)",
+                      "apart. Rename one of them in the model, or skip layer \"%s\" (skip_layers: skipping the "
+                      "other one leaves the key ambiguous)",
                       l->input, calq__cut(cal->g->nodes[l->node].name).s, calq__cut(l->key).s,
-                      cal->g->nodes[other].op_type, calq__cut(cal->g->nodes[other].name).s);
+                      cal->g->nodes[other].op_type, calq__cut(cal->g->nodes[other].name).s,
+                      calq__cut(cal->g->nodes[l->node].name).s);
 }
 
 static calq_status setup_layers(calq__calib *cal, const calq_strmap *node_of, calq_error *err)

@@ -488,12 +488,17 @@ gap_lanes(const float *xp, int64_t per, int64_t pos_stride, int64_t lanes, float
     if (lanes == GAP_LANES)
         for (int64_t i = 0; i < per; i++)
             for (int64_t k = 0; k < GAP_LANES; k++) sum[k] += xp[i * pos_stride + k];
-    else if (lanes == 16)
-        for (int64_t i = 0; i < per; i++)
-            for (int64_t k = 0; k < 16; k++) sum[k] += xp[i * pos_stride + k];
-    else
-        for (int64_t i = 0; i < per; i++)
-            for (int64_t k = 0; k < lanes; k++) sum[k] += xp[i * pos_stride + k];
+    else /* a partial group: whole 16-channel pieces on the fixed-width loop, then the rest */
+        for (int64_t k0 = 0; k0 < lanes; k0 += 16) {
+            double *sk = sum + k0;
+            const float *xk = xp + k0;
+            if (lanes - k0 >= 16)
+                for (int64_t i = 0; i < per; i++)
+                    for (int64_t k = 0; k < 16; k++) sk[k] += xk[i * pos_stride + k];
+            else
+                for (int64_t i = 0; i < per; i++)
+                    for (int64_t k = 0; k < lanes - k0; k++) sk[k] += xk[i * pos_stride + k];
+        }
     for (int64_t k = 0; k < lanes; k++) yp[k] = per > 0 ? (float)(sum[k] / (double)per) : 0.0f;
 }
 

@@ -105,6 +105,25 @@ static calq_tensor *new_float(int ndim, const int64_t *dims)
     return t;
 }
 
+/* A new value of g named "<base><suffix>", made unique (calq__graph_unique_name), holding t (heap,
+ * owned by g from here on; freed when this fails). Returns its index, or -1 with err set. */
+static int named_value(calq_graph *g, const char *base, const char *suffix, calq_tensor *t, bool constant,
+                       const char *layer, calq_error *err)
+{
+    char *name = calq__graph_unique_name(g, base, suffix, "_calq", 1);
+    if (!name) {
+        if (t) {
+            calq_tensor_free_data(t);
+            free(t);
+        }
+        calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
+        return -1;
+    }
+    const int v = calq__graph_new_value(g, name, t, constant, err);
+    free(name);
+    return v;
+}
+
 calq_status calq__pass_balance(calq_graph *g, int ni, const float *s, int64_t n, int *mul_out, calq_error *err)
 {
     const calq_qkind *k = calq__qkind_of_node(g, ni);
@@ -151,33 +170,16 @@ calq_status calq__pass_balance(calq_graph *g, int ni, const float *s, int64_t n,
     for (int64_t c = 0; c < n; c++) id[c] = 1.0f / s[c];
 
     /* value names not yet in g: "<base>", else "<base>_calq<k>" (graph.h) */
-    char *wname = calq__graph_unique_name(g, wv->name, ".dmq", "_calq", 1);
-    int wnew = wname ? calq__graph_new_value(g, wname, wb, true, err) : -1;
-    free(wname);
+    const int wnew = named_value(g, wv->name, ".dmq", wb, true, layer, err);
     if (wnew < 0) {
-        if (!wname) {
-            calq_tensor_free_data(wb);
-            free(wb);
-        }
         calq_tensor_free_data(inv);
         free(inv);
-        return wname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
+        return err->status;
     }
-    char *sname = calq__graph_unique_name(g, g->nodes[ni].name, ".dmq.scale", "_calq", 1);
-    int snew = sname ? calq__graph_new_value(g, sname, inv, true, err) : -1;
-    free(sname);
-    if (snew < 0) {
-        if (!sname) {
-            calq_tensor_free_data(inv);
-            free(inv);
-        }
-        return sname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
-    }
-    char *yname = calq__graph_unique_name(g, g->nodes[ni].name, ".dmq.output0", "_calq", 1);
-    int y = yname ? calq__graph_new_value(g, yname, NULL, false, err) : -1;
-    free(yname);
-    if (y < 0)
-        return yname ? err->status : calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, layer, "DMQ balancing: out of memory");
+    const int snew = named_value(g, g->nodes[ni].name, ".dmq.scale", inv, true, layer, err);
+    if (snew < 0) return err->status;
+    const int y = named_value(g, g->nodes[ni].name, ".dmq.output0", NULL, false, layer, err);
+    if (y < 0) return err->status;
     g->values[y].dtype = CALQ_DTYPE_FLOAT32;
     g->values[y].ndim = g->values[x].ndim;
     memcpy(g->values[y].dims, g->values[x].dims, sizeof g->values[y].dims);

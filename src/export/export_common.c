@@ -4,6 +4,7 @@
 #include "quant/quant.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,25 @@ void calq__xg_free(calq__xgraph *x)
     calq__xa_free(&x->a);
 }
 
+/* A full pointer list moves to one twice its size in the arena (the old block stays there until
+ * calq__xa_free: at most as much again). The initial capacities are estimates: converting the
+ * nodes of If / Loop / Scan bodies (export_upgrade.c) adds initializers per body node. */
+static bool ensure_room(calq__xa *a, void ***list, size_t *cap, size_t n)
+{
+    if (n < *cap) return true;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    if (ncap > SIZE_MAX / sizeof(void *)) return false;
+    void **p = calq__xa_alloc(a, ncap * sizeof(void *));
+    if (!p) return false;
+    if (n) memcpy(p, *list, n * sizeof(void *));
+    *list = p;
+    *cap = ncap;
+    return true;
+}
+
 bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n)
 {
-    if (!n || x->n_nodes == x->cap_nodes) return false;
+    if (!n || !ensure_room(&x->a, (void ***)&x->nodes, &x->cap_nodes, x->n_nodes)) return false;
     for (size_t k = 0; k < n->n_output; k++)
         if (n->output[k] && n->output[k][0] && !calq__strmap_put(&x->names, n->output[k], 1)) return false;
     x->nodes[x->n_nodes++] = n;
@@ -94,7 +111,7 @@ bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n)
 
 bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t)
 {
-    if (!t || x->n_inits == x->cap_inits) return false;
+    if (!t || !ensure_room(&x->a, (void ***)&x->inits, &x->cap_inits, x->n_inits)) return false;
     if (t->name && !calq__strmap_put(&x->names, t->name, 1)) return false;
     x->inits[x->n_inits++] = t;
     return true;

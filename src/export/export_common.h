@@ -34,7 +34,7 @@ char *calq__xa_strdup(calq__xa *a, const char *s);
 char *calq__xa_printf(calq__xa *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void calq__xa_free(calq__xa *a);
 
-/* The output graph: nodes and initializers in order (capacities fixed at creation). */
+/* The output graph: nodes and initializers in order (the lists grow as needed). */
 typedef struct calq__xgraph {
     calq__xa a;
     Onnx__NodeProto **nodes;
@@ -46,8 +46,7 @@ typedef struct calq__xgraph {
 
 calq_status calq__xg_init(calq__xgraph *x, size_t cap_nodes, size_t cap_inits, calq_error *err);
 void calq__xg_free(calq__xgraph *x);
-/* Appends (no copy); false on a full list (a sizing bug: reported as INTERNAL by the caller) or
- * out of memory. The names it defines go into x->names. */
+/* Appends (no copy); false on out of memory. The names it defines go into x->names. */
 bool calq__xg_node(calq__xgraph *x, Onnx__NodeProto *n);
 bool calq__xg_init_add(calq__xgraph *x, Onnx__TensorProto *t);
 

@@ -19,7 +19,9 @@
  *  - Softmax, LogSoftmax and Hardmax are kept when they act on the last axis, where their 2-D
  *    (before 13) and per-axis (13) definitions agree, and become Flatten -> op -> Reshape
  *    otherwise (the version converter's rewrite);
- *  - nodes with subgraphs (If, Loop, Scan) and any other operator stop the save with their name. */
+ *  - If, Loop and Scan are the same operators at 13; the nodes of their bodies are converted by
+ *    these rules, at any depth (a torchvision detector exported at opset 11 has Ifs);
+ *  - any other operator stops the save with its name. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,7 +288,10 @@ static calq_status legacy_resize(calq__xctx *c, Onnx__NodeProto *nd, const Onnx_
     return ok ? CALQ_OK : oom(err);
 }
 
-calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out, calq_error *err)
+static calq_status upgrade_bodies(calq__xctx *c, Onnx__NodeProto *nd, const char *name, int depth, calq_error *err);
+
+static calq_status upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out, int depth,
+                                calq_error *err)
 {
     *out = (Onnx__NodeProto *)src;
     if (!c->upgrade || (src->domain && src->domain[0] && strcmp(src->domain, "ai.onnx") != 0)) return CALQ_OK;
@@ -405,11 +410,9 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
             return CALQ_OK;
         }
     } else if (!strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan")) {
-        return calq__fail(
-            err, CALQ_ERR_UNSUPPORTED, name,
-            "save: the model is opset %d and per-channel DequantizeLinear needs opset 13; %s \"%s\" holds "
-            "subgraphs, whose nodes calq does not convert. Re-export the model at opset 13 or later",
-            c->opset_in, op, name);
+        /* The same operators at 13 (Scan-11 is Scan-9 with negative axes); their bodies' nodes are
+         * read at the model's default opset too, so each body is converted as the main graph is */
+        CALQ_TRY(upgrade_bodies(c, nd, name, depth, err));
     } else {
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, name,
                           "save: the model is opset %d and per-channel DequantizeLinear needs opset 13; calq does not "
@@ -419,6 +422,68 @@ calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src,
     }
     if (!ok) return oom(err);
     *out = nd;
+    return CALQ_OK;
+}
+
+calq_status calq__export_upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx__NodeProto **out, calq_error *err)
+{
+    return upgrade_node(c, src, out, 0, err);
+}
+
+/* A copy of `body` whose nodes are upgrade_node's conversions, in order (with the nodes a
+ * conversion adds before its node). They are collected in c->x's node list, swapped for a fresh
+ * one meanwhile; the initializers conversions add go to the main graph, which a body may read
+ * (outer-scope names). Names stay unique model-wide: c->x.names sees every one. */
+static calq_status upgrade_body(calq__xctx *c, const Onnx__GraphProto *body, Onnx__GraphProto **out, int depth,
+                                calq_error *err)
+{
+    calq__xgraph *x = &c->x;
+    Onnx__NodeProto **outer = x->nodes;
+    const size_t outer_n = x->n_nodes, outer_cap = x->cap_nodes;
+    x->nodes = NULL;
+    x->n_nodes = x->cap_nodes = 0;
+    calq_status st = CALQ_OK;
+    for (size_t i = 0; st == CALQ_OK && i < body->n_node; i++) {
+        Onnx__NodeProto *u = NULL;
+        st = upgrade_node(c, body->node[i], &u, depth + 1, err);
+        if (st == CALQ_OK && !calq__xg_node(x, u)) st = oom(err);
+    }
+    Onnx__GraphProto *g = st == CALQ_OK ? calq__xa_alloc(&x->a, sizeof *g) : NULL;
+    if (st == CALQ_OK && !g) st = oom(err);
+    if (g) {
+        *g = *body;
+        g->node = x->nodes;
+        g->n_node = x->n_nodes;
+    }
+    x->nodes = outer;
+    x->n_nodes = outer_n;
+    x->cap_nodes = outer_cap;
+    *out = g;
+    return st;
+}
+
+/* nd (an arena copy of an If, Loop or Scan) gets copies of its graph attributes with converted
+ * bodies; the original attributes are left as they are. */
+static calq_status upgrade_bodies(calq__xctx *c, Onnx__NodeProto *nd, const char *name, int depth, calq_error *err)
+{
+    /* the importer bounds nesting far below this; a hand-built proto cannot recurse without end */
+    if (depth > 64)
+        return calq__fail(err, CALQ_ERR_UNSUPPORTED, name, "save: \"%s\" nests subgraphs more than 64 deep", name);
+    for (size_t a = 0; a < nd->n_attribute; a++) {
+        const Onnx__AttributeProto *at = nd->attribute[a];
+        if (!at->g && !at->n_graphs) continue;
+        Onnx__AttributeProto *na = calq__xa_alloc(&c->x.a, sizeof *na);
+        if (!na) return oom(err);
+        *na = *at;
+        if (at->g) CALQ_TRY(upgrade_body(c, at->g, &na->g, depth, err));
+        if (at->n_graphs) {
+            na->graphs = calq__xa_alloc(&c->x.a, sizeof *na->graphs * at->n_graphs);
+            if (!na->graphs) return oom(err);
+            for (size_t k = 0; k < at->n_graphs; k++)
+                CALQ_TRY(upgrade_body(c, at->graphs[k], &na->graphs[k], depth, err));
+        }
+        nd->attribute[a] = na;
+    }
     return CALQ_OK;
 }
 

@@ -7,9 +7,13 @@
 #     pass onnx.checker; onnxruntime-node and calq run them and agree (cosine >= 0.999);
 #   - the fake-quant QDQ model stays close to the float model (cosine >= 0.99);
 #   - the AMCT fake-quant / deploy models load and run in calq;
-#   - a model calq cannot raise to opset 13 (an opset 11 If, tf.cond as tf2onnx exports it): the
-#     default save writes the Ascend models (opset 11 kept) and says QDQ / QOperator were skipped
-#     and why; an explicit --format ascend,qdq fails as a whole and writes nothing.
+#   - opset 11 with an If (tf.cond as tf2onnx exports it; torchvision's detectors have them):
+#     its branches, a Loop body and an If nested in a branch are raised too (Squeeze / Unsqueeze
+#     / Split attributes -> inputs, the 2-D Softmax rewritten), one model per branch taken;
+#   - a model calq cannot raise to opset 13 (an opset 11 Resize tf_half_pixel_for_nn rounding
+#     up, a mode opset 13 removed): the default save writes the Ascend models (opset 11 kept) and says
+#     QDQ / QOperator were skipped and why; an explicit --format ascend,qdq fails as a whole and
+#     writes nothing.
 # Usage: save_upgrade.sh CALQ ORT_RUN_JS
 set -u
 CALQ=$1
@@ -91,13 +95,36 @@ def opset11(g, with_if):
     for n in g.node:
         if n.op_type == "Conv" and n.input[0] == "x":
             n.input[0] = "x0"
-    if with_if:
-        # tf.cond as tf2onnx exports it: If on a computed condition; the branches read k3
+    if with_if is not None:
+        # tf.cond as tf2onnx exports it: If on a computed condition (the mean of k3 against
+        # with_if: one model takes the then branch, the other the else branch); the branches
+        # read k3 and hold opset-11 forms that opset 13 changed
+        f = lambda v: nh.from_array(np.array(v), "c")
         g.node.extend([h.make_node("ReduceMean", ["k3"], ["m3"], keepdims=0),
-                       h.make_node("Constant", [], ["zero"], value=nh.from_array(np.array(0.0, np.float32), "zero")),
-                       h.make_node("Greater", ["m3", "zero"], ["cond3"])])
-        then = h.make_graph([h.make_node("Identity", ["k3"], ["t3"])], "then", [], [h.make_tensor_value_info("t3", TP.FLOAT, None)])
-        els = h.make_graph([h.make_node("Neg", ["k3"], ["e3"])], "else", [], [h.make_tensor_value_info("e3", TP.FLOAT, None)])
+                       h.make_node("Constant", [], ["thr"], value=f(np.float32(with_if))),
+                       h.make_node("Constant", [], ["two"], value=f(np.int64(2))),
+                       h.make_node("Greater", ["m3", "thr"], ["cond3"])])
+        vi = lambda n, t=TP.FLOAT: h.make_tensor_value_info(n, t, None)
+        # then: a Loop of 2 whose body squeezes and unsqueezes (axes attributes), and an If
+        # nested in the branch doing the same
+        body = h.make_graph([h.make_node("Squeeze", ["v_in"], ["v_s"], axes=[0]),
+                             h.make_node("Unsqueeze", ["v_s"], ["v_out"], axes=[0]),
+                             h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                            [h.make_tensor_value_info("i", TP.INT64, []), h.make_tensor_value_info("c_in", TP.BOOL, []),
+                             vi("v_in")], [h.make_tensor_value_info("c_out", TP.BOOL, []), vi("v_out")])
+        inner_t = h.make_graph([h.make_node("Squeeze", ["t3l"], ["t3s"], axes=[0]),
+                                h.make_node("Unsqueeze", ["t3s"], ["t3u"], axes=[0])], "inner_then", [], [vi("t3u")])
+        inner_e = h.make_graph([h.make_node("Neg", ["t3l"], ["t3n"])], "inner_else", [], [vi("t3n")])
+        then = h.make_graph([h.make_node("Loop", ["two", "", "k3"], ["t3l"], body=body),
+                             h.make_node("If", ["cond3"], ["t3"], then_branch=inner_t, else_branch=inner_e)],
+                            "then", [], [vi("t3")])
+        # else: Softmax over C x H x W (opset 11's 2-D reading of axis 1) scaled back up, and a
+        # Split with its sizes as an attribute
+        els = h.make_graph([h.make_node("Softmax", ["k3"], ["e3s"], axis=1),
+                            h.make_node("Constant", [], ["e3k"], value=f(np.float32(8 * 16 * 24))),
+                            h.make_node("Mul", ["e3s", "e3k"], ["e3m"]),
+                            h.make_node("Split", ["e3m"], ["e3a", "e3b"], axis=1, split=[3, 5]),
+                            h.make_node("Concat", ["e3b", "e3a"], ["e3"], axis=1)], "else", [], [vi("e3")])
         g.node.append(h.make_node("If", ["cond3"], ["f3"], then_branch=then, else_branch=els))
         for n in g.node:
             if n.op_type == "Resize" and n.input[0] == "k3":
@@ -115,12 +142,22 @@ def opset11(g, with_if):
     g.node.extend(order)
     return g
 
-for name, with_if in (("seg11", False), ("seg_bad", True)):
+for name, with_if in (("seg11", None), ("seg11_then", -1.0), ("seg11_else", 1e9)):
     g = opset11(net(11, up11), with_if)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 11)])
     m.ir_version = 6
     onnx.checker.check_model(m)
     onnx.save(m, out + "/%s.onnx" % name)
+# opset 11: tf_half_pixel_for_nn with round_prefer_ceil, which opset 13 removed and cannot
+# express (with floor it can: seg11); the AMCT formats keep opset 11 and need no rewrite
+def up11_bad(x, y, s):
+    n = up11(x, y, s)
+    n[-1].attribute[-1].s = b"round_prefer_ceil"
+    return n
+mb = h.make_model(opset11(net(11, up11_bad), None), opset_imports=[h.make_opsetid("", 11)])
+mb.ir_version = 6
+onnx.checker.check_model(mb)
+onnx.save(mb, out + "/seg_bad.onnx")
 # calibration data: a few random images as .npy, and one run input
 import os
 os.makedirs(out + "/calib")
@@ -138,10 +175,18 @@ c = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
 print('  %s: cosine %.6f' % (sys.argv[4], c)); sys.exit(0 if c >= float(sys.argv[3]) else 1)" "$1" "$2" "$3" "$4"
 }
 
-for m in seg9 seg7 seg11; do
+for m in seg9 seg7 seg11 seg11_then seg11_else; do
     P=$T/$m/out
     mkdir -p "$T/$m"
     "$CALQ" run "$T/$m.onnx" --input "x=$T/x.npy" --output-dir "$T/$m/float" >/dev/null 2>&1 || fail "$m: calq run float"
+    # the float reference itself against onnxruntime: the model's own old-opset semantics
+    # (not seg7: onnxruntime refuses Upsample-7's mode "bilinear")
+    if [ $m != seg7 ]; then
+        mkdir -p "$T/$m/ort_float"
+        node "$ORT" "$T/$m.onnx" "$T/$m/ort_float" "x=$T/x.npy" || fail "$m: onnxruntime runs the float model"
+        cos "$T/$m/float/y.npy" "$T/$m/ort_float/y.npy" 0.99999 "$m float calq vs onnxruntime" ||
+            fail "$m: float calq vs onnxruntime"
+    fi
     "$CALQ" calibration --model "$T/$m.onnx" --npy "$T/calib" --batch_num 2 --save_path "$P" >"$T/$m/cal.log" 2>&1 ||
         { fail "$m: calibration + save"; tail -5 "$T/$m/cal.log"; continue; }
     grep -q skipped "$T/$m/cal.log" && { fail "$m: a format was skipped"; grep skipped "$T/$m/cal.log"; }
@@ -152,7 +197,7 @@ for m in seg9 seg7 seg11; do
         [ -f "${P}_$f.onnx" ] || continue
         $PY -c "
 import sys, onnx
-m = onnx.load(sys.argv[1]); onnx.checker.check_model(m)
+m = onnx.load(sys.argv[1]); onnx.checker.check_model(m)  # subgraphs too: an opset-11 form in a body fails
 ops = {n.op_type for n in m.graph.node}
 v = [o.version for o in m.opset_import if o.domain in ('', 'ai.onnx')][0]
 assert v == 13 and 'Upsample' not in ops and 'Resize' in ops, (v, ops)" "${P}_$f.onnx" || fail "$m: $f is not a valid opset-13 model"
@@ -168,7 +213,7 @@ assert v == 13 and 'Upsample' not in ops and 'Resize' in ops, (v, ops)" "${P}_$f
     done
 done
 
-# A model that cannot be raised (an If: calq does not convert subgraphs): the Ascend models
+# A model that cannot be raised (Resize tf_half_pixel_for_nn rounding up): the Ascend models
 # keep opset 11, the default formats skip QDQ / QOperator with the reason...
 P=$T/bad/out
 mkdir -p "$T/bad"
@@ -177,7 +222,7 @@ mkdir -p "$T/bad"
 echo stale >"${P}_qdq.onnx"
 echo stale >"${P}_qoperator.onnx"
 if "$CALQ" calibration --model "$T/seg_bad.onnx" --npy "$T/calib" --batch_num 2 --save_path "$P" >"$T/bad/cal.log" 2>&1; then
-    grep -q "skipped the qdq model" "$T/bad/cal.log" && grep -q "holds subgraphs" "$T/bad/cal.log" ||
+    grep -q "skipped the qdq model" "$T/bad/cal.log" && grep -q "which opset 13 (needed for per-channel weights) cannot express" "$T/bad/cal.log" ||
         { fail "bad: no skip message"; cat "$T/bad/cal.log"; }
     [ -f "${P}_fake_quant_model.onnx" ] && [ -f "${P}_deploy_model.onnx" ] || fail "bad: the ascend models are missing"
     [ ! -e "${P}_qdq.onnx" ] && [ ! -e "${P}_qoperator.onnx" ] || fail "bad: a qdq / qoperator file was written or left"
@@ -189,7 +234,7 @@ rm -f "${P}_fake_quant_model.onnx" "${P}_deploy_model.onnx"
 if "$CALQ" save --model "$T/seg_bad.onnx" --record "${P}_record.txt" --save_path "$P" --format ascend,qdq >"$T/bad/save.log" 2>&1; then
     fail "bad: --format ascend,qdq succeeded"
 else
-    grep -q "holds subgraphs" "$T/bad/save.log" || { fail "bad: no reason given"; cat "$T/bad/save.log"; }
+    grep -q "which opset 13 (needed for per-channel weights) cannot express" "$T/bad/save.log" || { fail "bad: no reason given"; cat "$T/bad/save.log"; }
     ls "$T/bad" | grep -q 'onnx$' && fail "bad: --format ascend,qdq wrote files: $(ls "$T/bad")"
 fi
 # calq save with the default formats removes the skipped formats' earlier files the same way

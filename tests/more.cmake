@@ -309,6 +309,12 @@ set_tests_properties(cli.hostile_inputs PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 
 add_test(NAME cli.long_names COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/long_names.py
                                      $<TARGET_FILE:calq_cli>)
 set_tests_properties(cli.long_names PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Node names calq adds ("<tensor>_quantized_QuantizeLinear", "<layer>.dmq", "<layer>.quant", ...) that the
+# model's own nodes already have: every saved ONNX file (both schemes, every format) has unique node
+# names, passes onnx.checker and runs; a model without such names keeps them short. About 5 s.
+add_test(NAME cli.node_name_clash COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/node_name_clash.py
+                                          $<TARGET_FILE:calq_cli>)
+set_tests_properties(cli.node_name_clash PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # The fast planner on whole models (issue 13): ResNet-18 and MobileNetV2 exported from
 # torchvision, UltraFace, YuNet, NanoDet: threads 1 vs 2 bit-identical, fast vs reference and
 # literal graph within 1e-4, observed tensors unchanged by fusion.

@@ -47,6 +47,8 @@ typedef struct calq__xctx {
     calq_strmap act_of;       /* tensor -> its first entry in acts (next_same: the others): a scan of
                                  every entry per layer made a 10k-layer export quadratic */
     calq_strmap given;        /* names calq__xname returned (keys in x's arena) */
+    calq_strmap model_nodes;  /* the model's node names (keys borrowed from mp) */
+    calq_strmap given_nodes;  /* names calq__xnode_name returned (keys in x's arena) */
     const calq_qkind **kinds; /* per node of g: its quantizable kind (graph/qkind.h), or NULL */
     bool *quantized;          /* per node of g: a layer with record factors, enabled in cfg */
     bool *skip;               /* per node of g: a Relu absorbed into a QLinearConv's output range */
@@ -158,6 +160,11 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
  * so far uses and no earlier call returned (a "_calq<k>" suffix is added when taken;
  * base/unique_name.h). Arena memory; NULL on OOM. */
 char *calq__xname(calq__xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for a new node's name, against node names: the model's (the output's kept nodes and
+ * copies carry them) and every earlier call's (every new node is named here), so no two nodes of
+ * the file share a name. Node and tensor names are separate in ONNX, so a tensor of that name does
+ * not count; the name comes back unchanged unless a node has it. */
+char *calq__xnode_name(calq__xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Name of value v for the output model; folded constants (new in g) get an initializer. */
 const char *calq__xvalue(calq__xctx *c, int v, calq_error *err);

@@ -39,12 +39,14 @@ static const char *scalar(calq__xctx *c, float v, const char *layer, const char 
     return nm;
 }
 
-/* One node with one output; NULL on OOM. */
+/* One node with one output, named `name` unless a node has that name (calq__xnode_name: the
+ * names below come from calq__xname, unique among tensors only); NULL on OOM. */
 static Onnx__NodeProto *node1(calq__xctx *c, const char *op, const char *name, const char *a, const char *b,
                               const char *out)
 {
     const char *in[2] = {a, b};
-    Onnx__NodeProto *n = calq__xg_new_node(&c->x, op, name, in, b ? 2 : 1, &out, 1);
+    const char *nn = calq__xnode_name(c, "%s", name);
+    Onnx__NodeProto *n = nn ? calq__xg_new_node(&c->x, op, nn, in, b ? 2 : 1, &out, 1) : NULL;
     return n && calq__xg_node(&c->x, n) ? n : NULL;
 }
 
@@ -77,7 +79,9 @@ static const char *act_quant(calq__xctx *c, const char *layer, const char *tenso
         char *t5 = calq__xname(c, "%s.quant.output0", layer);
         if (!s || !o || !lo || !hi || !t1 || !t2 || !t3 || !t4 || !t5) return NULL;
         const char *in3[3] = {t3, lo, hi};
-        Onnx__NodeProto *clip = calq__xg_new_node(&c->x, "Clip", t4, in3, 3, (const char **)&t4, 1);
+        const char *clip_name = calq__xnode_name(c, "%s", t4);
+        Onnx__NodeProto *clip =
+            clip_name ? calq__xg_new_node(&c->x, "Clip", clip_name, in3, 3, (const char **)&t4, 1) : NULL;
         if (!node1(c, "Mul", t1, tensor, s, t1) || !node1(c, "Round", t2, t1, NULL, t2) ||
             !node1(c, "Add", t3, t2, o, t3) || !clip || !calq__xg_node(&c->x, clip) || !node1(c, "Sub", t5, t4, o, t5))
             return NULL;

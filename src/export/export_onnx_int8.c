@@ -213,8 +213,9 @@ const char *calq__int8_q(calq__xctx *c, int v, calq_error *err)
     const char *t = c->g->values[v].name;
     char *qn = calq__xname(c, "%s_quantized", t), *sn = calq__xname(c, "%s_scale", t);
     char *zn = calq__xname(c, "%s_zero_point", t);
-    char *nn = qn ? calq__xa_printf(&c->x.a, "%s_QuantizeLinear", qn) : NULL;
-    if (!qn || !sn || !zn || !nn) return oom(err), NULL;
+    /* a QLinear op writes a produced tensor: no QuantizeLinear, so no name taken for one */
+    char *nn = qn && !q->produced ? calq__xnode_name(c, "%s_QuantizeLinear", qn) : NULL;
+    if (!qn || !sn || !zn || (!nn && !q->produced)) return oom(err), NULL;
     uint8_t zp = (uint8_t)q->zp;
     const char *in[3] = {t, sn, zn};
     if (!calq__xg_init_add(&c->x, calq__xg_tensor(&c->x, sn, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &q->scale,
@@ -236,7 +237,7 @@ const char *calq__int8_dq(calq__xctx *c, int v, calq_error *err)
     if (q->dqname) return q->dqname;
     if (!calq__int8_q(c, v, err)) return NULL;
     char *dn = calq__xname(c, "%s_dequantized", c->g->values[v].name);
-    char *nn = dn ? calq__xa_printf(&c->x.a, "%s_DequantizeLinear", dn) : NULL;
+    char *nn = dn ? calq__xnode_name(c, "%s_DequantizeLinear", dn) : NULL;
     const char *in[3] = {q->qname, q->sname, q->zname};
     if (!nn || !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, (const char **)&dn, 1)))
         return oom(err), NULL;

@@ -48,19 +48,42 @@ static bool name_taken(const void *ctx, const char *name)
            calq__strmap_get(&c->x.names, name) >= 0 || calq__strmap_get(&c->given, name) >= 0;
 }
 
-char *calq__xname(calq__xctx *c, const char *fmt, ...)
+/* A node name of the model or one calq__xnode_name gave out. */
+static bool node_name_taken(const void *ctx, const char *name)
 {
-    va_list ap;
-    va_start(ap, fmt);
+    const calq__xctx *c = ctx;
+    return calq__strmap_get(&c->model_nodes, name) >= 0 || calq__strmap_get(&c->given_nodes, name) >= 0;
+}
+
+/* fmt made unique against `taken`, copied into the arena and recorded in `given`. */
+static char *fresh_name(calq__xctx *c, calq_name_taken_fn taken, calq_strmap *given, const char *fmt, va_list ap)
+{
     char *base = calq__vstrdup_printf(fmt, ap);
-    va_end(ap);
     if (!base) return NULL;
-    char *heap = calq__unique_name(base, "", "_calq", 1, name_taken, c);
+    char *heap = calq__unique_name(base, "", "_calq", 1, taken, c);
     free(base);
     char *nm = heap ? calq__xa_strdup(&c->x.a, heap) : NULL;
     free(heap);
     /* given out, so a second call before this one's tensor or node is emitted cannot return it */
-    if (nm && !calq__strmap_put(&c->given, nm, 1)) return NULL;
+    if (nm && !calq__strmap_put(given, nm, 1)) return NULL;
+    return nm;
+}
+
+char *calq__xname(calq__xctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *nm = fresh_name(c, name_taken, &c->given, fmt, ap);
+    va_end(ap);
+    return nm;
+}
+
+char *calq__xnode_name(calq__xctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *nm = fresh_name(c, node_name_taken, &c->given_nodes, fmt, ap);
+    va_end(ap);
     return nm;
 }
 
@@ -109,7 +132,7 @@ calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64
         a->dq = calq__xname(c, "%s_dequantized%s%s", tensor, sep, sfx);
         a->scale_name = calq__xname(c, "%s_scale%s%s", tensor, sep, sfx);
         a->zp_name = calq__xname(c, "%s_zero_point%s%s", tensor, sep, sfx);
-        char *nn = calq__xa_printf(&c->x.a, "%s_QuantizeLinear", a->q);
+        char *nn = a->q ? calq__xnode_name(c, "%s_QuantizeLinear", a->q) : NULL;
         if (!a->q || !a->dq || !a->scale_name || !a->zp_name || !nn) return NULL;
         int8_t zp = (int8_t)offset;
         if (!emit_init(c, a->scale_name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &scale, sizeof scale) ||
@@ -120,7 +143,7 @@ calq__xact *calq__xact_get(calq__xctx *c, const char *tensor, float scale, int64
             return NULL;
     }
     if (want_dq && !a->has_dq) {
-        char *nn = calq__xa_printf(&c->x.a, "%s_DequantizeLinear", a->q);
+        char *nn = calq__xnode_name(c, "%s_DequantizeLinear", a->q);
         const char *in[3] = {a->q, a->scale_name, a->zp_name};
         if (!nn ||
             !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, (const char **)&a->dq, 1)))
@@ -283,7 +306,7 @@ static const char *emit_dq_const(calq__xctx *c, const char *layer, const char *w
     calq__xa *a = &c->x.a;
     char *qn = calq__xname(c, "%s.%s_quantized", layer, what), *sn = calq__xname(c, "%s.%s_scale", layer, what);
     char *zn = calq__xname(c, "%s.%s_zero_point", layer, what), *dn = calq__xname(c, "%s.%s", layer, what);
-    char *nn = calq__xa_printf(a, "%s.%s_DequantizeLinear", layer, what);
+    char *nn = calq__xnode_name(c, "%s.%s_DequantizeLinear", layer, what);
     void *zeros = calq__xa_alloc(a, sizeof(int32_t) * (size_t)n_scales);
     if (!qn || !sn || !zn || !dn || !nn || !zeros) return NULL;
     int64_t sd = n_scales;
@@ -355,12 +378,13 @@ static calq_status qdq_layer(calq__xctx *c, int ni, const Onnx__NodeProto *orig,
             const char *dq = emit_dq_const(c, n->name, what, ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &flat, wq,
                                            (size_t)calq_tensor_numel(w), sc, (int)ns, 0);
             char *shp = calq__xname(c, "%s.%s_shape", n->name, what), *rs = calq__xname(c, "%s.%s_3d", n->name, what);
+            char *rsn = rs ? calq__xnode_name(c, "%s", rs) : NULL;
             int64_t rank = w->ndim;
             const char *rin[2] = {dq, shp};
-            Onnx__NodeProto *r = dq && shp && rs &&
+            Onnx__NodeProto *r = dq && shp && rsn &&
                                          emit_init(c, shp, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &rank, 1, w->dims,
                                                    sizeof(int64_t) * (size_t)rank)
-                                     ? calq__xg_new_node(&c->x, "Reshape", rs, rin, 2, (const char **)&rs, 1)
+                                     ? calq__xg_new_node(&c->x, "Reshape", rsn, rin, 2, (const char **)&rs, 1)
                                      : NULL;
             if (!r || !calq__xg_node(&c->x, r)) return oom(err);
             nd->input[wi] = rs;
@@ -533,7 +557,8 @@ static calq_status emit_balance_mul(calq__xctx *c, int mi, calq_error *err)
     const char *in[2] = {c->g->values[m->inputs[0]].name, calq__xvalue(c, m->inputs[1], err)};
     const char *out = c->g->values[m->outputs[0]].name;
     if (!in[1]) return err->status;
-    Onnx__NodeProto *nd = calq__xg_new_node(&c->x, "Mul", m->name, in, 2, &out, 1);
+    char *name = calq__xnode_name(c, "%s", m->name); /* unique in g (balance.h), not yet in the file */
+    Onnx__NodeProto *nd = name ? calq__xg_new_node(&c->x, "Mul", name, in, 2, &out, 1) : NULL;
     return nd && calq__xg_node(&c->x, nd) ? CALQ_OK : oom(err);
 }
 
@@ -609,6 +634,12 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
         size_t nl = (size_t)c.g->n_nodes;
         st = calq__xg_init(&c.x, gp->n_node + 16 * nl + 16, gp->n_initializer + 20 * nl + gp->n_node * 3 + 16, err);
     }
+    /* every node name of the model, also of nodes the output drops (folded BatchNorms): a few names
+     * too many to pick from, rather than a second pass to find which nodes are kept */
+    if (st == CALQ_OK && !calq__strmap_init(&c.model_nodes, gp->n_node)) st = oom(err);
+    for (size_t k = 0; st == CALQ_OK && k < gp->n_node; k++)
+        if (gp->node[k]->name && gp->node[k]->name[0] && !calq__strmap_put(&c.model_nodes, gp->node[k]->name, 1))
+            st = oom(err);
     if (st == CALQ_OK) {
         c.kinds = calq__xa_alloc(&c.x.a, sizeof(*c.kinds) * (size_t)(c.g->n_nodes + 1));
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));
@@ -655,6 +686,8 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     calq__readers_free(&c.readers);
     calq__strmap_free(&c.act_of);
     calq__strmap_free(&c.given);
+    calq__strmap_free(&c.model_nodes);
+    calq__strmap_free(&c.given_nodes);
     calq__xg_free(&c.x);
     calq__graph_free(c.g);
     return st;

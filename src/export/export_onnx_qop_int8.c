@@ -186,7 +186,7 @@ static calq_status dequantize_back(calq__xctx *c, int y, calq_error *err)
     calq__xq *q = &c->vq[y];
     if (!q->float_needed) return CALQ_OK;
     const char *f = c->g->values[y].name;
-    char *nn = calq__xa_printf(&c->x.a, "%s_DequantizeLinear", q->qname);
+    char *nn = calq__xnode_name(c, "%s_DequantizeLinear", q->qname);
     const char *in[3] = {q->qname, q->sname, q->zname};
     if (!nn || !calq__xg_node(&c->x, calq__xg_new_node(&c->x, "DequantizeLinear", nn, in, 3, &f, 1))) return oom(err);
     q->dqname = (char *)f;

@@ -388,9 +388,15 @@ static calq_status upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx_
              * Flatten(axis) -> op(axis -1) -> Reshape to Shape(x). */
             char *shp = calq__xname(c, "%s.shape", name), *flat = calq__xname(c, "%s.flat", name);
             char *soft = calq__xname(c, "%s.2d", name);
+            /* node names: the Shape and Flatten after their outputs, the Reshape "<name>.reshape" (it
+             * had the op's own name, which the op keeps: two nodes of one name) */
+            char *n_shp = shp ? calq__xnode_name(c, "%s", shp) : NULL,
+                 *n_flat = flat ? calq__xnode_name(c, "%s", flat) : NULL;
+            char *n_r = calq__xnode_name(c, "%s.reshape", name);
             const char *in0[1] = {src->input[0]}, *o_shp[1] = {shp}, *o_flat[1] = {flat};
-            Onnx__NodeProto *ns = shp && flat && soft ? calq__xg_new_node(&c->x, "Shape", shp, in0, 1, o_shp, 1) : NULL;
-            Onnx__NodeProto *nf = ns ? calq__xg_new_node(&c->x, "Flatten", flat, in0, 1, o_flat, 1) : NULL;
+            Onnx__NodeProto *ns =
+                n_shp && n_flat && n_r && soft ? calq__xg_new_node(&c->x, "Shape", n_shp, in0, 1, o_shp, 1) : NULL;
+            Onnx__NodeProto *nf = ns ? calq__xg_new_node(&c->x, "Flatten", n_flat, in0, 1, o_flat, 1) : NULL;
             ok = nf && calq__xg_attr_int(&c->x, nf, "axis", axis) && calq__xg_node(&c->x, ns) &&
                  calq__xg_node(&c->x, nf);
             if (ok) {
@@ -404,7 +410,7 @@ static calq_status upgrade_node(calq__xctx *c, const Onnx__NodeProto *src, Onnx_
                 ok = calq__xg_node(&c->x, nd);
             }
             const char *in_r[2] = {soft, shp}, *o_r[1] = {src->output[0]};
-            Onnx__NodeProto *nr = ok ? calq__xg_new_node(&c->x, "Reshape", name, in_r, 2, o_r, 1) : NULL;
+            Onnx__NodeProto *nr = ok ? calq__xg_new_node(&c->x, "Reshape", n_r, in_r, 2, o_r, 1) : NULL;
             if (!nr) return oom(err);
             *out = nr;
             return CALQ_OK;

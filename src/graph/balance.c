@@ -183,8 +183,10 @@ calq_status calq__pass_balance(calq_graph *g, int ni, const float *s, int64_t n,
     g->values[y].dtype = CALQ_DTYPE_FLOAT32;
     g->values[y].ndim = g->values[x].ndim;
     memcpy(g->values[y].dims, g->values[x].dims, sizeof g->values[y].dims);
-    /* balance.h's "<layer>.dmq" in full: a node name, which the IR does not require to be unique */
-    char *mname = calq__strdup_printf("%s.dmq", g->nodes[ni].name);
+    /* balance.h's "<layer>.dmq", in full, unless a node has that name: the IR does not require node
+     * names to be unique, but the config, the record and the writers find layers by name, and a
+     * model's layer "<layer>.dmq" would be found as this Mul */
+    char *mname = calq__unique_name(g->nodes[ni].name, ".dmq", "_calq", 1, calq__graph_node_name_taken, g);
     int in[2] = {x, snew};
     int mul = mname ? calq__graph_new_node(g, mname, "Mul", in, 2, &y, 1, err) : -1;
     free(mname);

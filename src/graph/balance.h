@@ -36,12 +36,13 @@ void calq__balance_weight_absmax(const calq__balance_geom *geo, const calq_tenso
 int calq__balance_act_axis(const calq_qkind *k, int rank);
 
 /* Rewrites layer node ni of g to read X·(1/s) and W·s (s: n factors, n = the layer's input
- * channels, each finite and > 0): a new Mul node "<layer>.dmq" (an internal rewrite: src_index
- * -1) of input 0 and the constant "<layer>.dmq.scale" = 1/s in float32, shaped to broadcast on
- * the channel axis ([C, 1, ...] for NCHW layers, [C] for matrix products), output
- * "<layer>.dmq.output0"; and a new weight constant "<weight>.dmq" = w[i] * s[channel(i)]
- * (float32, one multiply per element). The graph is toposorted again, so node indices change.
- * *mul_out: the value index of the Mul's output (may be NULL). */
+ * channels, each finite and > 0): a new Mul node "<layer>.dmq" ("<layer>.dmq_calq<k>" when a
+ * node of g has that name; an internal rewrite: src_index -1) of input 0 and the constant
+ * "<layer>.dmq.scale" = 1/s in float32, shaped to broadcast on the channel axis ([C, 1, ...] for
+ * NCHW layers, [C] for matrix products), output "<layer>.dmq.output0"; and a new weight constant
+ * "<weight>.dmq" = w[i] * s[channel(i)] (float32, one multiply per element). The graph is
+ * toposorted again, so node indices change. *mul_out: the value index of the Mul's output (may
+ * be NULL). */
 calq_status calq__pass_balance(calq_graph *g, int ni, const float *s, int64_t n, int *mul_out, calq_error *err);
 
 #endif

@@ -106,6 +106,14 @@ bool calq__graph_name_taken(const void *g, const char *name)
     return calq__graph_find(g, name) >= 0;
 }
 
+bool calq__graph_node_name_taken(const void *ctx, const char *name)
+{
+    const calq_graph *g = ctx;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0) return true;
+    return false;
+}
+
 char *calq__graph_unique_name(const calq_graph *g, const char *base, const char *suffix, const char *sep, int first)
 {
     return calq__unique_name(base, suffix, sep, first, calq__graph_name_taken, g);

@@ -91,6 +91,9 @@ void calq__graph_free(calq_graph *g);
 int calq__graph_find(const calq_graph *g, const char *name);
 /* A calq_name_taken_fn (base/unique_name.h) for g's value names (ctx: the const calq_graph). */
 bool calq__graph_name_taken(const void *g, const char *name);
+/* A calq_name_taken_fn for g's node names (ctx: the const calq_graph): a scan of the nodes, for
+ * the few nodes a pass adds (the IR keeps no node-name index). */
+bool calq__graph_node_name_taken(const void *g, const char *name);
 /* A value name g does not use: "<base><suffix>", else "<base><suffix><sep><k>" for k = first, ...
  * (calq__unique_name). malloc'd, the caller frees it; NULL on out of memory. */
 char *calq__graph_unique_name(const calq_graph *g, const char *base, const char *suffix, const char *sep, int first);

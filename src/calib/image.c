@@ -34,6 +34,44 @@ static bool png_header(FILE *fp, uint64_t *w, uint64_t *h, uint64_t *row_bytes)
     return true;
 }
 
+/* A JPEG's declared size from its frame header (the first SOFn marker segment: precision, then
+ * height and width, big-endian), read only when stb_image refuses the header: it refuses a zero
+ * width ("0 width") and a zero height ("no header height": one a later DNL marker would give, which
+ * it does not read), then tries the other formats and reports the last one's "unknown image type".
+ * Walks the marker segments before the frame header; false when there is none before the scan. */
+static bool jpeg_frame_size(FILE *fp, uint64_t *w, uint64_t *h)
+{
+    bool found = false;
+    rewind(fp);
+    int c = fgetc(fp) == 0xff && fgetc(fp) == 0xd8 ? fgetc(fp) : EOF; /* SOI */
+    while (c == 0xff) {
+        int m = fgetc(fp);
+        while (m == 0xff) m = fgetc(fp);               /* fill bytes */
+        if (m == EOF || m == 0xd9 || m == 0xda) break; /* EOI, or the scan: no frame header before it */
+        if (m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {   /* TEM, RSTn: no length */
+            c = fgetc(fp);
+            continue;
+        }
+        int hi = fgetc(fp), lo = fgetc(fp);
+        if (hi == EOF || lo == EOF || (hi << 8 | lo) < 2) break;
+        long len = (long)(hi << 8 | lo) - 2;
+        /* SOF0-SOF15 but DHT (c4), JPG (c8) and DAC (cc) */
+        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+            unsigned char b[5];
+            found = len >= 5 && fread(b, 1, sizeof b, fp) == sizeof b;
+            if (found) {
+                *h = (uint64_t)b[1] << 8 | b[2];
+                *w = (uint64_t)b[3] << 8 | b[4];
+            }
+            break;
+        }
+        if (fseek(fp, len, SEEK_CUR) != 0) break;
+        c = fgetc(fp);
+    }
+    rewind(fp);
+    return found;
+}
+
 /* The format a file's first bytes name, for messages ("PNG", "JPEG", ...), or NULL when they name
  * none calq knows (stb_image also reads TGA, which has no signature). Only the signature is read:
  * stb_image decodes. */
@@ -89,8 +127,15 @@ calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_e
     const char *format = image_format(*fp);
     int comp;
     if (!stbi_info_from_file(*fp, w, h, &comp)) {
+        uint64_t jw = 0, jh = 0;
+        bool jpeg_empty =
+            format && strcmp(format, "JPEG") == 0 && jpeg_frame_size(*fp, &jw, &jh) && (jw == 0 || jh == 0);
         fclose(*fp);
         *fp = NULL;
+        if (jpeg_empty)
+            return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL,
+                              "%s: the JPEG has no pixels (its header says %llux%llu); remove the file", path,
+                              (unsigned long long)jw, (unsigned long long)jh);
         const char *why = stbi_failure_reason() && *stbi_failure_reason() ? stbi_failure_reason() : "unknown format";
         /* stb_image tries every format in turn, so a failed header check reports the last one's
          * "unknown image type"; when the signature names the format, that reason would mislead */

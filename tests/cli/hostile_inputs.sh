@@ -264,6 +264,10 @@ rows = b"".join(b"\0" + bytes(range(6)) for _ in range(2))
 open(t + "/trunc.png", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) +
                                   chunk(b"IDAT", zlib.compress(rows)))
 open(t + "/empty.gif", "wb").write(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+# SOI, a JFIF APP0, a frame header (SOF0) of 3 x 0 pixels, EOI: stb_image refuses the header
+app0 = b"\xff\xe0" + struct.pack(">H5sBBBHHBB", 16, b"JFIF", 1, 1, 0, 1, 1, 0, 0)
+sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, 0, 3, 3) + bytes([1, 0x11, 0, 2, 0x11, 1, 3, 0x11, 1])
+open(t + "/zero.jpg", "wb").write(b"\xff\xd8" + app0 + sof0 + b"\xff\xd9")
 PY
 printf 'name: "n"\ninput: "data"\ninput_dim: 1\ninput_dim: 3\ninput_dim: 2\ninput_dim: 3\nlayer { name: "r" type: "ReLU" bottom: "data" top: "r" }\n' >"$T/id.prototxt"
 for b in down up; do
@@ -278,6 +282,9 @@ else
 fi
 expect bmp_zero 1 "zero.bmp: the BMP has no pixels \\(its header says 0x0\\)" -- \
     run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/zero.bmp" --output-dir "$T/o"
+# a JPEG of height 0 was "not a readable JPEG (stb_image refuses its header ...)" where BMP and PNG have no pixels
+expect jpeg_zero 1 "zero.jpg: the JPEG has no pixels \\(its header says 3x0\\)" -- \
+    run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/zero.jpg" --output-dir "$T/o"
 expect png_truncated 1 "trunc.png: cannot decode the PNG \\(truncated or unsupported file\\)" -- \
     run --model "$T/id.prototxt" --weights "$T/empty.caffemodel" --image "data=$T/trunc.png" --output-dir "$T/o"
 expect gif_no_image 1 "empty.gif: cannot decode the GIF \\(truncated or unsupported file\\)" -- \

@@ -528,6 +528,20 @@ static void test_image_headers(void)
     write_bytes("zero.png", zero, sizeof zero);
     EXPECT_STATUS(calq_image_load("zero.png", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
                   "zero.png: the PNG has no pixels (its header declares 0x0)");
+    /* JPEGs whose frame header (SOF0, after a JFIF APP0 segment) declares 8 x 0 and 0 x 5 pixels: stb_image
+     * refuses the header ("no header height", "0 width") and then reports the last format it tried, so
+     * they were "not a readable JPEG (stb_image refuses its header ...)" where BMP and PNG have no pixels */
+    unsigned char jpeg[] = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 'J',  'F',  'I',  'F',  0x00, 0x01, 0x01, 0x00,
+                            0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0xff, 0xc0, 0x00, 0x11, 0x08, 0x00, 0x00, 0x00,
+                            0x08, 0x03, 0x01, 0x11, 0x00, 0x02, 0x11, 0x01, 0x03, 0x11, 0x01, 0xff, 0xd9};
+    write_bytes("zero_h.jpg", jpeg, sizeof jpeg);
+    EXPECT_STATUS(calq_image_load("zero_h.jpg", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "zero_h.jpg: the JPEG has no pixels (its header says 8x0)");
+    jpeg[26] = 0x05; /* height 5 */
+    jpeg[28] = 0x00; /* width 0 */
+    write_bytes("zero_w.jpg", jpeg, sizeof jpeg);
+    EXPECT_STATUS(calq_image_load("zero_w.jpg", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,
+                  "zero_w.jpg: the JPEG has no pixels (its header says 0x5)");
     /* a GIF's header and trailer with no image in between */
     write_bytes("empty.gif", "GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14);
     EXPECT_STATUS(calq_image_load("empty.gif", NULL, &t, &err), CALQ_ERR_BAD_FORMAT, &err,

@@ -70,14 +70,17 @@ static void slot_feed(calq__calib_slot *s, const float *x, size_t n, int pass, u
     if (s->algo == CALQ_ACT_HFMG) {
         if (pass == 1) st = calq_hfmg_feed(s->hist, x, n, &e);
     } else if (s->algo == CALQ_ACT_IFMR) {
-        /* max_count known: pass 1 is then always exact (docs/numerics.md) */
+        /* max_count known: pass 1 is then always exact (docs/numerics.md); a later batch with
+         * more elements (a data-dependent size) makes it unknown (calq__ifmr_stream_bound_feed) */
         if (!s->stream) st = calq_ifmr_stream_create(&s->ifmr, max_count, layer, &s->stream, &e);
+        if (st == CALQ_OK && pass == 1) calq__ifmr_stream_bound_feed(s->stream, n);
         if (st == CALQ_OK) st = calq_ifmr_stream_feed(s->stream, x, n, &e);
     } else {
         if (!s->rstream) {
             st = calq_range_stream_create(&s->range, max_count, layer, &s->rstream, &e);
             if (st == CALQ_OK) calq__range_stream_set_neg_weight(s->rstream, s->neg_weight);
         }
+        if (st == CALQ_OK && pass == 1) calq__range_stream_bound_feed(s->rstream, n);
         if (st == CALQ_OK) st = calq_range_stream_feed(s->rstream, x, n, &e);
     }
     if (st != CALQ_OK) slot_fail(s, &e);
@@ -85,6 +88,9 @@ static void slot_feed(calq__calib_slot *s, const float *x, size_t n, int pass, u
 
 void calq__group_feed(calq__calib_group *gr, const float *x, size_t n, int pass, int batch_num, const char *layer)
 {
+    /* batch_num is 0 when the batches' shapes vary (calibrate_observe.c feed_batches); else the
+     * first batch's size for every batch: a bound when the tensor's size is fixed by the inputs'
+     * shapes, a guess the streams drop (slot_feed) when it depends on the data (NonZero, NMS) */
     uint64_t max_count = (uint64_t)n * (uint64_t)batch_num;
     int alive = 0;
     for (int k = 0; k < gr->n_slots; k++) {

@@ -144,6 +144,11 @@ void calq__ifmr_stream_set_prune(calq_ifmr_stream *s, uint64_t min_count)
     s->prune_min = min_count;
 }
 
+void calq__ifmr_stream_bound_feed(calq_ifmr_stream *s, size_t n)
+{
+    if (s->max_count && !s->count_learned && s->st.count + n > s->max_count) s->max_count = 0;
+}
+
 void calq__ifmr_stream_prune_info(const calq_ifmr_stream *s, unsigned *n_exact, unsigned *n_legal)
 {
     *n_exact = s->n_exact;

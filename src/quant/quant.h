@@ -126,6 +126,12 @@ void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa);
  * UINT64_MAX: never), and what the search computed: the legal candidates whose exact sums were
  * computed, of n_legal (tests and bench_ifmr read them). */
 void calq__ifmr_stream_set_prune(calq_ifmr_stream *s, uint64_t min_count);
+/* Before a feed of n elements in the first statistics pass: when they would exceed the declared
+ * max_count, the stream forgets it and goes on as one created with max_count 0 (its first pass
+ * then proves its order statistics or runs one more). Calibration declares the first batch's
+ * size times the batch count, which a tensor of data-dependent size (rows after NonZero / NMS,
+ * a dynamic width) can exceed; its factors are the same as with a correct bound. */
+void calq__ifmr_stream_bound_feed(calq_ifmr_stream *s, size_t n);
 void calq__ifmr_stream_prune_info(const calq_ifmr_stream *s, unsigned *n_exact, unsigned *n_legal);
 /* The fixed-order total of the lanes. */
 double calq__ifmr_acc_total(const calq__ifmr_acc *acc);
@@ -231,6 +237,8 @@ double calq__range_hist_sse_weighted(const uint64_t *h, int B, double lo, double
  * both clip ends (the negative side may be clipped harder than the positive one, which it cannot
  * be with the one-sided windows). 0 (the default): plain mse. Set before the first feed. */
 void calq__range_stream_set_neg_weight(calq_range_stream *s, double neg_weight);
+/* As calq__ifmr_stream_bound_feed, for the range stream. */
+void calq__range_stream_bound_feed(calq_range_stream *s, size_t n);
 
 /* ---- bounded tails for exact order statistics (tail.c) ------------------------------------ */
 

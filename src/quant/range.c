@@ -47,6 +47,11 @@ void calq__range_stream_set_neg_weight(calq_range_stream *s, double neg_weight)
     s->neg_weight = neg_weight > 0.0 && neg_weight < 1.0 ? neg_weight : 0.0;
 }
 
+void calq__range_stream_bound_feed(calq_range_stream *s, size_t n)
+{
+    if (s->max_count && !s->count_learned && s->count + n > s->max_count) s->max_count = 0;
+}
+
 static const char *const method_names[] = {"minmax", "percentile", "kl", "mse"};
 
 const char *calq_range_method_name(calq_range_method m)

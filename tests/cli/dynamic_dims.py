@@ -5,7 +5,8 @@ dim the model leaves unknown, as it gives a dynamic batch. The saved files keep 
 and run at another width. Files of several widths run each at its own, and the factors are those
 of all the layer inputs together; a file that differs in a fixed dim is refused. Photos
 (--images) bind a dynamic N x 3 x H x W input: N at the images per batch, H x W at --resize (or
-the first photo's size, refused naming the photo when another differs).
+the first photo's size, refused naming the photo when another differs). A tensor whose size
+depends on the data (rows picked by NonZero) calibrates when a later batch has more rows.
 usage: dynamic_dims.py CALQ [SHARED_DIR]"""
 import os
 import subprocess
@@ -198,6 +199,65 @@ if FACES and os.path.isdir(FACES):
     if r.returncode != 1 or "add --resize" not in r.stderr:
         failures.append("photos of several sizes without --resize: expected a refusal, got rc %d: %s" %
                         (r.returncode, r.stderr.strip()[-600:]))
+
+# A data-dependent size with inputs of one shape: NonZero picks the positive entries of x and a
+# Gemm maps each (as RoIs after NMS reach a detector's box head). The first batch has fewer rows
+# than the second; the bound calibration derived from the first batch (rows x batches) used to
+# refuse the second ("more than the ... declared as max_count"). Factors: those of both batches'
+# Gemm inputs together, as `calq factors` computes them on the concatenation.
+def rows_model(path):
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "W"),
+             numpy_helper.from_array(np.array([-1, 4], np.int64), "shp"),
+             numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one")]
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Gather", ["nz", "one"], ["cols"], axis=0),
+             helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+             helper.make_node("Gather", ["xf", "cols"], ["v"], axis=0),
+             helper.make_node("Concat", ["v", "v", "v", "v"], ["v4"], axis=0),
+             helper.make_node("Reshape", ["v4", "shp"], ["rows"]),
+             helper.make_node("Gemm", ["rows", "W"], ["y"], name="head_fc")]
+    g = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["K", 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+model = os.path.join(T, "rows.onnx")
+rows_model(model)
+rcal = os.path.join(T, "rows_cal")
+os.makedirs(rcal)
+rng = np.random.default_rng(4)
+for k, npos in enumerate((10, 40, 0, 35)):  # the third batch gives no rows at all
+    x = -np.abs(rng.standard_normal((1, 64))).astype(np.float32)
+    x[0, :npos] *= -1
+    np.save(os.path.join(rcal, "%d.npy" % k), x)
+prefix = os.path.join(T, "rows_out", "m")
+r = calq("calibration", "--model", model, "--npy", rcal, "--batch_num", "4", "--save_path", prefix, "--format", "qdq")
+if r.returncode != 0:
+    failures.append("10, 40, 0, 35 rows into a Gemm: rc %d: %s" % (r.returncode, r.stderr.strip()[-600:]))
+else:
+    parts = []
+    for k in range(4):
+        d = os.path.join(T, "rows_dump%d" % k)
+        calq("run", model, "--input", "x=" + os.path.join(rcal, "%d.npy" % k), "--output-dir", d, "--dump", "rows",
+             "--no-fusion")
+        parts.append(np.load(os.path.join(d, "rows.npy")).ravel())
+    cat = os.path.join(T, "cat_rows.npy")
+    np.save(cat, np.concatenate(parts))
+    r = calq("factors", "--algo", "ifmr", "--input", cat, "--json")
+    import json
+    want = json.loads(r.stdout) if r.returncode == 0 else None
+    rec = open(prefix + "_record.txt").read()
+    block = rec[rec.index('key: "head_fc"'):]
+    got = (float(block.split("scale_d:")[1].split()[0]), int(block.split("offset_d:")[1].split()[0]))
+    if not want or abs(want["scale"] - got[0]) > 1e-9 * max(1.0, abs(got[0])) or want["offset"] != got[1]:
+        failures.append("rows 10, 40, 0, 35: record %s, calq factors on all rows %s" %
+                        (got, r.stdout.strip() or r.stderr.strip()))
+    else:
+        print("rows 10, 40, 0, 35 into a Gemm: scale_d %.9g offset_d %d = calq factors on all rows" % got)
 subprocess.run(["rm", "-rf", T])
 for f in failures:
     print("FAIL:", f)

@@ -370,10 +370,84 @@ static void test_bounds(void)
     free(ref);
 }
 
+/* A declared max_count that a later feed exceeds (calibration declares the first batch's size
+ * times the batch count; rows after NonZero / NMS vary from batch to batch): with
+ * calq__ifmr_stream_bound_feed / calq__range_stream_bound_feed before each first-pass feed, as
+ * calq__group_feed does, the stream ends with the factors of one declared 0 on the same feeds.
+ * Without the call the feed is refused (the check that makes this test able to fail). */
+static void test_bound_exceeded(void)
+{
+    const size_t n = 60000;
+    float *x = malloc(n * sizeof *x);
+    const enum gen gens[] = {G_NORMAL, G_DESCENDING, G_RELU};
+    for (size_t gi = 0; gi < sizeof gens / sizeof gens[0]; gi++) {
+        generate(gens[gi], x, n);
+        calq_ifmr_opts o;
+        calq_ifmr_opts_init(&o);
+        o.max_percentile = o.min_percentile = gens[gi] == G_DESCENDING ? 0.9f : 0.999f; /* descending: a repeat */
+        const size_t first = 7000;                                                      /* then 53000 */
+        calq_ifmr_result want, got;
+        calq_error err = {0};
+        int passes_want = 0;
+        size_t bytes = 0;
+        rs = 99;
+        EXPECT(stream_run(x, n, &o, S_ONE, 0, &want, &passes_want, &bytes, &err) == CALQ_OK);
+        for (int relax = 1; relax >= 0; relax--) {
+            calq_ifmr_stream *s = NULL;
+            EXPECT(calq_ifmr_stream_create(&o, 3 * first, "t", &s, &err) == CALQ_OK);
+            calq_status st = CALQ_OK;
+            int done = 0, pass = 0;
+            while (st == CALQ_OK && !done) {
+                ++pass;
+                for (size_t j = 0; j < n && st == CALQ_OK;) {
+                    const size_t b = j == 0 ? first : n - j;
+                    if (relax && pass == 1) calq__ifmr_stream_bound_feed(s, b);
+                    st = calq_ifmr_stream_feed(s, x + j, b, &err);
+                    j += b;
+                }
+                if (st == CALQ_OK) st = calq_ifmr_stream_end_pass(s, &done, &err);
+            }
+            if (relax) {
+                EXPECT(st == CALQ_OK && calq_ifmr_stream_result(s, &got, &err) == CALQ_OK && same(&got, &want));
+            } else {
+                EXPECT(st == CALQ_ERR_BAD_PARAMETERS && strstr(err.message, "declared as max_count"));
+            }
+            calq_ifmr_stream_free(s);
+        }
+        /* the range stream's percentile, the same way */
+        calq_range_opts ro;
+        calq_range_opts_init(&ro, CALQ_RANGE_PERCENTILE);
+        ro.max_percentile = ro.min_percentile = o.max_percentile;
+        calq_range_result rwant = {0}, rgot = {0};
+        for (int mode = 0; mode < 2; mode++) {
+            calq_range_stream *s = NULL;
+            EXPECT(calq_range_stream_create(&ro, mode ? 3 * first : 0, "t", &s, &err) == CALQ_OK);
+            calq_status st = CALQ_OK;
+            int done = 0, pass = 0;
+            while (st == CALQ_OK && !done) {
+                ++pass;
+                for (size_t j = 0; j < n && st == CALQ_OK;) {
+                    const size_t b = j == 0 ? first : n - j;
+                    if (pass == 1) calq__range_stream_bound_feed(s, b);
+                    st = calq_range_stream_feed(s, x + j, b, &err);
+                    j += b;
+                }
+                if (st == CALQ_OK) st = calq_range_stream_end_pass(s, &done, &err);
+            }
+            EXPECT(st == CALQ_OK && calq_range_stream_result(s, mode ? &rgot : &rwant, &err) == CALQ_OK);
+            calq_range_stream_free(s);
+        }
+        EXPECT(!memcmp(&rgot.scale, &rwant.scale, sizeof(float)) && rgot.offset == rwant.offset &&
+               rgot.count == rwant.count && rgot.count == n);
+    }
+    free(x);
+}
+
 int main(void)
 {
     test_kernels();
     test_bounds();
+    test_bound_exceeded();
     const tcase cases[] = {
         {"uniform", G_UNIFORM, 200000, 1, 0, 0, 0, S_RANDOM, 0, 2},
         {"uniform sym", G_UNIFORM, 200000, 0, 0, 0, 0, S_FIXED, 1, 1},

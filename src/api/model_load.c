@@ -21,6 +21,7 @@ static calq_status check_ops(calq_model *m, const char *label, calq_model **out,
 
 calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx: out is NULL");
     *out = NULL;
     if (!onnx_path) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx: no path given");
@@ -32,6 +33,7 @@ calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_e
 calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const char *base_dir, calq_model **out,
                                         calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx_buffer: out is NULL");
     *out = NULL;
     calq_model *m = NULL;
@@ -41,6 +43,7 @@ calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const cha
 
 calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, calq_model **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_caffe: out is NULL");
     *out = NULL;
     calq_model *m = NULL;

@@ -19,6 +19,19 @@ calq_status calq__fail(calq_error *err, calq_status s, const char *layer, const 
 /* Prepends "context: " to an existing message (e.g. the file name) and keeps the status. */
 calq_status calq__prefix(calq_error *err, const char *fmt, ...) CALQ_PRINTF(2, 3);
 
+/* calq.h lets a caller pass err NULL, but the failure paths below the public functions read
+ * err->status and prefix err->message (and calq__prefix cannot keep a status it cannot read).
+ * Every public function taking an err starts with this: a NULL err then points at a scratch
+ * calq_error in the function's own frame, so the code under it never sees NULL. */
+#define CALQ_ERR_OR_SCRATCH(err)                                                                                       \
+    calq_error calq__scratch_err;                                                                                      \
+    if (!(err)) {                                                                                                      \
+        calq__scratch_err.status = CALQ_OK;                                                                            \
+        calq__scratch_err.message[0] = 0;                                                                              \
+        calq__scratch_err.layer[0] = 0;                                                                                \
+        (err) = &calq__scratch_err;                                                                                    \
+    }
+
 /* Programmer errors only: abort with location. Runtime problems return a status. */
 #define CALQ_ASSERT(x)                                                                                                 \
     do {                                                                                                               \

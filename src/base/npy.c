@@ -542,6 +542,7 @@ static calq_status read_npy_file(FILE *fp, const char *path, calq_tensor *out, c
 
 calq_status calq_npy_read(const char *path, calq_tensor *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no output tensor");
     memset(out, 0, sizeof *out);
     if (!path) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no path");
@@ -581,6 +582,7 @@ static size_t format_header(const calq_tensor *t, char *buf, size_t cap)
 
 calq_status calq_npy_write(const char *path, const calq_tensor *t, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!path || !t)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_write: %s", !path ? "no path" : "no tensor");
     if (!npy_code(t->dtype))

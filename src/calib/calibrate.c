@@ -417,6 +417,7 @@ static calq_status begin_own_outputs(const char *record_out, calq_outputs **out,
 calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *data, const calq_calibrate_opts *opts,
                            const char *record_out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     calq_calibrate_opts o;
     calq_calibrate_opts_init(&o);
     if (opts) o = *opts;

@@ -431,11 +431,13 @@ calq_status calq__config_load_as(const calq_model *m, const char *src, const cha
 
 calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     return calq__config_load_as(m, path, path, out, err);
 }
 
 calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts, calq_config **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     calq_config_opts dflt;
     if (!opts) {
@@ -463,6 +465,7 @@ calq_status calq__config_stage(const calq_config *c, calq_staged_files *s, const
 
 calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     calq_atomic_file f = {0};
     CALQ_TRY(calq__atomic_open(&f, json_path, err));
     calq_status st = calq__config_write_json(c, f.fp, err);
@@ -476,6 +479,7 @@ calq_status calq_config_save(const calq_config *c, const char *json_path, calq_e
 calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts *opts, const char *json_out,
                                      calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     calq_config *c = NULL;
     CALQ_TRY(calq_config_create(m, opts, &c, err));
     calq_status st = calq_config_save(c, json_out, err);
@@ -490,6 +494,7 @@ int calq_config_batch_num(const calq_config *c)
 
 calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (batch_num <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "batch_num is %d; it must be > 0 (amct-reference.md §7.2)", batch_num);
@@ -521,6 +526,7 @@ int calq_config_find_layer(const calq_config *c, const char *layer)
 
 calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (i < 0 || i >= c->n_layers)
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "config layer index %d is out of range (0..%d)", i,
                           c->n_layers - 1);

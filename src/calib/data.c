@@ -484,6 +484,7 @@ calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, cal
 
 calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!d || !m || !out)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_input_info: no data, model or output");
     int n = calq_model_num_inputs(m);
@@ -497,6 +498,7 @@ calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i,
 
 calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
     if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -522,11 +524,13 @@ calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *i
 
 calq_status calq_data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     return calq__data_read_batch_resize(d, batch, inputs, n_inputs, err);
 }
 
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!inputs || n_inputs <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_read_batch: no input tensors");
     for (int i = 0; i < n_inputs; i++)

@@ -17,6 +17,7 @@ static const char *const IMAGE_EXTS[] = {".jpg", ".jpeg", ".png", ".bmp", NULL};
 calq_status calq_data_open_images(const char *dir, const calq_image_opts *opts, int batch_size, calq_data **out,
                                   calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     if (batch_size <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,

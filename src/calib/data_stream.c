@@ -17,6 +17,7 @@
 calq_status calq_data_open_stream(calq_data_next_fn next, void *user, const char *label, calq_data **out,
                                   calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_open_stream: out is NULL");
     *out = NULL;
     if (!next) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_open_stream: no next-batch callback");

@@ -191,6 +191,7 @@ void calq_image_opts_init(calq_image_opts *o)
 
 calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_tensor *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     memset(out, 0, sizeof *out);
     calq_image_opts dflt;
     if (!o) {

@@ -303,6 +303,7 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
                          const char *model_label, const char *quantized_label, calq_compare_result **out,
                          calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     calq_compare_opts o;
     calq_compare_opts_init(&o);

@@ -94,6 +94,7 @@ static cJSON *build(const calq_compare_result *r)
 
 calq_status calq_compare_write_json(const calq_compare_result *r, const char *path, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     cJSON *root = build(r);
     char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);

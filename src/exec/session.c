@@ -100,6 +100,7 @@ void calq_session_free(calq_session *s)
 calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void *user, const char *const *names, int n,
                                       calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     const calq_graph *g = s->g;
     bool *obs = NULL;
     if (n > 0) {
@@ -221,6 +222,7 @@ static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_in
 
 calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     s->have_outputs = false;
     /* the model's graph: calq_model_set_input_shape after session creation must count */
     bool rebatched[64];
@@ -284,6 +286,7 @@ calq_status calq_session_output(const calq_session *s, int i, const calq_tensor 
 
 calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     const calq_graph *g = s->g;
     int v = calq__graph_find(g, name);
     if (v < 0) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", name);

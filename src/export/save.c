@@ -176,6 +176,7 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
 calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
                              int n_fmts, const char *prefix, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, true, err);
 }
 
@@ -183,6 +184,7 @@ calq_status calq_save_models_available(const calq_model *m, const char *record, 
                                        const calq_save_format *fmts, int n_fmts, const char *prefix,
                                        calq_save_skip *skipped, int *n_skipped, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!skipped || !n_skipped)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_available: skipped (n_fmts entries) and n_skipped are required");
@@ -193,6 +195,7 @@ calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, 
                                     const calq_save_format *fmts, int n_fmts, const char *prefix,
                                     calq_save_skip *skipped, int *n_skipped, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!outputs)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_staged: no outputs (calq_outputs_begin makes them)");
@@ -205,6 +208,7 @@ calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, 
 calq_status calq_outputs_drop_models(calq_outputs *outputs, const calq_model *m, const calq_save_format *fmts,
                                      int n_fmts, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (!outputs || !m || (n_fmts > 0 && !fmts))
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_outputs_drop_models: no outputs, model or formats");
     const char *prefix = outputs->prefix;
@@ -246,11 +250,13 @@ calq_status calq__save_models_quiet(const calq_model *m, const char *record, con
 calq_status calq_save_model_config(const calq_model *m, const char *record, const char *config, calq_save_format fmt,
                                    const char *prefix, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     return calq_save_models(m, record, config, &fmt, 1, prefix, err);
 }
 
 calq_status calq_save_model(const calq_model *m, const char *record, calq_save_format fmt, const char *prefix,
                             calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     return calq_save_models(m, record, NULL, &fmt, 1, prefix, err);
 }

@@ -131,6 +131,7 @@ calq_status calq_model_output_info(const calq_model *m, int i, calq_value_info *
 
 calq_status calq_model_set_input_shape(calq_model *m, const char *name, const int64_t *dims, int ndim, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     int v = calq__graph_find(m->g, name);
     if (v < 0 || !m->g->values[v].is_input) {
         char names[1024] = "";

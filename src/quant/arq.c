@@ -92,6 +92,7 @@ calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, i
                               const char *layer, float *scale_w, int *offset_w, int8_t *w_q, float *w_fake,
                               calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     calq_arq_opts d;
     if (!o) {
         calq_arq_opts_init(&d);

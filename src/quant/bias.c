@@ -14,6 +14,7 @@ void calq_deq_scale(float scale_d, const float *scale_w, int64_t n_scale_w, int6
 calq_status calq_quant_bias(const float *bias, int64_t n, float scale_d, const float *scale_w, int64_t n_scale_w,
                             const char *layer, int32_t *bias_q, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     const char *name = calq__name(layer);
     if (n_scale_w != 1 && n_scale_w != n)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer,

@@ -41,6 +41,7 @@ void calq_hfmg_opts_init(calq_hfmg_opts *o)
 
 calq_status calq_hfmg_create(const calq_hfmg_opts *o, const char *layer, calq_hfmg **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     if (!o) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "HFMG: options are NULL");
     if (o->num_bins != 1024 && o->num_bins != 2048 && o->num_bins != 4096 && o->num_bins != 8192)
@@ -110,6 +111,7 @@ static void distribute(uint64_t *count, unsigned B, float mn, float w, const flo
 
 calq_status calq_hfmg_feed(calq_hfmg *h, const float *x, size_t n, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, h->layer, "HFMG: data pointer is NULL");
     h->fed += n;
     /* min_element / max_element keep the first extreme; non-finite values are counted and kept
@@ -268,6 +270,7 @@ static float l2_loss(const calq_hfmg *h, unsigned l, unsigned r, unsigned n_dst)
 
 calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     const char *name = calq__name(h->layer);
     if (h->nan_count || h->pos_inf_count || h->neg_inf_count)
         return calq__fail(err, CALQ_ERR_NOT_SUPPORT, h->layer,

@@ -284,6 +284,7 @@ static int cmp_float(const void *a, const void *b)
 calq_status calq_ifmr(const float *x, size_t n, const calq_ifmr_opts *o, const char *layer, calq_ifmr_result *out,
                       calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     unsigned n_cand = 0;
     CALQ_TRY(calq__ifmr_check_opts(o, layer, &n_cand, err));
     if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "IFMR: data pointer is NULL");

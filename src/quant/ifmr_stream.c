@@ -90,6 +90,7 @@ static int tails_sized_for(calq_ifmr_stream *s, uint64_t count)
 calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count, const char *layer,
                                     calq_ifmr_stream **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     unsigned n_cand = 0;
     CALQ_TRY(calq__ifmr_check_opts(o, layer, &n_cand, err));
@@ -496,6 +497,7 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
 
 calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR: data pointer is NULL");
     if (s->pass == 1) return feed_statistics(s, x, n, err);
     if (s->pass == 2 || s->pass == 3) {
@@ -564,6 +566,7 @@ static calq_status end_statistics(calq_ifmr_stream *s, int *done, calq_error *er
 
 calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *done = 0;
     calq_status st;
     if (s->pass == 1) {
@@ -609,6 +612,7 @@ calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error
 
 calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (s->pass != 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
                           "IFMR of layer \"%s\": no result yet (pass %d is not finished)", calq__name(s->layer),

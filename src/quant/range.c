@@ -136,6 +136,7 @@ static int tails_sized_for(calq_range_stream *s, uint64_t count)
 calq_status calq_range_stream_create(const calq_range_opts *o, uint64_t max_count, const char *layer,
                                      calq_range_stream **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     CALQ_TRY(check_opts(o, layer, err));
     int nt;
@@ -239,6 +240,7 @@ static void feed_histogram(calq_range_stream *s, const float *x, size_t n)
 
 calq_status calq_range_stream_feed(calq_range_stream *s, const float *x, size_t n, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (s->pass == 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": fed after the result",
                           method_names[s->o.method], calq__name(s->layer));
@@ -578,6 +580,7 @@ static calq_status search_mse(calq_range_stream *s, calq_error *err)
 
 calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *done = 0;
     if (s->pass <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": end_pass after the %s",
@@ -597,6 +600,7 @@ calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_err
 
 calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_result *out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (s->pass != 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": no result yet (pass %d)",
                           method_names[s->o.method], calq__name(s->layer), s->pass);
@@ -607,6 +611,7 @@ calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_resu
 calq_status calq_range(const float *x, size_t n, const calq_range_opts *o, const char *layer, calq_range_result *out,
                        calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     calq_range_stream *s = NULL;
     CALQ_TRY(calq_range_stream_create(o, (uint64_t)n, layer, &s, err));
     int done = 0;

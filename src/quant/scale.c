@@ -25,6 +25,7 @@ float calq_round(float v, calq_round_mode mode)
 
 calq_status calq_process_scale(float *scale, const char *layer, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     float before = *scale;
     calq__scale_rule r = calq__process_scale(scale);
     if (r == CALQ__SCALE_OK) return CALQ_OK;

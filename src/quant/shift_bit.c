@@ -19,6 +19,7 @@ struct calq_shift_bit {
 calq_status calq_shift_bit_create(int n_channels, const float *deq_scale, int broadcast, calq_shift_bit **out,
                                   calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     if (n_channels < 1 || !deq_scale)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "shift_bit search: %d channels", n_channels);
@@ -62,6 +63,7 @@ static float shift_error(float s32, float shift)
 
 calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int64_t outer, int64_t inner, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     if (outer < 0 || inner < 0 || (outer > 0 && inner > 0 && !y))
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "shift_bit search: bad batch");
     float batch[SHIFT_MAX];
@@ -86,6 +88,7 @@ calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int64_t outer
 
 calq_status calq_shift_bit_result(const calq_shift_bit *s, int *shift_bit, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     (void)err;
     for (int c = 0; c < s->C; c++) {
         const float *e = s->err + (s->broadcast ? 0 : c * SHIFT_MAX);

@@ -534,6 +534,7 @@ static calq_status run(search *s, const char *config, calq_fallback_result *r, c
 calq_status calq_fallback(calq_model *m, const char *record, const char *config, calq_data *data,
                           const calq_fallback_opts *opts, calq_fallback_result **out, calq_error *err)
 {
+    CALQ_ERR_OR_SCRATCH(err);
     *out = NULL;
     if (!m || !record || !config || !data)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,

@@ -155,6 +155,8 @@ typedef struct calq_tensor {
 
 CALQ_API const char *calq_dtype_name(calq_dtype t); /* "float32", ...; never NULL */
 CALQ_API size_t calq_dtype_size(calq_dtype t);      /* bytes per element; 0 for UNDEFINED */
+/* Elements of t (1 for ndim 0); -1 for a shape that has no count: t NULL, ndim outside
+ * 0..CALQ_MAX_DIMS, a negative dim, or a product above INT64_MAX. */
 CALQ_API int64_t calq_tensor_numel(const calq_tensor *t);
 
 /* .npy files (float32, float64, int8, uint8, int32, int64; C order). On success *out holds a

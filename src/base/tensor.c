@@ -77,6 +77,8 @@ int64_t calq__shape_numel(const int64_t *dims, int ndim)
 
 int64_t calq_tensor_numel(const calq_tensor *t)
 {
+    /* the caller's struct holds CALQ_MAX_DIMS dims: a bigger ndim would read past it */
+    if (!t || t->ndim < 0 || t->ndim > CALQ_MAX_DIMS) return -1;
     return calq__shape_numel(t->dims, t->ndim);
 }
 

@@ -232,6 +232,7 @@ static const char *kind_files(const calq_data *d)
 void calq_data_describe(const calq_data *d, char *buf, size_t n)
 {
     size_t at = 0;
+    if (n == 0) return; /* snprintf's contract: n 0 writes nothing, not even the terminator */
     buf[0] = 0;
     if (d->kind == CALQ_DATA_STREAM) {
         calq__data_stream_describe(d, buf, n);
@@ -247,6 +248,7 @@ void calq_data_describe(const calq_data *d, char *buf, size_t n)
 
 const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, size_t n)
 {
+    if (n == 0) return buf; /* as calq_data_describe */
     buf[0] = 0;
     if (batch < 0 || batch >= calq_data_num_batches(d)) {
         snprintf(buf, n, "batch %d (not in the data)", batch);

@@ -495,9 +495,11 @@ int calq_config_batch_num(const calq_config *c)
 calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (batch_num <= 0)
+    /* the config files' bound too, so that calq_config_save writes what calq_config_load reads */
+    if (batch_num <= 0 || batch_num > CALQ__BATCH_NUM_MAX)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2)", batch_num);
+                          "batch_num is %d; it must be in [1, %d] (amct-reference.md §7.2)", batch_num,
+                          CALQ__BATCH_NUM_MAX);
     c->batch_num = batch_num;
     return CALQ_OK;
 }

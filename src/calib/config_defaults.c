@@ -10,10 +10,12 @@
 calq_status calq__config_defaults(const calq_model *m, const calq_config_opts *o, calq_config **out, calq_error *err)
 {
     *out = NULL;
-    if (o->batch_num <= 0)
+    /* the config files' bound too: a config made here must read back (calq_config_save, load) */
+    if (o->batch_num <= 0 || o->batch_num > CALQ__BATCH_NUM_MAX)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "batch_num is %d; it must be > 0 (amct-reference.md §7.2; calq_config_opts_init sets 1)",
-                          o->batch_num);
+                          "batch_num is %d; it must be in [1, %d] (amct-reference.md §7.2; calq_config_opts_init sets "
+                          "1)",
+                          o->batch_num, CALQ__BATCH_NUM_MAX);
     if (o->n_skip_layers < 0 || (o->n_skip_layers > 0 && !o->skip_layers))
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "skip_layers: %d names announced but none given",
                           o->n_skip_layers);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib_model.h"
 #include "expect.h"
 
 /* calq_tensor_numel read dims[ndim - 1] for any ndim: a tensor of 9 or more dims read past the
@@ -51,9 +52,45 @@ static void test_describe_zero_size(void)
     calq_data_free(d);
 }
 
+/* A batch_num the config files refuse (above CALQ__BATCH_NUM_MAX, 10^9) was taken by
+ * calq_config_set_batch_num and calq_config_create, and calq_config_save then wrote a config
+ * that calq_config_load (and calq calibration --config) rejects. */
+static void test_batch_num_bound(void)
+{
+    calq_error err = {0};
+    calq_model *m = calib_test_model(&err);
+    EXPECT(m != NULL);
+    if (!m) return;
+    calq_config_opts o;
+    calq_config_opts_init(&o);
+    o.batch_num = INT_MAX;
+    calq_config *c = NULL;
+    EXPECT_STATUS(calq_config_create(m, &o, &c, &err), CALQ_ERR_BAD_PARAMETERS, &err, "batch_num is 2147483647");
+    EXPECT(c == NULL);
+    o.batch_num = 1000000000;
+    EXPECT_STATUS(calq_config_create(m, &o, &c, &err), CALQ_OK, &err, NULL);
+    if (c) {
+        EXPECT_STATUS(calq_config_set_batch_num(c, 1000000001, &err), CALQ_ERR_BAD_PARAMETERS, &err, "1000000001");
+        EXPECT(calq_config_batch_num(c) == 1000000000);
+        /* what is accepted reads back */
+        const char *tmp = getenv("TMPDIR");
+        char path[600];
+        snprintf(path, sizeof path, "%s/calq_api_args_%d.json", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+        EXPECT_STATUS(calq_config_save(c, path, &err), CALQ_OK, &err, NULL);
+        calq_config *back = NULL;
+        EXPECT_STATUS(calq_config_load(m, path, &back, &err), CALQ_OK, &err, NULL);
+        if (back) EXPECT(calq_config_batch_num(back) == 1000000000);
+        calq_config_free(back);
+        remove(path);
+        calq_config_free(c);
+    }
+    calq_model_free(m);
+}
+
 int main(void)
 {
     test_numel_bad_ndim();
     test_describe_zero_size();
+    test_batch_num_bound();
     return TEST_RESULT();
 }

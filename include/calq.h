@@ -306,7 +306,7 @@ CALQ_API void calq_session_free(calq_session *s);
 
 /* Observe the named tensors (names[n], read here only); n == 0 with names == NULL observes every
  * tensor. fn == NULL removes the observer. `user` is handed to fn, never touched. Fails if a name
- * is not a tensor of the model. */
+ * is not a tensor of the model, or is NULL, or n is negative (the observer is then unchanged). */
 CALQ_API calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void *user,
                                                const char *const *names, int n, calq_error *err);
 

@@ -103,6 +103,16 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
     CALQ_ERR_OR_SCRATCH(err);
     const calq_graph *g = s->g;
     bool *obs = NULL;
+    /* only n 0 means every tensor: a negative count is a caller's bug, not a wish to see all */
+    if (n < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_session_set_observer: n is %d; give the number of names (0: every tensor)", n);
+    if (n > 0 && !names)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_session_set_observer: names is NULL but n is %d",
+                          n);
+    for (int i = 0; i < n; i++)
+        if (!names[i])
+            return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_session_set_observer: names[%d] is NULL", i);
     if (n > 0) {
         obs = calloc((size_t)g->n_values + 1, sizeof *obs);
         if (!obs) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");

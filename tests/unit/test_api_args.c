@@ -87,10 +87,50 @@ static void test_batch_num_bound(void)
     calq_model_free(m);
 }
 
+static int count_calls(void *user, const char *name, const calq_tensor *t)
+{
+    (*(int *)user)++;
+    return 0;
+}
+
+/* calq_session_set_observer took a negative n as "every tensor" (the header gives that meaning
+ * to n 0 with names NULL only), read names[] when it was NULL with n > 0, and printed a NULL
+ * entry with %s. */
+static void test_observer_args(void)
+{
+    calq_error err = {0};
+    calq_model *m = calib_test_model(&err);
+    EXPECT(m != NULL);
+    if (!m) return;
+    calq_session *s = NULL;
+    EXPECT_STATUS(calq_session_create(m, NULL, &s, &err), CALQ_OK, &err, NULL);
+    if (s) {
+        int calls = 0;
+        const char *names[] = {"c", NULL};
+        EXPECT_STATUS(calq_session_set_observer(s, count_calls, &calls, names, -1, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                      "n is -1");
+        EXPECT_STATUS(calq_session_set_observer(s, count_calls, &calls, NULL, 2, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                      "names is NULL");
+        EXPECT_STATUS(calq_session_set_observer(s, count_calls, &calls, names, 2, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                      "names[1] is NULL");
+        /* a refused call leaves the observer as it was: none */
+        float x[32] = {0}, y[3] = {0};
+        calq_tensor in[2] = {{CALQ_DTYPE_FLOAT32, 4, {1, 2, 4, 4}, x}, {CALQ_DTYPE_FLOAT32, 2, {1, 3}, y}};
+        EXPECT_STATUS(calq_session_run(s, in, 2, &err), CALQ_OK, &err, NULL);
+        EXPECT(calls == 0);
+        EXPECT_STATUS(calq_session_set_observer(s, count_calls, &calls, names, 1, &err), CALQ_OK, &err, NULL);
+        EXPECT_STATUS(calq_session_run(s, in, 2, &err), CALQ_OK, &err, NULL);
+        EXPECT(calls == 1);
+        calq_session_free(s);
+    }
+    calq_model_free(m);
+}
+
 int main(void)
 {
     test_numel_bad_ndim();
     test_describe_zero_size();
     test_batch_num_bound();
+    test_observer_args();
     return TEST_RESULT();
 }

@@ -283,6 +283,10 @@ endif()
 add_test(NAME peer.python
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python/binding.py $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.python PROPERTIES LABELS peer TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${CALQ_PY_ENV}")
+# Careless arguments to the binding (probe h2): integers beyond the C field's range or with a
+# fraction are refused, not wrapped by ctypes (batch_num=2**32 + 1 ran 1 batch).
+add_test(NAME peer.python_args COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python/args.py)
+set_tests_properties(peer.python_args PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${CALQ_PY_ENV}")
 # Many layers (issue 14, item 3): a 1000- and a 4000-layer ONNX and Caffe chain calibrated and
 # saved; the CPU time must grow about linearly (below 12x for 4x the layers). 5 s, 30 s in ASan.
 add_test(NAME cli.many_layers COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/many_layers.py

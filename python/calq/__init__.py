@@ -63,6 +63,26 @@ def _b(s):
     return None if s is None else os.fsencode(s)
 
 
+_INT_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _whole(value, what, lo, hi):
+    """value (an integer, or a float holding one) as an int in [lo, hi], the range of the C field
+    it goes to: ctypes stores a Python int in a C int or int64_t modulo 2**32 or 2**64 without a
+    word (batch_num=2**32 + 1 calibrated 1 batch), and int() cuts 1.7 to 1."""
+    try:
+        v = int(value)
+        whole = v == value
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
+        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "%s must be an integer, not %r" % (what, value))
+    if not lo <= v <= hi:
+        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "%s is %d; it must be in [%d, %d]" % (what, v, lo, hi))
+    return v
+
+
 # calq_dtype <-> numpy, in calq.h's enum order (CALQ_DTYPE_UNDEFINED = 0 has no numpy type)
 _DTYPES = [None, np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
            np.int64, np.uint64, np.bool_]
@@ -173,7 +193,8 @@ class Model:
     def set_input_shape(self, name, shape):
         """Fixes the shape of input `name` (every dim concrete), e.g. the batch size."""
         lib, err = _L(), _capi.Error_()
-        dims = (ctypes.c_int64 * max(len(shape), 1))(*[int(d) for d in shape])
+        want = [_whole(d, "input '%s': dim %d" % (name, k), -_INT64_MAX - 1, _INT64_MAX) for k, d in enumerate(shape)]
+        dims = (ctypes.c_int64 * max(len(want), 1))(*want)
         _check(lib.calq_model_set_input_shape(self._handle(), _b(name), dims, len(shape), ctypes.byref(err)), err)
 
     def run(self, feeds):
@@ -448,8 +469,11 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     lib, h = _L(), m._handle()
     caffe = m.weights is not None or m.path.endswith(".prototxt")
     fmts, chosen = _formats(formats, save_type, caffe)
-    if batch_num is not None and (int(batch_num) != batch_num or batch_num <= 0):
-        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "batch_num must be a positive integer, not %r" % (batch_num,))
+    if batch_num is not None:
+        batch_num = _whole(batch_num, "batch_num", 1, _INT_MAX)
+    threads = _whole(threads, "threads", -_INT_MAX - 1, _INT_MAX)
+    if cache_mb is not None:
+        cache_mb = _whole(cache_mb, "cache_mb", -_INT_MAX - 1, _INT_MAX)
     if config is not None and (act_algo is not None or activation_offset is not None):
         raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "act_algo and activation_offset apply without a config; with "
                     "a config, set them in it")
@@ -471,7 +495,7 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
                 if li >= 0:
                     call(lib.calq_config_set_layer_enabled(cfg, li, 0, ctypes.byref(err)))
             if batch_num is not None:
-                call(lib.calq_config_set_batch_num(cfg, int(batch_num), ctypes.byref(err)))
+                call(lib.calq_config_set_batch_num(cfg, batch_num, ctypes.byref(err)))
         else:
             if batch_num is None:  # every batch: read the iterable to its end (into the spool)
                 call(lib.calq_data_check(data, h, 0, ctypes.byref(err)))
@@ -481,7 +505,7 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
             names = (ctypes.c_char_p * max(len(skip), 1))(*[_b(s) for s in skip])
             o.skip_layers = names
             o.n_skip_layers = len(skip)
-            o.batch_num = int(batch_num)
+            o.batch_num = batch_num
             if activation_offset is not None:
                 o.activation_offset = 1 if activation_offset else 0
             o.act_algo = _b(act_algo)
@@ -490,11 +514,11 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
         call(lib.calq_outputs_begin(_b(prefix), ctypes.byref(outs), ctypes.byref(err)))
         co = _capi.CalibrateOpts()
         lib.calq_calibrate_opts_init(ctypes.byref(co))
-        co.n_threads = int(threads)
+        co.n_threads = threads
         co.skip_illegal = 1 if skip_illegal else 0
         co.int8_tensors = 1 if qdq_scheme == "int8" else 0
         if cache_mb is not None:
-            co.cache_mb = int(cache_mb)
+            co.cache_mb = cache_mb
         co.config_out = _b(config_out)
         co.outputs = outs
         call(lib.calq_calibrate(h, cfg, data, ctypes.byref(co), _b(record), ctypes.byref(err)))
@@ -532,8 +556,8 @@ def compare(float_model, quantized, batches, batch_num=None, isolated=False, sen
     and "layers" (graph order) with their figures, the schema of docs/cli.md ("calq compare")."""
     lib = _L()
     fh, qh = float_model._handle(), quantized._handle()
-    if batch_num is not None and (int(batch_num) != batch_num or batch_num <= 0):
-        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "batch_num must be a positive integer, not %r" % (batch_num,))
+    batch_num = 0 if batch_num is None else _whole(batch_num, "batch_num", 1, _INT_MAX)
+    threads = _whole(threads, "threads", -_INT_MAX - 1, _INT_MAX)
     err = _capi.Error_()
     feeder = _Feeder(batches, float_model.inputs)
     call = feeder.checker(err)
@@ -545,8 +569,8 @@ def compare(float_model, quantized, batches, batch_num=None, isolated=False, sen
         lib.calq_compare_opts_init(ctypes.byref(o))
         o.isolated = 1 if isolated else 0
         o.sensitivity = 1 if sensitivity else 0
-        o.batch_num = int(batch_num or 0)
-        o.n_threads = int(threads)
+        o.batch_num = batch_num
+        o.n_threads = threads
         o.log = 0
         call(lib.calq_compare(fh, qh, data, ctypes.byref(o), _b(float_model.path), _b(quantized.path),
                               ctypes.byref(res), ctypes.byref(err)))

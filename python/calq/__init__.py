@@ -428,6 +428,8 @@ class _Feeder:
             keep = []
             for i, name in enumerate(self.names[:n]):
                 a = np.ascontiguousarray(b[name])
+                if not a.dtype.isnative:  # ">f4" from a big-endian file: calq reads native values
+                    a = a.astype(a.dtype.newbyteorder("="))
                 _fill(tensors[i], a, "input '%s'" % name)
                 keep.append(a)
             self.keep = keep

@@ -5,7 +5,9 @@ package:
 1. integers the C side holds in an int or int64_t (batch_num, threads, cache_mb, an input dim)
    are checked in Python: ctypes stores them modulo 2**32 / 2**64 without a word, so
    batch_num=2**32 + 1 calibrated 1 batch and set_input_shape((2**64 + 1, ...)) set dim 1;
-   a float that is not a whole number is refused instead of cut (1.7 -> 1).
+   a float that is not a whole number is refused instead of cut (1.7 -> 1);
+2. batches in the other byte order (">f4", as read from a big-endian file) calibrate as the
+   same values in native order do (they were refused: "a >f4 array; calq takes float32, ...").
 
 Usage: args.py  (CALQ_LIBRARY and PYTHONPATH set by ctest)"""
 import os
@@ -78,6 +80,16 @@ def main():
     r = calq.calibrate(m, batches, out, batch_num=np.int64(3), threads=2.0, save_type=None)
     if '"batch_num": 3' not in open(r.config).read():
         fail("batch_num np.int64(3) did not calibrate 3 batches")
+
+    # 2. byte order
+    swapped = [{"x": b["x"].astype(b["x"].dtype.newbyteorder())} for b in batches]
+    try:
+        r2 = calq.calibrate(m, swapped, os.path.join(tmp, "swapped"), save_type=None)
+        if open(r2.record).read() != open(r.record).read():
+            fail("batches in the other byte order gave another record")
+    except calq.Error as e:
+        fail("batches in the other byte order: %s" % e)
+
     m.set_input_shape("x", (np.int32(2), 3, 8, 8))
     if m.inputs[0].shape != (2, 3, 8, 8):
         fail("set_input_shape with numpy ints: %s" % (m.inputs[0],))

@@ -613,6 +613,12 @@ calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error
 calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    /* pass -1 is the failed state: "pass -1 is not finished" would not say that */
+    if (s->pass < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                          "IFMR of layer \"%s\": no result: the stream failed earlier (the feed or end_pass that "
+                          "failed said why); create a new one",
+                          calq__name(s->layer));
     if (s->pass != 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
                           "IFMR of layer \"%s\": no result yet (pass %d is not finished)", calq__name(s->layer),

@@ -601,6 +601,12 @@ calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_err
 calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_result *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    /* pass -1 is the failed state, not a pass */
+    if (s->pass < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
+                          "%s of layer \"%s\": no result: the stream failed earlier (the feed or end_pass that failed "
+                          "said why); create a new one",
+                          method_names[s->o.method], calq__name(s->layer));
     if (s->pass != 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": no result yet (pass %d)",
                           method_names[s->o.method], calq__name(s->layer), s->pass);

@@ -126,11 +126,42 @@ static void test_observer_args(void)
     calq_model_free(m);
 }
 
+/* A stream whose end_pass failed (nothing fed) answered calq_*_stream_result with "no result yet
+ * (pass -1 is not finished)": an internal state, not what happened. */
+static void test_failed_stream_result(void)
+{
+    calq_error err = {0};
+    calq_ifmr_opts io;
+    calq_ifmr_opts_init(&io);
+    calq_ifmr_stream *is = NULL;
+    int done = 0;
+    EXPECT_STATUS(calq_ifmr_stream_create(&io, 0, "l", &is, &err), CALQ_OK, &err, NULL);
+    if (is) {
+        EXPECT_STATUS(calq_ifmr_stream_end_pass(is, &done, &err), CALQ_ERR_BAD_PARAMETERS, &err, "empty");
+        calq_ifmr_result ir;
+        EXPECT_STATUS(calq_ifmr_stream_result(is, &ir, &err), CALQ_ERR_BAD_PARAMETERS, &err, "failed earlier");
+        EXPECT(!strstr(err.message, "pass -1"));
+        calq_ifmr_stream_free(is);
+    }
+    calq_range_opts ro;
+    calq_range_opts_init(&ro, CALQ_RANGE_KL);
+    calq_range_stream *rs = NULL;
+    EXPECT_STATUS(calq_range_stream_create(&ro, 0, "l", &rs, &err), CALQ_OK, &err, NULL);
+    if (rs) {
+        EXPECT_STATUS(calq_range_stream_end_pass(rs, &done, &err), CALQ_ERR_BAD_PARAMETERS, &err, "empty");
+        calq_range_result rr;
+        EXPECT_STATUS(calq_range_stream_result(rs, &rr, &err), CALQ_ERR_BAD_PARAMETERS, &err, "failed earlier");
+        EXPECT(!strstr(err.message, "pass -1"));
+        calq_range_stream_free(rs);
+    }
+}
+
 int main(void)
 {
     test_numel_bad_ndim();
     test_describe_zero_size();
     test_batch_num_bound();
     test_observer_args();
+    test_failed_stream_result();
     return TEST_RESULT();
 }

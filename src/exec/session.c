@@ -44,6 +44,17 @@ calq_status calq__session_create_graph(const calq_graph *g, const calq_session_o
                           "calq_session_opts.kernels is %d; use CALQ_KERNELS_DEFAULT (0) or CALQ_KERNELS_REF (1)", k);
     }
     s->opts.n_threads = n_threads;
+    /* checked as calq_config_opts.skip_layers is: the fold below reads every name */
+    const int n_skip = s->opts.n_skip_fusion_layers;
+    const char *bad =
+        n_skip < 0 || (n_skip > 0 && !s->opts.skip_fusion_layers) ? "names announced but none given" : NULL;
+    for (int i = 0; !bad && i < n_skip; i++)
+        if (!s->opts.skip_fusion_layers[i]) bad = "an entry is NULL";
+    if (bad) {
+        calq_session_free(s);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_session_opts.skip_fusion_layers (n_skip_fusion_layers %d): %s", n_skip, bad);
+    }
     /* The graph that runs is a rewritten copy (sharing the model's constants): the integer layers
      * of an Ascend deploy model lowered to calq's integer operators, always, since a deploy model
      * means nothing without them (a literal graph would run an int8 Conv as a float one); then,

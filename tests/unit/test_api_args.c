@@ -156,6 +156,33 @@ static void test_failed_stream_result(void)
     }
 }
 
+/* calq_session_opts.skip_fusion_layers NULL with n_skip_fusion_layers > 0 was read (segfault in
+ * the Conv+BN fold), a NULL entry too, and a negative count was taken as none; the same fields
+ * of calq_config_opts are refused with a message. */
+static void test_skip_fusion_args(void)
+{
+    calq_error err = {0};
+    calq_model *m = calib_test_model(&err);
+    EXPECT(m != NULL);
+    if (!m) return;
+    calq_session_opts o;
+    calq_session *s = NULL;
+    const char *names[] = {"conv", NULL};
+    calq_session_opts_init(&o);
+    o.n_skip_fusion_layers = 3;
+    EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_ERR_BAD_PARAMETERS, &err, "none given");
+    o.skip_fusion_layers = names;
+    o.n_skip_fusion_layers = 2;
+    EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_ERR_BAD_PARAMETERS, &err, "NULL");
+    o.n_skip_fusion_layers = -1;
+    EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_ERR_BAD_PARAMETERS, &err, "-1");
+    EXPECT(s == NULL);
+    o.n_skip_fusion_layers = 1;
+    EXPECT_STATUS(calq_session_create(m, &o, &s, &err), CALQ_OK, &err, NULL);
+    calq_session_free(s);
+    calq_model_free(m);
+}
+
 int main(void)
 {
     test_numel_bad_ndim();
@@ -163,5 +190,6 @@ int main(void)
     test_batch_num_bound();
     test_observer_args();
     test_failed_stream_result();
+    test_skip_fusion_args();
     return TEST_RESULT();
 }

@@ -1002,7 +1002,7 @@ typedef calq_status (*calq_evaluator_fn)(void *user, const char *model_path, con
 
 typedef struct calq_fallback_opts {
     double target;               /* the metric to reach (with no evaluator: the minimum, over the batches and
-                                    the model outputs, of the cosine fake-quant vs float) */
+                                    the model outputs, of the cosine fake-quant vs float); finite */
     calq_evaluator_fn evaluator; /* NULL: the cosine metric */
     void *evaluator_user;
     int lower_is_better;      /* the evaluator's metric is an error (default: higher is better) */

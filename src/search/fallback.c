@@ -547,6 +547,13 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
     search s = {.m = m, .record = record, .data = data, .t0 = now()};
     calq_fallback_opts_init(&s.o);
     if (opts) s.o = *opts;
+    /* a NaN target is never met, so the search would put every layer back to float and report
+     * "not met"; an infinite one is the same or always met: refused, as a non-finite metric is */
+    if (!isfinite(s.o.target) || !isfinite(s.o.time_budget) || s.o.time_budget < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_fallback: the target (%g) and the time budget (%g s, 0: none) must be finite numbers, "
+                          "the budget not negative",
+                          s.o.target, s.o.time_budget);
     calq_config *cfg = NULL;
     CALQ_TRY(calq_config_load(m, config, &cfg, err));
     s.cfg = cfg;

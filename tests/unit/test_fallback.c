@@ -141,6 +141,27 @@ int main(void)
         if (r != (calq_fallback_result *)1) calq_fallback_result_free(r);
     }
 
+    /* a non-finite target or time budget, or a negative budget: refused before any evaluation
+     * (a NaN target ran the whole search and reported "not met") */
+    static const double bad_target[] = {NAN, INFINITY, 0.9, 0.9, 0.9}, bad_budget[] = {0, 0, NAN, INFINITY, -1};
+    for (size_t i = 0; record_bytes && config_bytes && i < sizeof bad_target / sizeof bad_target[0]; i++) {
+        fake_eval e = {0, INT_MAX, 0.0};
+        calq_fallback_opts fo;
+        calq_fallback_opts_init(&fo);
+        fo.evaluator = fake_evaluator;
+        fo.evaluator_user = &e;
+        fo.target = bad_target[i];
+        fo.time_budget = bad_budget[i];
+        fo.log = 0;
+        calq_fallback_result *r = NULL;
+        memset(&err, 0, sizeof err);
+        EXPECT_STATUS(calq_fallback(m, record, config, data, &fo, &r, &err), CALQ_ERR_BAD_PARAMETERS, &err,
+                      "must be finite numbers");
+        EXPECT(r == NULL && e.calls == 0);
+        EXPECT(same_file(record, record_bytes, n_record));
+        EXPECT(same_file(config, config_bytes, n_config));
+    }
+
     /* finite metrics: 0.5 meets 0.4 with every layer quantized */
     if (record_bytes && config_bytes) {
         fake_eval e = {0, INT_MAX, 0.0};

@@ -14,6 +14,15 @@
         .output_channel_axis = 1,                                                                                      \
     }
 
+/* An element-wise binary tensor-only kind: both inputs may be quantized, and its 8-bit form
+ * needs both (int8_all_operands). */
+#define BINARY_ROW(ID, ONNX, CAFFE)                                                                                    \
+    {                                                                                                                  \
+        .id = (ID), .onnx = (ONNX), .caffe = (CAFFE), .act_inputs = (1u << 0) | (1u << 1),                             \
+        .weights = CALQ_QKIND_WEIGHTS_NONE, .weight_input = -1, .weight2_input = -1, .bias_input = -1,                 \
+        .tensor_only = true, .int8_all_operands = true, .layout = CALQ_WEIGHTS_MATRIX, .output_channel_axis = 1,       \
+    }
+
 /* The recurrent kinds differ only in their name (see their rows). */
 #define RECURRENT_ROW(ID, ONNX)                                                                                        \
     {                                                                                                                  \
@@ -158,10 +167,11 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
      * Pooling MAX and Eltwise SUM); the others are the ops onnxruntime runs on int8 tensors
      * (QLinearMul / QLinearConcat / QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu
      * / QLinearSoftmax, int8 MaxPool and Resize), which calq's int8 ONNX exports quantize. Their
-     * other inputs may be constants (Add(x, bias)); only the input named is quantized. */
+     * other inputs may be constants (Add(x, bias)); only the input named is quantized. The int8
+     * exports leave an Add / Mul with a constant operand float (int8_all_operands). */
     TENSOR_ROW(CALQ_QKIND_MAX_POOL, "MaxPool", "Pooling", 1u << 0),
-    TENSOR_ROW(CALQ_QKIND_ADD, "Add", "Eltwise", (1u << 0) | (1u << 1)),
-    TENSOR_ROW(CALQ_QKIND_MUL, "Mul", NULL, (1u << 0) | (1u << 1)),
+    BINARY_ROW(CALQ_QKIND_ADD, "Add", "Eltwise"),
+    BINARY_ROW(CALQ_QKIND_MUL, "Mul", NULL),
     TENSOR_ROW(CALQ_QKIND_CONCAT, "Concat", NULL, CALQ_QKIND_EVERY_INPUT),
     TENSOR_ROW(CALQ_QKIND_GLOBAL_AVERAGE_POOL, "GlobalAveragePool", NULL, 1u << 0),
     TENSOR_ROW(CALQ_QKIND_RESIZE, "Resize", NULL, 1u << 0),

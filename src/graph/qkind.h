@@ -98,6 +98,13 @@ typedef struct calq_qkind {
      * (Quant -> AntiQuant, §9.3); the record key is "<layer>:<input>" with scale_d / offset_d only
      * (§7.1, §7.2 tensor_quantize: MaxPool, Add, Concat ...; Caffe Pooling MAX, Eltwise SUM). */
     bool tensor_only;
+    /* int8_all_operands (tensor-only element-wise binary ops): onnxruntime's 8-bit form
+     * (QLinearAdd / QLinearMul, and its QDQ fusion into them) needs every operand quantized, and
+     * calq leaves constants float, so with a constant operand (LayerNorm's Add(var, eps),
+     * Mul(x, gamma)) the op stays float and a Q/DQ pair on its variable input only loses accuracy
+     * (ViT-B/16: cosine 0.745 with them, 0.9988 without). The int8 scheme then does not quantize
+     * the input for this op (calq__qkind_int8_input); tensor_quantize still may (§7.2). */
+    bool int8_all_operands;
 
     /* Weight geometry (§8.2). layout: how ARQ finds the output channels. weight_channel_axis:
      * the weight axis of the output channels (negative: from the end); a CONV_TRANSPOSE layout

@@ -109,6 +109,46 @@ const calq_qkind *calq__qkind_of_input(const calq_graph *g, int i, int k)
     return NULL;
 }
 
+/* Does value v hold the same data whatever the model's inputs: a constant, or the output of a
+ * node whose inputs all are (Constant -> Cast, Unsqueeze(gamma)), other than the random ops and
+ * nodes with subgraphs. Looked `depth` producers back: further than exporters chain such ops, and
+ * a deeper chain is only taken as variable (the input quantized, as before). */
+#define CONST_DEPTH 8
+
+static bool deterministic(const calq_node *n)
+{
+    if (n->domain[0] || !strncmp(n->op_type, "Random", 6) || !strcmp(n->op_type, "Bernoulli") ||
+        !strcmp(n->op_type, "Multinomial"))
+        return false;
+    for (int a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a].type == CALQ_ATTR_GRAPH || n->attrs[a].type == CALQ_ATTR_OTHER) return false;
+    return true;
+}
+
+static bool data_constant(const calq_graph *g, int v, int depth)
+{
+    if (v < 0) return false;
+    if (g->values[v].constant) return true;
+    const int p = g->values[v].producer;
+    if (p < 0 || depth <= 0) return false;
+    const calq_node *n = &g->nodes[p];
+    if (n->n_inputs < 1 || !deterministic(n)) return false;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && !data_constant(g, n->inputs[k], depth - 1)) return false;
+    return true;
+}
+
+const calq_qkind *calq__qkind_int8_input(const calq_graph *g, int i, int k)
+{
+    const calq_qkind *kind = calq__qkind_of_input(g, i, k);
+    if (!kind || !kind->int8_all_operands) return kind;
+    /* the input itself computed from constants (Cast(c)): a constant operand as well */
+    const calq_node *n = &g->nodes[i];
+    for (int o = 0; o < n->n_inputs; o++)
+        if (has_act_input(kind, o) && data_constant(g, n->inputs[o], CONST_DEPTH)) return NULL;
+    return kind;
+}
+
 bool calq__node_quantizable(const calq_graph *g, int i)
 {
     return calq__qkind_of_node(g, i) != NULL;

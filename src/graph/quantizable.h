@@ -22,6 +22,12 @@ const calq_qkind *calq__qkind_of_node(const calq_graph *g, int i);
  * whose act_inputs include k, where input k is a float tensor that is not a constant and the
  * row's other conditions hold for the node; NULL otherwise. */
 const calq_qkind *calq__qkind_of_input(const calq_graph *g, int i, int k);
+/* The row under which the int8 scheme (calibration's int8_tensors, the int8 QDQ / QOperator plan)
+ * quantizes input k of node i: calq__qkind_of_input's, except NULL for an input of an
+ * int8_all_operands kind (Add, Mul) one of whose operands is a constant or computed from constants
+ * only (an initializer, a Constant node, Cast / Unsqueeze / ... of them): onnxruntime has no 8-bit
+ * form for it, so the op stays float in both files and a Q/DQ pair there would only round. */
+const calq_qkind *calq__qkind_int8_input(const calq_graph *g, int i, int k);
 /* calq__qkind_of_node(g, i) != NULL. */
 bool calq__node_quantizable(const calq_graph *g, int i);
 

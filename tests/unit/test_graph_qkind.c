@@ -287,6 +287,23 @@ static void test_future_rows(void)
     EXPECT(calq__qkind_of_input(g, add_vc, 0) == calq__qkind(CALQ_QKIND_ADD) && !calq__qkind_of_input(g, add_vc, 1));
     EXPECT(calq__qkind_of_input(g, cat, 2) == calq__qkind(CALQ_QKIND_CONCAT) && !calq__qkind_of_input(g, cat_c, 1));
     EXPECT(calq__qkind(CALQ_QKIND_ADD)->tensor_only && !strcmp(calq__qkind(CALQ_QKIND_ADD)->caffe, "Eltwise"));
+    /* the int8 scheme: an Add / Mul with a constant operand, or one computed from constants
+     * (Identity(bc)), stays float, so neither input is quantized (int8_all_operands); Concat's
+     * variable inputs and a variable Add's are as tensor_quantize has them */
+    int bc_id = node(g, "Identity", "", &bc, 1);
+    g->values[g->nodes[bc_id].outputs[0]].producer = bc_id; /* this graph is never sorted, which sets it */
+    int add_vi = node(g, "Add", "", (int[]){b, g->nodes[bc_id].outputs[0]}, 2);
+    int mul_cv = node(g, "Mul", "", (int[]){bc, b}, 2);
+    EXPECT(calq__qkind(CALQ_QKIND_ADD)->int8_all_operands && calq__qkind(CALQ_QKIND_MUL)->int8_all_operands &&
+           !calq__qkind(CALQ_QKIND_CONCAT)->int8_all_operands);
+    EXPECT(!calq__qkind_int8_input(g, add_vc, 0) && !calq__qkind_int8_input(g, add_vc, 1));
+    EXPECT(calq__qkind_of_input(g, add_vi, 1) && !calq__qkind_int8_input(g, add_vi, 0) &&
+           !calq__qkind_int8_input(g, add_vi, 1));
+    EXPECT(calq__qkind_of_input(g, mul_cv, 1) && !calq__qkind_int8_input(g, mul_cv, 1));
+    EXPECT(calq__qkind_int8_input(g, add_vv, 0) == calq__qkind(CALQ_QKIND_ADD) &&
+           calq__qkind_int8_input(g, add_vv, 1) == calq__qkind(CALQ_QKIND_ADD));
+    EXPECT(calq__qkind_int8_input(g, cat_c, 0) == calq__qkind(CALQ_QKIND_CONCAT) &&
+           !calq__qkind_int8_input(g, cat_c, 1));
     int relu = node(g, "Relu", "", &a, 1);
     EXPECT(!calq__qkind_of_input(g, relu, 0));
     char buf[256];

@@ -79,7 +79,8 @@ static void leaky_input(const calq_node *n, calq_layer_config *l)
 /* int8_tensors: an entry for every variable float input of the tensor-only kinds' nodes (the
  * float ops onnxruntime runs on int8 tensors, graph/qkind.c) that tensor_quantize does not list
  * already, with the layer defaults; the int8 QDQ / QOperator writers take their factors from the
- * record (export_onnx_int8.c). */
+ * record (export_onnx_int8.c). Not the inputs of an Add / Mul with a constant operand
+ * (calq__qkind_int8_input): both writers leave it float, so the record needs no factors for it. */
 static calq_status add_implicit(calq__calib *cal, calq_error *err)
 {
     if (!cal->int8_tensors) return CALQ_OK;
@@ -91,7 +92,7 @@ static calq_status add_implicit(calq__calib *cal, calq_error *err)
     for (int i = 0; i < g->n_nodes; i++) {
         const calq_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_inputs; k++) {
-            const calq_qkind *kind = calq__qkind_of_input(g, i, k);
+            const calq_qkind *kind = calq__qkind_int8_input(g, i, k);
             if (!kind || !kind->tensor_only || calq__config_find_tensor(cal->cfg, n->name, k)) continue;
             calq_layer_config *l = &cal->implicit[cal->n_implicit++];
             calq__layer_config_defaults(l, kind, cal->cfg->activation_offset);

@@ -64,8 +64,9 @@ typedef struct calq__xctx {
 
 /* ---- the int8 plan (export_onnx_int8.c) ---- */
 
-/* True when the record quantizes tensors between layers (inputs of float ops under keys the config
- * does not list: calibration's int8_tensors) and the format is QDQ or QOperator. */
+/* True when the record quantizes tensors between layers (inputs of float ops the plan quantizes,
+ * calq__qkind_int8_input, under keys the config does not list: calibration's int8_tensors) and
+ * the format is QDQ or QOperator. */
 bool calq__int8_wanted(const calq__xctx *c);
 /* Fills c->vq (see export_onnx_int8.c for the rules). */
 calq_status calq__int8_plan(calq__xctx *c, calq_error *err);

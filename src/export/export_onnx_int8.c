@@ -103,13 +103,17 @@ static bool float_activation(const calq_graph *g, int v)
 }
 
 /* The record entry for input k of node i: a quantized layer's input, or a recorded input of a
- * float op ("<layer>:<k>", a tensor_quantize entry or calibration's int8_tensors). */
+ * float op ("<layer>:<k>", a tensor_quantize entry or calibration's int8_tensors). Not an input
+ * of an op the plan leaves float (an Add / Mul with a constant operand, calq__qkind_int8_input):
+ * its entry (a record from before that rule, or tensor_quantize's, which then gets the node's own
+ * pair as in the layers scheme) does not make the tensor int8 for every reader. */
 static const calq_record_layer *edge_record(const calq__xctx *c, int i, int k)
 {
     if (c->quantized[i]) {
         if (k == 0 || calq__x_act_input(c, i, k)) return calq__x_input_record(c, i, k);
         return NULL;
     }
+    if (!calq__qkind_int8_input(c->g, i, k)) return NULL;
     char *key = calq__record_key(c->g->nodes[i].name, k);
     const calq_record_layer *rl = key ? calq__record_find(c->rec, key) : NULL;
     free(key);
@@ -121,7 +125,7 @@ bool calq__int8_wanted(const calq__xctx *c)
     if (c->fmt != CALQ_SAVE_QDQ && c->fmt != CALQ_SAVE_QOPERATOR) return false;
     for (int i = 0; i < c->rec->n_layers; i++) {
         int input, ni = calq__record_key_node(c->g, c->rec->layers[i].name, &input);
-        if (ni < 0 || input < 0 || c->quantized[ni]) continue;
+        if (ni < 0 || input < 0 || c->quantized[ni] || !calq__qkind_int8_input(c->g, ni, input)) continue;
         if (!calq__config_find_tensor(c->cfg, c->g->nodes[ni].name, input)) return true; /* not the config's */
     }
     return false;

@@ -122,9 +122,11 @@ static bool inputs_quantized(const calq__xctx *c, int ni)
         return true;
     }
     if (n->n_inputs < 1) return false;
+    /* the inputs the int8 scheme quantizes for this op (none of an Add / Mul with a constant
+     * operand: calq__qkind_int8_input, the rule the plan of the QDQ file follows too) */
     const int nin = is_op(n, "Concat") || is_op(n, "Add") || is_op(n, "Mul") ? n->n_inputs : 1;
     for (int k = 0; k < nin; k++)
-        if (!on(c, n->inputs[k])) return false;
+        if (!on(c, n->inputs[k]) || !calq__qkind_int8_input(c->g, ni, k)) return false;
     return true;
 }
 

@@ -114,6 +114,12 @@ set_tests_properties(peer.save_reduce_range PROPERTIES LABELS peer TIMEOUT 600 S
 add_test(NAME peer.save_int8
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/save_int8.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})
 set_tests_properties(peer.save_int8 PROPERTIES LABELS peer TIMEOUT 1200 SKIP_RETURN_CODE 77)
+# --qdq-scheme int8 leaves an Add / Mul with a constant operand float in both files (a LayerNorm
+# written out at opset 13: no Q/DQ on its variance or before Mul(gamma) / Add(beta)), while a
+# residual Add of two tensors stays integer; QDQ cosine vs float as the QOperator file's.
+add_test(NAME peer.save_int8_layernorm
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/int8_layernorm.py $<TARGET_FILE:calq_cli>)
+set_tests_properties(peer.save_int8_layernorm PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Accuracy of the int8 scheme (issue 12, item 5) in onnxruntime-node on trained models: calibrated
 # on their first photos, the QDQ and QOperator files' outputs vs the float model on the held-out
 # ones; the worst cosine must stay above floors just under what it gives (NanoDet-m 0.99084:

@@ -11,6 +11,9 @@
  *    free function accepts NULL; strings and tensors the library hands out are owned by the
  *    object they come from and valid as long as it is (or as stated); pointer arguments are
  *    borrowed for the duration of the call unless the function says it keeps them;
+ *  - pointer arguments must not be NULL unless the function says NULL is allowed (err, the free
+ *    functions, and the optional arguments named so); a NULL array with a non-zero count is
+ *    refused where options carry one;
  *  - option structs calq_<thing>_opts are filled by calq_<thing>_opts_init() before fields are
  *    set, so that fields added in later versions get their defaults.
  */

@@ -183,8 +183,9 @@ const calq_record_layer *calq__x_tensor_record(const calq__xctx *c, int ni, int 
 const char *calq__xvalue(calq__xctx *c, int v, calq_error *err)
 {
     const calq_value *val = &c->g->values[v];
-    /* a constant the fold pass made (§8.3) is not in the original proto: add it */
-    if (val->constant && calq__graph_find(c->m->g, val->name) < 0) {
+    /* a constant the fold passes made (§8.3, a weight behind Identity / Transpose) is not in the
+     * original proto: add it */
+    if (val->constant && (val->folded || calq__graph_find(c->m->g, val->name) < 0)) {
         bool have = calq__strmap_get(&c->x.names, val->name) >= 0; /* added already */
         const calq_tensor *t = val->constant;
         if (!have && (t->dtype != CALQ_DTYPE_FLOAT32 ||
@@ -453,8 +454,9 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
          * after them in the IR (graph.h n_formal), which the ONNX node must not name */
         int n_in = n->n_formal;
         bool same = (int)orig->n_input >= n_in && (int)orig->n_output >= n->n_outputs;
-        for (int k = 0; same && k < n_in; k++)
-            same = n->inputs[k] < 0 || strcmp(orig->input[k], c->g->values[n->inputs[k]].name) == 0;
+        for (int k = 0; same && k < n_in; k++) /* a folded constant needs its initializer */
+            same = n->inputs[k] < 0 ||
+                   (strcmp(orig->input[k], c->g->values[n->inputs[k]].name) == 0 && !c->g->values[n->inputs[k]].folded);
         for (int k = 0; same && k < n->n_outputs; k++)
             same = n->outputs[k] < 0 || strcmp(orig->output[k], c->g->values[n->outputs[k]].name) == 0;
         if (!same) {
@@ -562,6 +564,19 @@ static calq_status emit_balance_mul(calq__xctx *c, int mi, calq_error *err)
     return nd && calq__xg_node(&c->x, nd) ? CALQ_OK : oom(err);
 }
 
+/* A source node calq__pass_const_weights removed at import (an Identity / Transpose / ... of a
+ * weight): every output it has is a folded constant of the model's IR, written as an initializer
+ * where something still reads it. Constant nodes, the other source nodes the IR has not, stay. */
+static bool folded_at_import(const calq__xctx *c, const Onnx__NodeProto *nd)
+{
+    if (!nd->n_output) return false;
+    for (size_t k = 0; k < nd->n_output; k++) {
+        int v = nd->output[k] && nd->output[k][0] ? calq__graph_find(c->m->g, nd->output[k]) : -1;
+        if (v < 0 || !c->m->g->values[v].folded) return false;
+    }
+    return true;
+}
+
 static calq_status export_walk(calq__xctx *c, calq_error *err)
 {
     const Onnx__GraphProto *gp = c->mp->graph;
@@ -581,7 +596,8 @@ static calq_status export_walk(calq__xctx *c, calq_error *err)
     }
     for (size_t k = 0; st == CALQ_OK && k < no; k++) {
         int ni = clone_of[k];
-        if (ni < 0 && in_ir[k]) continue; /* folded into its Conv (§8.3) */
+        if (ni < 0 && in_ir[k]) continue;                         /* folded into its Conv (§8.3) */
+        if (ni < 0 && folded_at_import(c, gp->node[k])) continue; /* its output is a folded weight */
         if (ni >= 0 && c->skip[ni]) continue;
         if (ni >= 0 && (c->quantized[ni] || (c->form && c->form[ni]))) { /* its DMQ Mul first (graph/balance.h) */
             int x0 = c->g->nodes[ni].inputs[0], p = x0 >= 0 ? c->g->values[x0].producer : -1;

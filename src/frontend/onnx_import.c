@@ -11,6 +11,7 @@
 #include "frontend/model.h"
 #include "frontend/onnx_attr_check.h"
 #include "frontend/onnx_tensor.h"
+#include "graph/passes.h"
 
 /* Operator semantics follow opsets 7 to 21 (every operator reads its node's opset where the
  * signature changed, docs/operators.md); older opsets load with those semantics (their
@@ -514,5 +515,8 @@ calq_status calq__onnx_import(struct calq_model *m, calq_error *err)
             return calq__fail(err, CALQ_ERR_BAD_FORMAT, NULL, "graph output '%s' is not produced by any node",
                               val->name);
     }
-    return CALQ_OK;
+    /* weights behind Identity / Transpose (tied or unfolded torch exports) are weights all the same:
+     * folded once here, so every reader of the model sees the same layers */
+    int n_folded = 0;
+    return calq__pass_const_weights(g, &n_folded, err);
 }

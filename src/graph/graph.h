@@ -45,6 +45,8 @@ typedef struct calq_value {
     int64_t dims[CALQ_MAX_DIMS]; /* -1: unknown dim */
     calq_tensor *constant;       /* initializer / Constant data, or NULL; owned unless constant_shared */
     bool constant_shared;        /* a clone's view of another graph's constant: never freed here */
+    bool folded;                 /* a constant calq__pass_const_weights computed from the file's: no
+                                    tensor of the file holds it, so a writer adds it where it is read */
     int producer;                /* node index, or -1 (graph input / constant) */
     bool is_input;               /* a graph input the user feeds */
     bool is_output;

@@ -4,7 +4,8 @@
 #include <string.h>
 
 /* A constant float32 weight: a layer of an already quantized model (int8 weights, an Ascend
- * deploy model) is not quantizable again. */
+ * deploy model) is not quantizable again. A weight the file computes from an initializer by
+ * Identity / Transpose / ... is a constant by now (calq__pass_const_weights at import). */
 static bool is_const(const calq_graph *g, const calq_node *n, int k)
 {
     return k < n->n_inputs && n->inputs[k] >= 0 && g->values[n->inputs[k]].constant != NULL &&

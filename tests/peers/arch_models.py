@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Architectures beyond the zoo's (the arch sweep): exported to ONNX at opset 13 with random but
-seeded weights (BatchNorm statistics randomised), plus two calibration batches of each.
+"""Architectures beyond the zoo's (the arch sweep): exported to ONNX at opset 13 (or the opset a
+MODELS entry gives) with random but seeded weights (BatchNorm statistics randomised), plus two
+calibration batches of each.
 
     /usr/bin/python3 tests/peers/arch_models.py OUT_DIR [NAME ...]
 
 Writes OUT_DIR/<NAME>.onnx (one input "x", outputs "y"...), OUT_DIR/<NAME>/cal/0.npy, 1.npy
 (calibration batches) and OUT_DIR/<NAME>/eval/0.npy (a held-out input). Image models take
 1 x 3 x S x S (ImageNet-normalised noise with some spatial structure); the text recognisers take
-1 x 1 x 32 x W with W dynamic ("W"), the attention block N x T x D with T dynamic ("T").
+1 x 1 x 32 x W with W dynamic ("W"), the attention block N x T x D with T dynamic ("T");
+torchvision's detectors take 1 x 3 x S x S pixels in 0..1 (fixed: their exports fix it), the
+optical flow model two frames stacked as 1 x 6 x S x S.
 """
 import os
 import sys
@@ -230,6 +233,162 @@ class CausalLM(nn.Module):
         return self.norm(x) @ self.emb.weight.t()
 
 
+def hsconv(i, o, k=3, s=1, g=1, act=True):
+    return nn.Sequential(nn.Conv2d(i, o, k, s, (k - 1) // 2, groups=g, bias=False), nn.BatchNorm2d(o),
+                         *( [nn.Hardswish()] if act else []))
+
+
+class SEH(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.f1, self.f2 = nn.Conv2d(c, c // 4, 1), nn.Conv2d(c // 4, c, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * F.hardsigmoid(self.f2(F.relu(self.f1(s))))
+
+
+class DBNet(nn.Module):
+    """PP-OCR-style DB text detector: MobileNetV3-like backbone (Hardswish, SE with hardsigmoid),
+    FPN (nearest upsample + add, concat), DB head (conv, 2 ConvTranspose, sigmoid)."""
+
+    def __init__(self):
+        super().__init__()
+        def ir(i, e, o, s):
+            return nn.Sequential(hsconv(i, e, 1), hsconv(e, e, 3, s, e), SEH(e), hsconv(e, o, 1, act=False))
+        self.stem = hsconv(3, 16, 3, 2)
+        self.s1 = ir(16, 32, 24, 2)   # /4
+        self.s2 = ir(24, 72, 40, 2)   # /8
+        self.s3 = ir(40, 120, 80, 2)  # /16
+        self.s4 = ir(80, 240, 160, 2) # /32
+        self.lat = nn.ModuleList(nn.Conv2d(c, 64, 1, bias=False) for c in (24, 40, 80, 160))
+        self.smo = nn.ModuleList(nn.Conv2d(64, 16, 3, 1, 1, bias=False) for _ in range(4))
+        self.head = nn.Sequential(nn.Conv2d(64, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.ConvTranspose2d(16, 16, 2, 2), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.ConvTranspose2d(16, 1, 2, 2), nn.Sigmoid())
+
+    def forward(self, x):
+        c1 = self.s1(self.stem(x)); c2 = self.s2(c1); c3 = self.s3(c2); c4 = self.s4(c3)
+        i4, i3, i2, i1 = [l(c) for l, c in zip(self.lat[::-1], (c4, c3, c2, c1))]
+        o3 = i3 + F.interpolate(i4, scale_factor=2.0, mode="nearest")
+        o2 = i2 + F.interpolate(o3, scale_factor=2.0, mode="nearest")
+        o1 = i1 + F.interpolate(o2, scale_factor=2.0, mode="nearest")
+        p = [s(o) for s, o in zip(self.smo, (o1, o2, o3, i4))]
+        p = [p[0]] + [F.interpolate(q, scale_factor=2.0 ** (k + 1), mode="nearest") for k, q in enumerate(p[1:])]
+        return self.head(torch.cat(p[::-1], 1))
+
+
+class AttnOCR(nn.Module):
+    """An attention OCR recogniser (ASTER/SAR-like): conv encoder, BiLSTM, a Bahdanau attention
+    GRUCell decoder unrolled 6 greedy steps (argmax -> Embedding), logits stacked."""
+
+    def __init__(self, classes=40, hid=64, steps=6):
+        super().__init__()
+        self.steps, self.classes = steps, classes
+        def block(i, o, pool):
+            return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU()] + (
+                [nn.MaxPool2d(pool, pool)] if pool else [])
+        self.cnn = nn.Sequential(*block(1, 32, (2, 2)), *block(32, 64, (2, 2)), *block(64, 64, (2, 1)),
+                                 *block(64, 64, (4, 1)))
+        self.rnn = nn.LSTM(64, hid // 2, bidirectional=True, batch_first=True)
+        self.wq, self.wk, self.v = nn.Linear(hid, hid), nn.Linear(hid, hid), nn.Linear(hid, 1)
+        self.emb = nn.Embedding(classes, hid)
+        self.cell = nn.GRUCell(2 * hid, hid)
+        self.fc = nn.Linear(hid, classes)
+        self.hid = hid
+
+    def forward(self, x):
+        f = self.cnn(x).squeeze(2).permute(0, 2, 1)  # N x T x C
+        enc, _ = self.rnn(f)
+        k = self.wk(enc)
+        n = x.shape[0]
+        h = torch.zeros(n, self.hid)
+        prev = torch.zeros(n, dtype=torch.long)
+        outs = []
+        for _ in range(self.steps):
+            e = self.v(torch.tanh(k + self.wq(h).unsqueeze(1))).squeeze(2)
+            a = torch.softmax(e, dim=1)
+            ctx = torch.bmm(a.unsqueeze(1), enc).squeeze(1)
+            h = self.cell(torch.cat([self.emb(prev), ctx], 1), h)
+            o = self.fc(h)
+            outs.append(o)
+            prev = o.argmax(1)
+        return torch.stack(outs, 1)
+
+
+class Det(nn.Module):
+    """A torchvision detector taking one 1 x 3 x H x W tensor; outputs boxes, scores, labels(, keypoints)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        d = self.m([x[0]])[0]
+        return tuple(d[k] for k in ("boxes", "scores", "labels", "keypoints") if k in d)
+
+
+class Raft(nn.Module):
+    """raft_small over one 1 x 6 x H x W input (two frames stacked), 3 flow updates, last flow."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = torchvision.models.optical_flow.raft_small(weights=None)
+
+    def forward(self, x):
+        return self.m(x[:, :3], x[:, 3:], num_flow_updates=3)[-1]
+
+
+def s3d_small():
+    m = torchvision.models.video.s3d(weights=None, num_classes=50)
+    m.avgpool = nn.AdaptiveAvgPool3d(1)
+    return m
+
+
+def det(name, **kw):
+    return lambda: Det(getattr(torchvision.models.detection, name)(weights=None, weights_backbone=None, **kw))
+
+
+class UNetGN(nn.Module):
+    """A small diffusion/segmentation-style UNet: Conv + GroupNorm + SiLU residual blocks, a
+    self-attention block at the lowest resolution, a LayerNorm over (C, H, W) (multi-axis
+    normalisation), bilinear Resize up, skip Concats."""
+
+    def __init__(self, c=32, size=64):
+        super().__init__()
+        def rb(i, o):
+            return nn.ModuleDict({"n1": nn.GroupNorm(8, i), "c1": nn.Conv2d(i, o, 3, 1, 1), "n2": nn.GroupNorm(8, o),
+                                  "c2": nn.Conv2d(o, o, 3, 1, 1), "sk": nn.Conv2d(i, o, 1) if i != o else nn.Identity()})
+        self.inp = nn.Conv2d(3, c, 3, 1, 1)
+        self.d1, self.d2, self.d3 = rb(c, c), rb(c, 2 * c), rb(2 * c, 4 * c)
+        self.down = nn.ModuleList(nn.Conv2d(k, k, 3, 2, 1) for k in (c, 2 * c))
+        self.an = nn.GroupNorm(8, 4 * c)
+        self.qkv, self.proj = nn.Conv2d(4 * c, 12 * c, 1), nn.Conv2d(4 * c, 4 * c, 1)
+        self.lnchw = nn.LayerNorm([4 * c, size // 4, size // 4])
+        self.u2, self.u1 = rb(6 * c, 2 * c), rb(3 * c, c)
+        self.out = nn.Sequential(nn.GroupNorm(8, c), nn.SiLU(), nn.Conv2d(c, 3, 3, 1, 1))
+
+    @staticmethod
+    def run(b, x):
+        h = b["c1"](F.silu(b["n1"](x)))
+        h = b["c2"](F.silu(b["n2"](h)))
+        return b["sk"](x) + h
+
+    def forward(self, x):
+        h1 = self.run(self.d1, self.inp(x))
+        h2 = self.run(self.d2, self.down[0](h1))
+        h3 = self.run(self.d3, self.down[1](h2))
+        n, c, hh, ww = h3.shape
+        q, k, v = self.qkv(self.an(h3)).reshape(n, 3, c, hh * ww).unbind(1)
+        a = torch.softmax(torch.bmm(q.transpose(1, 2), k) * c ** -0.5, dim=-1)
+        h3 = self.lnchw(h3 + self.proj(torch.bmm(v, a.transpose(1, 2)).reshape(n, c, hh, ww)))
+        u = F.interpolate(h3, scale_factor=2.0, mode="bilinear", align_corners=False)
+        u = self.run(self.u2, torch.cat([u, h2], 1))
+        u = F.interpolate(u, scale_factor=2.0, mode="bilinear", align_corners=False)
+        u = self.run(self.u1, torch.cat([u, h1], 1))
+        return self.out(u)
+
+
 def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
 
@@ -261,10 +420,54 @@ MODELS = {
     "efficientnet_v2": (tv("efficientnet_v2_s"), "image", 160),
     "ssdlite": (lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(
         weights=None, weights_backbone=None, score_thresh=0.0), "image", 320),
+    # (ctor, kind, size[, opset]; 13 when not given). Added 2026-12-06: classes users deploy
+    # that the ones above lack (squeeze-excite + grouped conv, dilated segmentation, video,
+    # optical flow, torchvision's detectors at their documented opset 11 and at 13, a PP-OCR DB
+    # detector, an attention OCR decoder, a GroupNorm UNet) and other exporters' forms (opsets
+    # 11 / 16 / 17, no constant folding, initializers listed as inputs)
+    "regnet_y_400mf": (tv("regnet_y_400mf"), "image", 128),
+    "resnext50": (tv("resnext50_32x4d"), "image", 64),
+    "s3d": (s3d_small, "video", 64),
+    "fcn_resnet50": (lambda: torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False), "image", 96),
+    "frcnn_mnv3": (det("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0), "detimage", 320, 11),
+    "retinanet": (det("retinanet_resnet50_fpn", min_size=256, max_size=256, score_thresh=0.0), "detimage", 256, 11),
+    "fcos": (det("fcos_resnet50_fpn", min_size=256, max_size=256, score_thresh=0.0), "detimage", 256, 11),
+    "keypointrcnn": (det("keypointrcnn_resnet50_fpn", min_size=256, max_size=256, box_score_thresh=0.0), "detimage", 256, 11),
+    "raft_small": (Raft, "pair", 128, 16),
+    "dbnet": (DBNet, "image", 128),
+    "attn_ocr": (AttnOCR, "text", 100),
+    "convnext_o17": (tv("convnext_tiny"), "image", 64, 17),
+    "convnext_o16": (tv("convnext_tiny"), "image", 64, 16),
+    "swin_t_o17": (tv("swin_t"), "image", 112, 17),
+    "swin_t_o16": (tv("swin_t"), "image", 112, 16),
+    "text_enc_o17": (TextEncoder, "ids", 24, 17),
+    "text_enc_o16": (TextEncoder, "ids", 24, 16),
+    "swin_like_o17": (SwinLike, "tokens", 49, 17),
+    "dbnet_o17": (DBNet, "image", 128, 17),
+    "unet_gn_o17": (UNetGN, "image", 64, 17),
+    "unet_gn": (UNetGN, "image", 64),
+    "text_enc_nofold": (TextEncoder, "ids", 24),
+    "text_enc_initin": (TextEncoder, "ids", 24),
+    "dbnet_nofold": (DBNet, "image", 128),
+    "dbnet_initin": (DBNet, "image", 128),
+    "vit_b_16": (tv("vit_b_16"), "image", 224),
+    "keypointrcnn_o13": (det("keypointrcnn_resnet50_fpn", min_size=256, max_size=256, box_score_thresh=0.0), "detimage", 256, 13),
+    "frcnn_o13": (det("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0), "detimage", 320, 13),
+    "fcos_o13": (det("fcos_resnet50_fpn", min_size=256, max_size=256, score_thresh=0.0), "detimage", 256, 13),
+    "retinanet_o13": (det("retinanet_resnet50_fpn", min_size=256, max_size=256, score_thresh=0.0), "detimage", 256, 13),
+    "dbnet_o11": (DBNet, "image", 128, 11),
+    "text_enc_o11": (TextEncoder, "ids", 24, 11),
+    "attn_ocr_o17": (AttnOCR, "text", 100, 17),
+    "mnv3_o17": (tv("mobilenet_v3_small"), "image", 96, 17),
 }
 
 
 def sample(kind, size, rng, width=None):
+    if kind == "detimage":
+        return sample("image", size, rng) * 0.25 + 0.45  # detectors normalise themselves: 0..1 pixels
+    if kind == "pair":
+        a = sample("image", size, rng)
+        return np.concatenate([a, np.roll(a, (2, 3), (2, 3))], 1)
     if kind == "image":
         # smooth noise: neighbouring pixels correlate as in photos
         x = rng.standard_normal((1, 3, size // 8, size // 8)).astype(np.float32)
@@ -283,12 +486,13 @@ def sample(kind, size, rng, width=None):
 
 
 def export(out, name):
-    ctor, kind, size = MODELS[name]
+    ctor, kind, size = MODELS[name][:3]
+    opset = MODELS[name][3] if len(MODELS[name]) > 3 else 13
     torch.manual_seed(0)
     m = ctor().eval()
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():
-        if isinstance(mod, nn.BatchNorm2d):
+        if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm3d)):
             c = mod.num_features
             mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
             mod.running_var.copy_(torch.rand(c, generator=g) * 0.5 + 0.5)
@@ -308,6 +512,20 @@ def export(out, name):
         with torch.no_grad():
             for prm in m.head.classification_head.parameters():
                 prm.mul_(40.0)
+    if name.startswith("retinanet_"):
+        # the randomised BatchNorms give cls logits of std ~50: every score saturates to 1.0 and
+        # NMS's choice among ties is implementation-defined; scale to std ~1
+        with torch.no_grad():
+            m.m.head.classification_head.cls_logits.weight.mul_(0.02)
+    if name == "vit_b_16":
+        # torchvision zero-initialises the ViT head: the output is all zeros (cosine 1 whatever)
+        with torch.no_grad():
+            m.heads.head.weight.normal_(0, 0.02, generator=torch.Generator().manual_seed(3))
+    if name.startswith("keypointrcnn_"):
+        # random box regressors push every box off the image (all removed as small): damp them
+        with torch.no_grad():
+            m.m.rpn.head.bbox_pred.weight.mul_(0.01)
+            m.m.roi_heads.box_predictor.bbox_pred.weight.mul_(0.01)
     rng = np.random.default_rng(7)
     d = os.path.join(out, name)
     for sub in ("cal", "eval"):
@@ -316,17 +534,20 @@ def export(out, name):
         np.save(os.path.join(d, "cal", "%d.npy" % k), sample(kind, size, rng))
     # held out: the text models at another width, the tokens at another length (dynamic axes)
     np.save(os.path.join(d, "eval", "0.npy"),
-            sample(kind, size if kind in ("image", "video") else size + 28 if kind == "text" else size + 15, rng,
-                   width=None if kind in ("image", "video") else size + 28 if kind == "text" else size + 15))
+            sample(kind, size if kind in ("image", "video", "detimage", "pair") else size + 28 if kind == "text" else size + 15, rng,
+                   width=None if kind in ("image", "video", "detimage", "pair") else size + 28 if kind == "text" else size + 15))
     x = torch.from_numpy(sample(kind, size, rng))
     dyn = {"x": {0: "N"}, "y": {0: "N"}}
     if kind == "text":
         dyn = {"x": {3: "W"}, "y": {0: "T"}}
     elif kind in ("tokens", "ids"):
         dyn = {"x": {0: "N", 1: "T"}, "y": {0: "N"}}
+    elif kind in ("detimage", "pair"):
+        dyn = {}
     # with grad enabled, as nn.TransformerEncoder's fused fast path (no ONNX export) is off then
-    torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=13, input_names=["x"],
-                      output_names=["y"], dynamic_axes=dyn, do_constant_folding=True)
+    torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=opset, input_names=["x"],
+                      output_names=["y"], dynamic_axes=dyn, do_constant_folding=not name.endswith("_nofold"),
+                      keep_initializers_as_inputs=name.endswith("_initin"))
     print(name, flush=True)
 
 

@@ -82,8 +82,8 @@ def main():
                 bad += 1
                 ref.append(None)
                 continue
-            diff = float(np.max(np.abs(fo - fc)))
-            scale = float(np.max(np.abs(fo))) or 1.0
+            diff = float(np.max(np.abs(fo - fc))) if fo.size else 0.0
+            scale = (float(np.max(np.abs(fo))) if fo.size else 0.0) or 1.0
             print("%-14s float input %d: max |ort - calq| %.3g (max |y| %.3g)%s" %
                   (name, k, diff, scale, "  MISMATCH" if diff > 1e-4 * max(1.0, scale) else ""))
             bad += diff > 1e-4 * max(1.0, scale)

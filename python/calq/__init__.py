@@ -203,6 +203,10 @@ class Model:
         output name -> numpy array (copies, owned by the caller)."""
         lib, h = _L(), self._handle()
         ins = self.inputs
+        if not isinstance(feeds, collections.abc.Mapping):  # a list of arrays, an array: no names
+            raise Error(_capi.CALQ_ERR_BAD_PARAMETERS,
+                        "run: feeds must be a dict of input name -> array; the model's inputs are %s" %
+                        ", ".join(repr(v.name) for v in ins))
         unknown = sorted(set(feeds) - {v.name for v in ins})
         missing = [v.name for v in ins if v.name not in feeds]
         if unknown or missing:

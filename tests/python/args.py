@@ -90,6 +90,11 @@ def main():
     except calq.Error as e:
         fail("batches in the other byte order: %s" % e)
 
+    # 3. run with a list or a bare array instead of the dict of names (a TypeError before)
+    x = batches[0]["x"]
+    refused("run([x])", lambda: m.run([x]), "feeds must be a dict")
+    refused("run(x)", lambda: m.run(x), "feeds must be a dict")
+
     m.set_input_shape("x", (np.int32(2), 3, 8, 8))
     if m.inputs[0].shape != (2, 3, 8, 8):
         fail("set_input_shape with numpy ints: %s" % (m.inputs[0],))

@@ -167,6 +167,13 @@ def _():
                     ["y", "mean", "istd"], axis=1, epsilon=1e-3)
 
 
+@case("layer_normalization_scale_leading_ones")
+def _():
+    # a [1, 5] scale and [1, 1, 5] bias for a last-axis norm (refused as not broadcasting before)
+    return one_node("LayerNormalization", [("x", rnd(2, 3, 5)), ("s", rnd(1, 5)), ("b", rnd(1, 1, 5))], ["y"],
+                    epsilon=1e-5)
+
+
 @case("instance_normalization")
 def _():
     return one_node("InstanceNormalization", [("x", rnd(2, 3, 4, 5)), ("s", rnd(3)), ("b", rnd(3))], ["y"])

@@ -118,13 +118,16 @@ static calq_status layer_norm_axis(calq_op_ctx *c, int *axis)
     *axis = calq__norm_axis(a, x->ndim);
     if (*axis < 0)
         return calq__op_fail(c, CALQ_ERR_SHAPE, "axis %lld is out of range for a rank-%d input", (long long)a, x->ndim);
-    /* Scale and B broadcast (unidirectionally) to X.shape[axis:]. */
+    /* Scale and B broadcast (unidirectionally) to X.shape[axis:]; leading dims of 1 beyond it
+     * (a [1, D] scale for a last-axis norm, as some exporters write it and onnxruntime takes)
+     * are allowed up to X's rank, which they cannot change. */
     for (int i = 1; i < 3 && i < c->n_in; i++) {
         const calq_tensor *t = c->in[i];
         if (!t) continue;
         int n = x->ndim - *axis;
-        bool ok = t->ndim <= n;
-        for (int k = 0; ok && k < t->ndim; k++) {
+        bool ok = t->ndim <= x->ndim;
+        for (int k = n; ok && k < t->ndim; k++) ok = t->dims[t->ndim - 1 - k] == 1;
+        for (int k = 0; ok && k < t->ndim && k < n; k++) {
             int64_t d = t->dims[t->ndim - 1 - k], xd = x->dims[x->ndim - 1 - k];
             ok = d == xd || d == 1;
         }
@@ -165,7 +168,8 @@ static calq_status broadcast_trailing(calq_op_ctx *c, int i, int axis, double df
         return CALQ_OK;
     }
     int64_t st[CALQ_MAX_DIMS];
-    calq__broadcast_strides(t->dims, t->ndim, n, st);
+    const int lead = t->ndim > n ? t->ndim - n : 0; /* dims of 1 (layer_norm_axis) */
+    calq__broadcast_strides(t->dims + lead, t->ndim - lead, n, st);
     for (int64_t k = 0; k < len; k++) {
         int64_t rem = k, off = 0;
         for (int d = n - 1; d >= 0; d--) {

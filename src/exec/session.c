@@ -269,9 +269,11 @@ static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_in
     for (int i = 0; i < n_inputs; i++) p->vals[g->inputs[i]].t.data = inputs[i].data;
     if (err) err->status = CALQ_OK;
     for (int i = 0; i < n_inputs; i++) CALQ_TRY(observe(s, g->inputs[i], err));
-    /* Tensors folded at plan time (constant sub-graphs) are observed once per run too. */
+    /* Tensors folded at plan time (constant sub-graphs) are observed once per run too, and so are
+     * the weights the import folded (graph/fold_const_weights.c): the model computes them. */
     for (int v = 0; v < g->n_values; v++)
-        if (p->vals[v].kind == CALQ_PV_FOLDED) CALQ_TRY(observe(s, v, err));
+        if (p->vals[v].kind == CALQ_PV_FOLDED || (p->vals[v].kind == CALQ_PV_CONST && g->values[v].folded))
+            CALQ_TRY(observe(s, v, err));
     for (int st = 0; st < p->n_steps; st++) {
         CALQ_TRY(calq__plan_run_step(p, st, err));
         const calq_plan_step *step = &p->steps[st];

@@ -166,6 +166,13 @@ def main():
         y = np.load(os.path.join(out, "y.npy"))
         if not np.allclose(y, ref, rtol=1e-4, atol=1e-4):
             fail(f"calq run of the float model differs from numpy: max {np.abs(y - ref).max()}")
+        # the folded Transpose's output is still the model's tensor: --dump writes it (it printed
+        # "dumped 0 tensors" once the import folded it)
+        dump = os.path.join(tmp, "dump")
+        run([CALQ, "run", src, "--input", "x=" + src + ".npy", "--output-dir", dump, "--dump", "W2_t"])
+        wt = os.path.join(dump, "W2_t.npy")
+        if not os.path.exists(wt) or not np.array_equal(np.load(wt), arr["W2"].astype(np.float32).T):
+            fail("--dump W2_t: %s" % ("not written" if not os.path.exists(wt) else "not W2 transposed"))
         skipped = ["conv_identity", "gemm_identity", "matmul_transpose"]
         for scheme, skip in (("layers", []), ("int8", []), ("skip", skipped)):
             prefix = os.path.join(tmp, scheme)

@@ -48,6 +48,26 @@ static bool name_taken(const void *ctx, const char *name)
            calq__strmap_get(&c->x.names, name) >= 0 || calq__strmap_get(&c->given, name) >= 0;
 }
 
+/* The node names of g and of every If / Loop / Scan body in it, at any depth: the opset upgrade
+ * adds nodes to bodies too (export_upgrade.c), and a name it picks must not be one a later node
+ * of the same body has. Bodies deeper than the importer accepts (pb_depth.h) do not reach here.
+ * False on out-of-memory. */
+static bool put_node_names(calq_strmap *m, const Onnx__GraphProto *g, int depth)
+{
+    if (!g || depth > 64) return true;
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *nd = g->node[k];
+        if (nd->name && nd->name[0] && !calq__strmap_put(m, nd->name, 1)) return false;
+        for (size_t a = 0; a < nd->n_attribute; a++) {
+            const Onnx__AttributeProto *at = nd->attribute[a];
+            if (!put_node_names(m, at->g, depth + 1)) return false;
+            for (size_t b = 0; b < at->n_graphs; b++)
+                if (!put_node_names(m, at->graphs[b], depth + 1)) return false;
+        }
+    }
+    return true;
+}
+
 /* A node name of the model or one calq__xnode_name gave out. */
 static bool node_name_taken(const void *ctx, const char *name)
 {
@@ -653,9 +673,7 @@ calq_status calq__export_onnx(const calq_model *m, const calq_record *rec, const
     /* every node name of the model, also of nodes the output drops (folded BatchNorms): a few names
      * too many to pick from, rather than a second pass to find which nodes are kept */
     if (st == CALQ_OK && !calq__strmap_init(&c.model_nodes, gp->n_node)) st = oom(err);
-    for (size_t k = 0; st == CALQ_OK && k < gp->n_node; k++)
-        if (gp->node[k]->name && gp->node[k]->name[0] && !calq__strmap_put(&c.model_nodes, gp->node[k]->name, 1))
-            st = oom(err);
+    if (st == CALQ_OK && !put_node_names(&c.model_nodes, gp, 0)) st = oom(err);
     if (st == CALQ_OK) {
         c.kinds = calq__xa_alloc(&c.x.a, sizeof(*c.kinds) * (size_t)(c.g->n_nodes + 1));
         c.quantized = calq__xa_alloc(&c.x.a, sizeof(bool) * (size_t)(c.g->n_nodes + 1));

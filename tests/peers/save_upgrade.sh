@@ -120,9 +120,11 @@ def opset11(g, with_if):
                             "then", [], [vi("t3")])
         # else: Softmax over C x H x W (opset 11's 2-D reading of axis 1) scaled back up, and a
         # Split with its sizes as an attribute
-        els = h.make_graph([h.make_node("Softmax", ["k3"], ["e3s"], axis=1),
+        # (the Mul is named as the Softmax's rewrite would name its Reshape: names a later node
+        # of the same body uses are taken too)
+        els = h.make_graph([h.make_node("Softmax", ["k3"], ["e3s"], axis=1, name="e3sm"),
                             h.make_node("Constant", [], ["e3k"], value=f(np.float32(8 * 16 * 24))),
-                            h.make_node("Mul", ["e3s", "e3k"], ["e3m"]),
+                            h.make_node("Mul", ["e3s", "e3k"], ["e3m"], name="e3sm.reshape"),
                             h.make_node("Split", ["e3m"], ["e3a", "e3b"], axis=1, split=[3, 5]),
                             h.make_node("Concat", ["e3b", "e3a"], ["e3"], axis=1)], "else", [], [vi("e3")])
         g.node.append(h.make_node("If", ["cond3"], ["f3"], then_branch=then, else_branch=els))

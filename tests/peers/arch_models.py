@@ -389,6 +389,218 @@ class UNetGN(nn.Module):
         return self.out(u)
 
 
+class C2f(nn.Module):
+    """YOLOv8's block: a 1x1 conv whose output is split in two (Split), n bottlenecks chained on
+    the second half, every intermediate concatenated."""
+
+    def __init__(self, cin, cout, n=1):
+        super().__init__()
+        self.h = cout // 2
+        self.cv1, self.cv2 = CBS(cin, 2 * self.h), CBS((2 + n) * self.h, cout)
+        self.m = nn.ModuleList(nn.Sequential(CBS(self.h, self.h, 3), CBS(self.h, self.h, 3)) for _ in range(n))
+
+    def forward(self, x):
+        y = list(self.cv1(x).split((self.h, self.h), 1))
+        for m in self.m:
+            y.append(y[-1] + m(y[-1]))
+        return self.cv2(torch.cat(y, 1))
+
+
+class Yolo8Like(nn.Module):
+    """A YOLOv8n-shaped detector with its decoding head: C2f blocks, SPPF, an FPN neck, decoupled
+    box / class branches; the box branch's 4 x 16 bins go through DFL (Softmax over the bins, then
+    a fixed 1x1 convolution with weights 0..15), classes through Sigmoid, all scales concatenated."""
+
+    def __init__(self, w=16, nc=20, reg=16):
+        super().__init__()
+        self.reg, self.nc = reg, nc
+        self.stem = CBS(3, w, 3, 2)
+        self.s2 = nn.Sequential(CBS(w, 2 * w, 3, 2), C2f(2 * w, 2 * w))
+        self.s3 = nn.Sequential(CBS(2 * w, 4 * w, 3, 2), C2f(4 * w, 4 * w, 2))
+        self.s4 = nn.Sequential(CBS(4 * w, 8 * w, 3, 2), C2f(8 * w, 8 * w, 2))
+        self.sppf_in, self.sppf_out = CBS(8 * w, 4 * w), CBS(16 * w, 8 * w)
+        self.td3 = C2f(12 * w, 4 * w)
+        self.box = nn.ModuleList(nn.Sequential(CBS(c, 2 * w, 3), nn.Conv2d(2 * w, 4 * reg, 1)) for c in (4 * w, 8 * w))
+        self.cls = nn.ModuleList(nn.Sequential(CBS(c, 2 * w, 3), nn.Conv2d(2 * w, nc, 1)) for c in (4 * w, 8 * w))
+        self.dfl = nn.Conv2d(reg, 1, 1, bias=False)
+        with torch.no_grad():
+            self.dfl.weight.copy_(torch.arange(reg, dtype=torch.float32).view(1, reg, 1, 1))
+
+    def forward(self, x):
+        p3 = self.s3(self.s2(self.stem(x)))
+        s = self.sppf_in(self.s4(p3))
+        m1 = F.max_pool2d(s, 5, 1, 2)
+        m2 = F.max_pool2d(m1, 5, 1, 2)
+        p4 = self.sppf_out(torch.cat([s, m1, m2, F.max_pool2d(m2, 5, 1, 2)], 1))
+        o3 = self.td3(torch.cat([F.interpolate(p4, scale_factor=2.0, mode="nearest"), p3], 1))
+        outs = []
+        for o, b, c in zip((o3, p4), self.box, self.cls):
+            n, _, hh, ww = o.shape
+            bx = b(o).view(n, 4, self.reg, hh * ww).transpose(2, 1).softmax(1)  # n, reg, 4, a
+            bx = self.dfl(bx).view(n, 4, hh * ww)
+            outs.append(torch.cat([bx, c(o).sigmoid().view(n, self.nc, hh * ww)], 1))
+        return torch.cat(outs, 2)
+
+
+class Ghost(nn.Module):
+    """GhostNet's module: a 1x1 primary convolution and a cheap depthwise 3x3 on its output,
+    concatenated and sliced to the channel count."""
+
+    def __init__(self, cin, cout, act=True):
+        super().__init__()
+        h = (cout + 1) // 2
+        self.cout = cout
+        self.p = nn.Sequential(nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU() if act else nn.Identity())
+        self.c = nn.Sequential(nn.Conv2d(h, h, 3, 1, 1, groups=h, bias=False), nn.BatchNorm2d(h),
+                               nn.ReLU() if act else nn.Identity())
+
+    def forward(self, x):
+        a = self.p(x)
+        return torch.cat([a, self.c(a)], 1)[:, :self.cout]
+
+
+class GhostLike(nn.Module):
+    """A GhostNet-shaped classifier: ghost bottlenecks (expand, depthwise stride 2, squeeze-excite
+    with hard-sigmoid gates, project) with residual sums, odd channel counts sliced."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        cfg = [(16, 48, 24, 2), (24, 72, 24, 1), (24, 72, 40, 2), (40, 120, 40, 1), (40, 240, 81, 2)]
+        self.blocks = nn.ModuleList()
+        for i, e, o, st in cfg:
+            self.blocks.append(nn.ModuleDict({
+                "g1": Ghost(i, e), "dw": nn.Sequential(nn.Conv2d(e, e, 3, st, 1, groups=e, bias=False), nn.BatchNorm2d(e)),
+                "se1": nn.Conv2d(e, e // 4, 1), "se2": nn.Conv2d(e // 4, e, 1), "g2": Ghost(e, o, act=False),
+                "sc": nn.Identity() if (i == o and st == 1) else nn.Sequential(
+                    nn.Conv2d(i, i, 3, st, 1, groups=i, bias=False), nn.BatchNorm2d(i), nn.Conv2d(i, o, 1, bias=False),
+                    nn.BatchNorm2d(o))}))
+        self.head = nn.Linear(81, 100)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for b in self.blocks:
+            y = b["dw"](b["g1"](x))
+            g = F.hardsigmoid(b["se2"](F.relu(b["se1"](F.adaptive_avg_pool2d(y, 1)))))
+            x = b["g2"](y * g) + b["sc"](x)
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class MobileViTLike(nn.Module):
+    """A MobileViT-shaped net: inverted residuals, then a MobileViT block (local 3x3 and 1x1
+    convolutions, the map unfolded into 2x2 patches by Reshape / Transpose, a pre-norm
+    transformer with SiLU over the patches, folded back, fused with the input by Concat)."""
+
+    def __init__(self, c=32, d=48, heads=4):
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU())
+        self.mv2 = nn.Sequential(nn.Conv2d(c, 2 * c, 1, bias=False), nn.BatchNorm2d(2 * c), nn.SiLU(),
+                                 nn.Conv2d(2 * c, 2 * c, 3, 2, 1, groups=2 * c, bias=False), nn.BatchNorm2d(2 * c),
+                                 nn.SiLU(), nn.Conv2d(2 * c, c, 1, bias=False), nn.BatchNorm2d(c))
+        self.local = nn.Sequential(nn.Conv2d(c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU(),
+                                   nn.Conv2d(c, d, 1, bias=False))
+        self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.back = nn.Sequential(nn.Conv2d(d, c, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU())
+        self.fuse = nn.Sequential(nn.Conv2d(2 * c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU())
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.mv2(self.stem(x))
+        n, _, hh, ww = x.shape
+        t = self.local(x)  # n, d, h, w -> patches: (n*4, h*w/4, d)
+        t = t.reshape(n, self.d, hh // 2, 2, ww // 2, 2).permute(0, 3, 5, 2, 4, 1).reshape(n * 4, hh * ww // 4, self.d)
+        q, k, v = self.qkv(self.ln1(t)).reshape(n * 4, -1, 3, self.heads, self.d // self.heads).permute(2, 0, 3, 1, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) / (self.d // self.heads) ** 0.5, -1)
+        t = t + self.proj((a @ v).transpose(1, 2).reshape(n * 4, -1, self.d))
+        t = self.ln3(t + self.fc2(F.silu(self.fc1(self.ln2(t)))))
+        t = t.reshape(n, 2, 2, hh // 2, ww // 2, self.d).permute(0, 5, 3, 1, 4, 2).reshape(n, self.d, hh, ww)
+        x = self.fuse(torch.cat([x, self.back(t)], 1))
+        return self.head(x.mean((2, 3)))
+
+
+class AudioEnc(nn.Module):
+    """A wav2vec2-shaped speech encoder on a raw waveform of dynamic length: strided Conv1d
+    feature extractor (GroupNorm with one group per channel on the first, GELU), LayerNorm and a
+    projection, a grouped positional Conv1d, one transformer layer, per-frame CTC logits."""
+
+    def __init__(self, c=64, d=96, vocab=32):
+        super().__init__()
+        self.fe = nn.ModuleList([nn.Conv1d(1, c, 10, 5, bias=False), nn.Conv1d(c, c, 3, 2, bias=False),
+                                 nn.Conv1d(c, c, 3, 2, bias=False), nn.Conv1d(c, c, 2, 2, bias=False)])
+        self.gn = nn.GroupNorm(c, c)
+        self.ln, self.proj = nn.LayerNorm(c), nn.Linear(c, d)
+        self.pos = nn.Conv1d(d, d, 15, padding=7, groups=8)
+        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, wav):
+        x = wav.unsqueeze(1)
+        for i, conv in enumerate(self.fe):
+            x = conv(x)
+            x = F.gelu(self.gn(x) if i == 0 else x)
+        x = self.proj(self.ln(x.transpose(1, 2)))
+        x = x + F.gelu(self.pos(x.transpose(1, 2))).transpose(1, 2)
+        return self.out(self.enc(x)).log_softmax(-1)
+
+
+class CenterNetLike(nn.Module):
+    """A CenterNet-shaped keypoint detector: a ResNet-18 trunk, three ConvTranspose upsamplings
+    with BatchNorm / ReLU, heat-map (Sigmoid), size and offset heads, and the max-pool "NMS"
+    (MaxPool 3x3 stride 1, Equal, Cast, Mul) exporters emit."""
+
+    def __init__(self, nc=8):
+        super().__init__()
+        r = torchvision.models.resnet18(weights=None)
+        self.trunk = nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool, r.layer1, r.layer2, r.layer3, r.layer4)
+        ups, c = [], 512
+        for o in (128, 64, 64):
+            ups += [nn.ConvTranspose2d(c, o, 4, 2, 1, bias=False), nn.BatchNorm2d(o), nn.ReLU()]
+            c = o
+        self.up = nn.Sequential(*ups)
+        self.hm = nn.Sequential(nn.Conv2d(64, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, nc, 1))
+        self.wh = nn.Sequential(nn.Conv2d(64, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, 2, 1))
+        self.off = nn.Sequential(nn.Conv2d(64, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, 2, 1))
+
+    def forward(self, x):
+        f = self.up(self.trunk(x))
+        heat = torch.sigmoid(self.hm(f))
+        keep = (F.max_pool2d(heat, 3, 1, 1) == heat).float()
+        return torch.cat([heat * keep, self.wh(f), self.off(f)], 1)
+
+
+class TfStyle(nn.Module):
+    """The graph shape TensorFlow / Keras converters (tf2onnx) give a MobileNet: an NHWC input
+    transposed to NCHW, explicit Pad before each strided convolution ("SAME" padding), BatchNorm
+    as a per-channel Mul and Add, ReLU6 as Clip, the pool as ReduceMean, the classifier as MatMul
+    plus Add, Softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList()
+        self.scales, self.shifts = nn.ParameterList(), nn.ParameterList()
+        cfg = [(3, 16, 3, 2, 1), (16, 16, 3, 1, 16), (16, 32, 1, 1, 1), (32, 32, 3, 2, 32), (32, 64, 1, 1, 1),
+               (64, 64, 3, 1, 64), (64, 64, 1, 1, 1)]
+        self.cfg = cfg
+        for i, o, k, st, g in cfg:
+            self.convs.append(nn.Conv2d(i, o, k, st, 0 if st == 2 else (k - 1) // 2, groups=g, bias=False))
+            self.scales.append(nn.Parameter(torch.rand(1, o, 1, 1) * 0.5 + 0.75))
+            self.shifts.append(nn.Parameter(torch.randn(1, o, 1, 1) * 0.1))
+        self.w = nn.Parameter(torch.randn(64, 100) * 0.1)
+        self.b = nn.Parameter(torch.randn(100) * 0.01)
+
+    def forward(self, x):
+        x = x.permute(0, 3, 1, 2)
+        for conv, sc, sh, (i, o, k, st, g) in zip(self.convs, self.scales, self.shifts, self.cfg):
+            if st == 2:
+                x = F.pad(x, (0, 1, 0, 1))  # SAME for an even input: the extra row / column after
+            x = torch.clamp(conv(x) * sc + sh, 0.0, 6.0)
+        return torch.softmax(x.mean((2, 3)) @ self.w + self.b, -1)
+
+
 def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
 
@@ -459,6 +671,16 @@ MODELS = {
     "text_enc_o11": (TextEncoder, "ids", 24, 11),
     "attn_ocr_o17": (AttnOCR, "text", 100, 17),
     "mnv3_o17": (tv("mobilenet_v3_small"), "image", 96, 17),
+    # Added 2026-12-06 (second stop): YOLOv8's C2f / DFL decoding head, GhostNet, MobileViT,
+    # a wav2vec2-like speech encoder (Conv1d, GroupNorm, grouped positional conv), CenterNet's
+    # ConvTranspose + max-pool NMS, and a tf2onnx-shaped MobileNet (NHWC input, Pad, Mul / Add
+    # BatchNorm, Clip, ReduceMean, MatMul)
+    "yolo8_like": (Yolo8Like, "image", 256),
+    "ghost_like": (GhostLike, "image", 128),
+    "mobilevit_like": (MobileViTLike, "image", 64),
+    "audio_enc": (AudioEnc, "audio", 8000),
+    "centernet_like": (CenterNetLike, "image", 128),
+    "tf_style": (TfStyle, "nhwc", 96),
 }
 
 
@@ -480,6 +702,13 @@ def sample(kind, size, rng, width=None):
     if kind == "video":
         x = rng.standard_normal((1, 3, 2, size // 8, size // 8)).astype(np.float32)
         return F.interpolate(torch.from_numpy(x), size=(8, size, size), mode="trilinear").numpy()
+    if kind == "audio":
+        n = width or size
+        t = np.arange(n, dtype=np.float32) / 8000.0
+        f = rng.uniform(100, 800, 3)
+        return (0.3 * np.sin(2 * np.pi * f[:, None] * t).sum(0) + 0.05 * rng.standard_normal(n)).astype(np.float32)[None]
+    if kind == "nhwc":
+        return sample("image", size, rng).transpose(0, 2, 3, 1).copy()
     if kind == "ids":
         return rng.integers(0, 500, (1, width or size)).astype(np.int64)
     return rng.standard_normal((1, size, 96)).astype(np.float32)
@@ -506,6 +735,9 @@ def export(out, name):
             big = prm.abs() >= 1.999
             if prm.dim() > 1 and big.any():
                 prm[big] = 0.0
+    if name == "yolo8_like":
+        with torch.no_grad():  # DFL's fixed weights 0..15 (the clamp above zeroed those >= 2)
+            m.dfl.weight.copy_(torch.arange(m.reg, dtype=torch.float32).view(1, m.reg, 1, 1))
     if name == "ssdlite":
         # random heads give every anchor a score within 1e-7 of 1/91: the detections' order is
         # then decided by last-bit rounding (float ties); sharper class logits make it a test
@@ -534,8 +766,8 @@ def export(out, name):
         np.save(os.path.join(d, "cal", "%d.npy" % k), sample(kind, size, rng))
     # held out: the text models at another width, the tokens at another length (dynamic axes)
     np.save(os.path.join(d, "eval", "0.npy"),
-            sample(kind, size if kind in ("image", "video", "detimage", "pair") else size + 28 if kind == "text" else size + 15, rng,
-                   width=None if kind in ("image", "video", "detimage", "pair") else size + 28 if kind == "text" else size + 15))
+            sample(kind, size if kind in ("image", "video", "detimage", "pair", "nhwc") else size + 28 if kind == "text" else size + 15, rng,
+                   width=None if kind in ("image", "video", "detimage", "pair", "nhwc") else size + 28 if kind == "text" else size + 15))
     x = torch.from_numpy(sample(kind, size, rng))
     dyn = {"x": {0: "N"}, "y": {0: "N"}}
     if kind == "text":
@@ -544,6 +776,8 @@ def export(out, name):
         dyn = {"x": {0: "N", 1: "T"}, "y": {0: "N"}}
     elif kind in ("detimage", "pair"):
         dyn = {}
+    elif kind == "audio":
+        dyn = {"x": {0: "N", 1: "L"}, "y": {0: "N", 1: "T"}}
     # with grad enabled, as nn.TransformerEncoder's fused fast path (no ONNX export) is off then
     torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=opset, input_names=["x"],
                       output_names=["y"], dynamic_axes=dyn, do_constant_folding=not name.endswith("_nofold"),

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""--qdq-scheme int8 on two detector heads onnxruntime used to get wrong.
+
+usage: int8_softmax_compare.py CALQ
+
+1. YOLOv8's DFL: a convolution's 64 channels viewed as 4 x 16 bins, Softmax over the 16 bins,
+   then a fixed 1x1 convolution with weights 0..15 (the expected bin). With flat distributions
+   (largest probability ~0.08) the calibrated scale of the Softmax's output is ~0.08 / 255, and
+   onnxruntime's QLinearSoftmax (which its optimizer fuses DequantizeLinear -> Softmax ->
+   QuantizeLinear into, and which the QOperator file writes) multiplies by floor(1 / y_scale) in
+   float, overflowing above ~148 x 16: its boxes came out in [0, 1] instead of ~7.5 (cosine 0.6).
+   Checked: the Softmax output's scale is 1 / K for an integer K with floor(1 / scale) == K and
+   K <= 140 x 16, and onnxruntime's outputs of both files agree with the float model's
+   (cosine >= 0.9999) and with calq's run of the same files.
+2. CenterNet's peak test: heat = Sigmoid(conv), keep = Equal(MaxPool3x3(heat), heat), out =
+   heat * Cast(keep). Quantizing the compared tensors (or the logits the Sigmoid maps one to one)
+   makes plateaus of equal 8-bit values, all "peaks". Checked: no tensor that Equal reads, nor
+   the Sigmoid's input, is quantized in the QDQ file, and the peaks onnxruntime finds in the QDQ
+   file are the float model's (at most 1 % more).
+Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+except ImportError:
+    onnx = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAILS = []
+REG = 16
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    FAILS.append(msg)
+
+
+def cosine(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def dfl_model(path, rng):
+    c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
+    inits = [c("w0", rng.standard_normal((16, 3, 3, 3)) * 0.3), c("b0", rng.standard_normal(16) * 0.1),
+             c("w1", rng.standard_normal((4 * REG, 16, 1, 1)) * 0.01), c("b1", np.zeros(4 * REG)),
+             c("wd", np.arange(REG, dtype=np.float32).reshape(1, REG, 1, 1)),
+             nh.from_array(np.array([1, 4, REG, 256], np.int64), "shape4"),
+             nh.from_array(np.array([1, 4, 256], np.int64), "shape3")]
+    nodes = [h.make_node("Conv", ["x", "w0", "b0"], ["f"], name="stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         strides=[2, 2]),
+             h.make_node("Relu", ["f"], ["fr"], name="stem_relu"),
+             h.make_node("Conv", ["fr", "w1", "b1"], ["box"], name="box", kernel_shape=[1, 1]),
+             h.make_node("Reshape", ["box", "shape4"], ["bins"], name="view"),
+             h.make_node("Transpose", ["bins"], ["binst"], name="bins_first", perm=[0, 2, 1, 3]),
+             h.make_node("Softmax", ["binst"], ["prob"], name="softmax", axis=1),
+             h.make_node("Conv", ["prob", "wd"], ["dist"], name="dfl", kernel_shape=[1, 1]),
+             h.make_node("Reshape", ["dist", "shape3"], ["y"], name="boxes")]
+    g = h.make_graph(nodes, "dfl", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 32, 32])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 256])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def peak_model(path, rng):
+    c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
+    inits = [c("w0", rng.standard_normal((16, 3, 3, 3)) * 0.3), c("b0", rng.standard_normal(16) * 0.1),
+             c("w1", rng.standard_normal((4, 16, 3, 3)) * 0.1), c("b1", rng.standard_normal(4) * 0.1 - 1.0)]
+    nodes = [h.make_node("Conv", ["x", "w0", "b0"], ["f"], name="trunk", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["f"], ["fr"], name="trunk_relu"),
+             h.make_node("Conv", ["fr", "w1", "b1"], ["logit"], name="hm", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("Sigmoid", ["logit"], ["heat"], name="sigmoid"),
+             h.make_node("MaxPool", ["heat"], ["hmax"], name="nms_pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("Equal", ["hmax", "heat"], ["peak"], name="is_peak"),
+             h.make_node("Cast", ["peak"], ["keep"], name="keep", to=T.FLOAT),
+             h.make_node("Mul", ["heat", "keep"], ["y"], name="suppress")]
+    g = h.make_graph(nodes, "peaks", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 48, 48])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 48, 48])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), r.returncode, (r.stderr + r.stdout)[-1500:]))
+    return r
+
+
+def calibrate(calq, t, name, model, shape, rng):
+    """Writes 3 smooth-noise batches (2 calibrated on, 1 held out); returns (out prefix, held-out npy)."""
+    cal = os.path.join(t, name + "_cal")
+    os.makedirs(cal)
+    for k in range(3):
+        x = rng.standard_normal(shape).astype(np.float32)
+        x = (x + np.roll(x, 1, 2) + np.roll(x, 1, 3)) / 1.7
+        np.save(os.path.join(cal, "%d.npy" % k), x.astype(np.float32))
+    held = os.path.join(t, name + "_held.npy")
+    os.rename(os.path.join(cal, "2.npy"), held)
+    out = os.path.join(t, "out", name)
+    run([calq, "calibration", "--model", model, "--npy", cal, "--batch_num", "2", "--save_path", out,
+         "--format", "qdq,qoperator", "--qdq-scheme", "int8"])
+    return out, held
+
+
+def outputs(calq, t, env, tag, path, held):
+    d = os.path.join(t, "ort_" + tag)
+    os.makedirs(d)
+    run(["node", os.path.join(HERE, "ort_run.js"), path, d, "x=" + held], env=env)
+    dc = os.path.join(t, "calq_" + tag)
+    run([calq, "run", "--model", path, "--input", "x=" + held, "--output-dir", dc])
+    return np.load(os.path.join(d, "y.npy")), np.load(os.path.join(dc, "y.npy"))
+
+
+def check_dfl(calq, t, env, rng):
+    model = os.path.join(t, "dfl.onnx")
+    dfl_model(model, rng)
+    out, held = calibrate(calq, t, "dfl", model, (1, 3, 32, 32), rng)
+    m = onnx.load(out + "_qdq.onnx")
+    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    qs = [n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "prob"]
+    if len(qs) != 1:
+        fail("dfl qdq: %d QuantizeLinear on the Softmax's output, expected 1" % len(qs))
+    else:
+        s = np.float32(inits[qs[0].input[1]])
+        k = np.floor(np.float32(1.0) / s)
+        print("dfl: softmax output scale %.9g, floor(1 / scale) = %d" % (s, k))
+        if not (1 <= k <= 140 * REG) or abs(float(s) * float(k) - 1.0) > 1e-6:
+            fail("dfl qdq: softmax output scale %.9g is not 1 / K with K <= %d" % (s, 140 * REG))
+    want = None
+    d = os.path.join(t, "ort_dfl_float")
+    os.makedirs(d)
+    run(["node", os.path.join(HERE, "ort_run.js"), model, d, "x=" + held], env=env)
+    want = np.load(os.path.join(d, "y.npy"))
+    for fmt in ("qdq", "qoperator"):
+        ort, mine = outputs(calq, t, env, "dfl_" + fmt, "%s_%s.onnx" % (out, fmt), held)
+        c_ort, c_calq = cosine(want, ort), cosine(want, mine)
+        print("dfl %s: cosine vs float onnxruntime %.6f, calq %.6f (values %.4f..%.4f, float %.4f..%.4f)" %
+              (fmt, c_ort, c_calq, ort.min(), ort.max(), want.min(), want.max()))
+        worst = max(np.abs(ort - want).max(), np.abs(mine - want).max())
+        if c_ort < 0.9999 or c_calq < 0.9999 or worst > 0.05:
+            fail("dfl %s: cosine vs float %.6f (onnxruntime) / %.6f (calq) < 0.9999 or max difference %.4f > 0.05" %
+                 (fmt, c_ort, c_calq, worst))
+
+
+def check_peaks(calq, t, env, rng):
+    model = os.path.join(t, "peaks.onnx")
+    peak_model(model, rng)
+    out, held = calibrate(calq, t, "peaks", model, (1, 3, 48, 48), rng)
+    m = onnx.load(out + "_qdq.onnx")
+    quantized = {n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    for v in ("heat", "hmax", "logit"):
+        if v in quantized:
+            fail("peaks qdq: %s is quantized (a comparison reads it or its one-to-one image)" % v)
+    if "fr" not in quantized:
+        fail("peaks qdq: the convolution's input fr is not quantized (the int8 plan is off?)")
+    d = os.path.join(t, "ort_peaks_float")
+    os.makedirs(d)
+    run(["node", os.path.join(HERE, "ort_run.js"), model, d, "x=" + held], env=env)
+    want = np.load(os.path.join(d, "y.npy")) > 0
+    for fmt in ("qdq", "qoperator"):
+        ort, _ = outputs(calq, t, env, "peaks_" + fmt, "%s_%s.onnx" % (out, fmt), held)
+        got = ort > 0
+        print("peaks %s: %d peaks in onnxruntime, float model %d, agreement %.4f" %
+              (fmt, got.sum(), want.sum(), (got == want).mean()))
+        if got.sum() > want.sum() * 1.01 + 2:
+            fail("peaks %s: %d peaks against the float model's %d (plateaus of equal values)" %
+                 (fmt, got.sum(), want.sum()))
+
+
+def main():
+    calq = sys.argv[1]
+    node_path = os.path.join(os.environ.get("CALQ_PEERS_DIR", os.path.expanduser("~/.cache/calq-peers")),
+                             "node_modules")
+    if onnx is None or not os.path.isdir(os.path.join(node_path, "onnxruntime-node")):
+        print("SKIP: python3-onnx or onnxruntime-node (%s) missing" % node_path)
+        return 77
+    env = dict(os.environ, NODE_PATH=node_path)
+    rng = np.random.default_rng(5)
+    with tempfile.TemporaryDirectory(prefix="calq_int8_sm.") as t:
+        check_dfl(calq, t, env, rng)
+        check_peaks(calq, t, env, rng)
+    print("FAIL: %d" % len(FAILS) if FAILS else "ok")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,6 +33,7 @@
  * DequantizeLinear by every consumer (onnxruntime gives each consumer its own). A graph output
  * stays the float tensor. */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,79 @@ static bool clip_bounds(const calq_graph *g, const calq_node *n, float *lo, floa
     return true;
 }
 
+/* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear into
+ * its QLinearSoftmax (and the QOperator file writes one), whose kernel multiplies an exp() table
+ * value scaled up to about FLT_MAX / (e^5 D) (D: the elements one softmax normalises) by
+ * floor(1 / y_scale), in float. Above e^5 D = 148 D that product is infinite and the output
+ * garbage: YOLOv8's DFL head (a softmax over 16 bins whose largest probability was 0.077, so
+ * y_scale = 0.077 / 255 and 1 / y_scale = 3312 > 148 * 16) came out of onnxruntime in [0, 1.05]
+ * instead of [7.3, 7.6], cosine 0.61 against calq's 1.00000 on the same file. And the kernel
+ * uses floor(1 / y_scale), not y_scale: the output's scale is set to 1 / K exactly for an
+ * integer K <= 140 D (a wider range than calibrated, never a narrower one), so that onnxruntime's
+ * integers are the file's. With D unknown (a dynamic axis) the Softmax's input is left float, so
+ * that nothing fuses. Groups to leave float are marked in off[group], new scales set in
+ * scale[group]. */
+static void softmax_scales(calq__xctx *c, bool *off, float *scale)
+{
+    const calq_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        if (n->domain[0] || strcmp(n->op_type, "Softmax") || n->n_inputs < 1 || n->n_outputs < 1) continue;
+        const int in = n->inputs[0], out = n->outputs[0];
+        if (in < 0 || out < 0 || !c->vq[in].on || !c->vq[out].on) continue;
+        const calq_value *x = &g->values[in];
+        int64_t axis = calq__attr_int(n, "axis", n->opset < 13 ? 1 : -1), d = -1;
+        if (x->ndim > 0 && axis >= -x->ndim && axis < x->ndim) {
+            if (axis < 0) axis += x->ndim;
+            d = 1; /* opset 13: the axis; before, every axis from it on (the 2-D reading) */
+            for (int k = (int)axis; k < (n->opset < 13 ? x->ndim : (int)axis + 1) && d > 0; k++)
+                d = x->dims[k] > 0 && x->dims[k] < ((int64_t)1 << 40) ? d * x->dims[k] : -1;
+        }
+        calq__xq *q = &c->vq[out];
+        if (d <= 0 || !(q->scale > 0.0f)) {
+            off[c->vq[in].group] = true;
+            continue;
+        }
+        double k = floor(1.0 / (double)q->scale), cap = floor(140.0 * (double)d);
+        if (k > cap) k = cap;
+        if (k < 1.0) k = 1.0;
+        float s = (float)(1.0 / k);
+        while (floorf(1.0f / s) < (float)k) s = nextafterf(s, 0.0f);
+        scale[q->group] = s;
+    }
+}
+
+/* Tensors a comparison reads stay float, and so do the tensors they are computed from by
+ * element-wise one-to-one steps (Sigmoid, Relu, ...; the movers share a group already): an 8-bit
+ * grid turns neighbouring values into equal ones, so CenterNet's peak test
+ * Equal(MaxPool(heat), heat) on heat = Sigmoid(logits) found every plateau a peak (1181 kept
+ * against the float model's 1045; its heat-map cosine 0.955, 0.971 with only the compared
+ * tensors float, against 0.980 for AMCT's scheme). */
+static void compared_float(calq__xctx *c, bool *off)
+{
+    static const char *const cmp[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
+    static const char *const unary[] = {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "Clip",    "HardSigmoid",
+                                        "Exp",     "Neg",  "Elu",  "Selu",      "Softplus"};
+    const calq_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        bool is_cmp = false;
+        for (size_t j = 0; !n->domain[0] && j < sizeof cmp / sizeof cmp[0]; j++) is_cmp |= !strcmp(n->op_type, cmp[j]);
+        for (int k = 0; is_cmp && k < n->n_inputs; k++) {
+            /* up the chain through the movers and one-to-one steps, a bounded walk */
+            for (int v = n->inputs[k], steps = 0; v >= 0 && steps < 64; steps++) {
+                if (c->vq[v].on) off[c->vq[v].group] = true;
+                const int p = g->values[v].producer;
+                const calq_node *pn = p >= 0 ? &g->nodes[p] : NULL;
+                bool one_to_one = pn && calq__int8_mover(pn);
+                for (size_t j = 0; pn && !pn->domain[0] && j < sizeof unary / sizeof unary[0]; j++)
+                    one_to_one |= !strcmp(pn->op_type, unary[j]);
+                v = one_to_one && pn->n_inputs >= 1 ? pn->inputs[0] : -1;
+            }
+        }
+    }
+}
+
 calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
 {
     const calq_graph *g = c->g;
@@ -206,6 +280,18 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
         float capped = hi / (float)(255 - q->zp);
         for (int v = 0; v < nv; v++)
             if (c->vq[v].on && c->vq[v].group == q->group) c->vq[v].scale = capped;
+    }
+    bool *off = calq__xa_alloc(&c->x.a, sizeof(bool) * (size_t)(nv + 1));
+    float *scale = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)(nv + 1));
+    if (!off || !scale) return oom(err);
+    memset(off, 0, sizeof(bool) * (size_t)(nv + 1));
+    memset(scale, 0, sizeof(float) * (size_t)(nv + 1));
+    softmax_scales(c, off, scale);
+    compared_float(c, off);
+    for (int v = 0; v < nv; v++) {
+        calq__xq *q = &c->vq[v];
+        if (q->on && scale[q->group] > 0.0f) q->scale = scale[q->group];
+        if (q->on && off[q->group]) q->on = false;
     }
     return CALQ_OK;
 }

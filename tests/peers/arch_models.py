@@ -601,6 +601,59 @@ class TfStyle(nn.Module):
         return torch.softmax(x.mean((2, 3)) @ self.w + self.b, -1)
 
 
+class Espcn(nn.Module):
+    """An ESPCN-shaped super-resolution net: Tanh convolutions on a one-channel image, the last
+    one's 9 channels rearranged into a 3x larger image by PixelShuffle (DepthToSpace)."""
+
+    def __init__(self, r=3):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(1, 64, 5, 1, 2), nn.Conv2d(64, 32, 3, 1, 1)
+        self.c3 = nn.Conv2d(32, r * r, 3, 1, 1)
+        self.ps = nn.PixelShuffle(r)
+
+    def forward(self, x):
+        return torch.sigmoid(self.ps(self.c3(torch.tanh(self.c2(torch.tanh(self.c1(x[:, :1])))))))
+
+
+class HRLike(nn.Module):
+    """An HRNet-shaped pose net: a high and a low resolution branch exchanging features (strided
+    convolution down, 1x1 convolution + bilinear Resize up, Add), then heat maps at 1/4."""
+
+    def __init__(self, c=32, joints=17):
+        super().__init__()
+        cbr = lambda i, o, s=1: nn.Sequential(nn.Conv2d(i, o, 3, s, 1, bias=False), nn.BatchNorm2d(o), nn.ReLU())  # noqa: E731
+        self.stem = nn.Sequential(cbr(3, c, 2), cbr(c, c, 2))
+        self.hi1, self.lo1 = cbr(c, c), cbr(c, 2 * c, 2)
+        self.hi2, self.lo2 = cbr(c, c), cbr(2 * c, 2 * c)
+        self.down = nn.Sequential(nn.Conv2d(c, 2 * c, 3, 2, 1, bias=False), nn.BatchNorm2d(2 * c))
+        self.up = nn.Sequential(nn.Conv2d(2 * c, c, 1, bias=False), nn.BatchNorm2d(c))
+        self.head = nn.Conv2d(c, joints, 1)
+
+    def forward(self, x):
+        x = self.stem(x)
+        h, lo = self.hi1(x), self.lo1(x)
+        h, lo = self.hi2(h), self.lo2(lo)
+        h2 = F.relu(h + F.interpolate(self.up(lo), size=h.shape[2:], mode="bilinear", align_corners=False))
+        lo2 = F.relu(lo + self.down(h))
+        h3 = h2 + F.interpolate(self.up(lo2), size=h.shape[2:], mode="bilinear", align_corners=False)
+        return self.head(h3)
+
+
+class SegArgmax(nn.Module):
+    """A segmentation net ending in the class map, as PaddleSeg / TF exports ship it: logits
+    upsampled to the input size, ArgMax over the classes (int64 output)."""
+
+    def __init__(self, classes=6):
+        super().__init__()
+        cbr = lambda i, o, s=1: nn.Sequential(nn.Conv2d(i, o, 3, s, 1, bias=False), nn.BatchNorm2d(o), nn.ReLU())  # noqa: E731
+        self.enc = nn.Sequential(cbr(3, 16, 2), cbr(16, 32, 2), cbr(32, 32))
+        self.cls = nn.Conv2d(32, classes, 1)
+
+    def forward(self, x):
+        logits = F.interpolate(self.cls(self.enc(x)), size=x.shape[2:], mode="bilinear", align_corners=False)
+        return torch.argmax(logits, 1)
+
+
 def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
 
@@ -681,6 +734,9 @@ MODELS = {
     "audio_enc": (AudioEnc, "audio", 8000),
     "centernet_like": (CenterNetLike, "image", 128),
     "tf_style": (TfStyle, "nhwc", 96),
+    "espcn": (Espcn, "image", 64),
+    "hr_like": (HRLike, "image", 128),
+    "seg_argmax": (SegArgmax, "image", 96),
 }
 
 

@@ -193,7 +193,8 @@ static void softmax_scales(calq__xctx *c, bool *off, float *scale)
     }
 }
 
-/* Tensors a comparison reads stay float, and so do the tensors they are computed from by
+/* Tensors a comparison reads (Equal, Less, ..., and the ordering ops ArgMax / ArgMin / TopK, where
+ * ties pick the first index) stay float, and so do the tensors they are computed from by
  * element-wise one-to-one steps (Sigmoid, Relu, ...; the movers share a group already): an 8-bit
  * grid turns neighbouring values into equal ones, so CenterNet's peak test
  * Equal(MaxPool(heat), heat) on heat = Sigmoid(logits) found every plateau a peak (1181 kept
@@ -201,7 +202,8 @@ static void softmax_scales(calq__xctx *c, bool *off, float *scale)
  * tensors float, against 0.980 for AMCT's scheme). */
 static void compared_float(calq__xctx *c, bool *off)
 {
-    static const char *const cmp[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
+    static const char *const cmp[] = {"Equal",          "Less",   "Greater", "LessOrEqual",
+                                      "GreaterOrEqual", "ArgMax", "ArgMin",  "TopK"};
     static const char *const unary[] = {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "Clip",    "HardSigmoid",
                                         "Exp",     "Neg",  "Elu",  "Selu",      "Softplus"};
     const calq_graph *g = c->g;

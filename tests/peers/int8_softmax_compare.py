@@ -16,7 +16,8 @@ usage: int8_softmax_compare.py CALQ
    heat * Cast(keep). Quantizing the compared tensors (or the logits the Sigmoid maps one to one)
    makes plateaus of equal 8-bit values, all "peaks". Checked: no tensor that Equal reads, nor
    the Sigmoid's input, is quantized in the QDQ file, and the peaks onnxruntime finds in the QDQ
-   file are the float model's (at most 1 % more).
+   file are the float model's (at most 1 % more). Likewise for ArgMax over Sigmoid scores (ties
+   pick the first class).
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
@@ -77,7 +78,8 @@ def dfl_model(path, rng):
 def peak_model(path, rng):
     c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
     inits = [c("w0", rng.standard_normal((16, 3, 3, 3)) * 0.3), c("b0", rng.standard_normal(16) * 0.1),
-             c("w1", rng.standard_normal((4, 16, 3, 3)) * 0.1), c("b1", rng.standard_normal(4) * 0.1 - 1.0)]
+             c("w1", rng.standard_normal((4, 16, 3, 3)) * 0.1), c("b1", rng.standard_normal(4) * 0.1 - 1.0),
+             c("w2", rng.standard_normal((6, 16, 1, 1)) * 0.1), c("b2", np.zeros(6))]
     nodes = [h.make_node("Conv", ["x", "w0", "b0"], ["f"], name="trunk", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              h.make_node("Relu", ["f"], ["fr"], name="trunk_relu"),
              h.make_node("Conv", ["fr", "w1", "b1"], ["logit"], name="hm", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
@@ -85,9 +87,13 @@ def peak_model(path, rng):
              h.make_node("MaxPool", ["heat"], ["hmax"], name="nms_pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              h.make_node("Equal", ["hmax", "heat"], ["peak"], name="is_peak"),
              h.make_node("Cast", ["peak"], ["keep"], name="keep", to=T.FLOAT),
-             h.make_node("Mul", ["heat", "keep"], ["y"], name="suppress")]
+             h.make_node("Mul", ["heat", "keep"], ["y"], name="suppress"),
+             h.make_node("Conv", ["fr", "w2", "b2"], ["logit2"], name="cls_head", kernel_shape=[1, 1]),
+             h.make_node("Sigmoid", ["logit2"], ["score"], name="cls_sigmoid"),
+             h.make_node("ArgMax", ["score"], ["cls"], name="cls_argmax", axis=1, keepdims=0)]
     g = h.make_graph(nodes, "peaks", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 48, 48])],
-                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 48, 48])], inits)
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 48, 48]),
+                      h.make_tensor_value_info("cls", T.INT64, [1, 48, 48])], inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     m.ir_version = 7
     onnx.checker.check_model(m)
@@ -163,7 +169,7 @@ def check_peaks(calq, t, env, rng):
     out, held = calibrate(calq, t, "peaks", model, (1, 3, 48, 48), rng)
     m = onnx.load(out + "_qdq.onnx")
     quantized = {n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"}
-    for v in ("heat", "hmax", "logit"):
+    for v in ("heat", "hmax", "logit", "score", "logit2"):
         if v in quantized:
             fail("peaks qdq: %s is quantized (a comparison reads it or its one-to-one image)" % v)
     if "fr" not in quantized:

@@ -70,6 +70,16 @@ typedef struct calq__xctx {
 bool calq__int8_wanted(const calq__xctx *c);
 /* Fills c->vq (see export_onnx_int8.c for the rules). */
 calq_status calq__int8_plan(calq__xctx *c, calq_error *err);
+/* The 8-bit form of a float op both int8 files use (QLinearAdd, QLinearMul, QLinearConcat,
+ * QLinearGlobalAveragePool, QLinearSigmoid, QLinearLeakyRelu; not Softmax, a tensor-only kind
+ * too), reading its first *nin inputs as uint8; NULL when it has none. */
+const char *calq__int8_qlinear_op(const calq_node *n, int *nin);
+/* After calq__int8_plan: does node i read its input k as the uint8 tensor (a quantized layer's
+ * activation, an 8-bit op's operand, a value-moving op run on uint8)? */
+bool calq__int8_reads(const calq__xctx *c, int i, int k);
+/* QDQ file: does node i read the dequantized tensor of its input k (calq__int8_reads, or a float
+ * op reading a tensor its producer writes in uint8), rather than the float tensor? */
+bool calq__int8_dq_read(const calq__xctx *c, int i, int k);
 /* An op that only moves or selects values (its output shares its input's factors). */
 bool calq__int8_mover(const calq_node *n);
 /* The uint8 tensor of value v (its QuantizeLinear emitted on first use unless a QLinear op writes

@@ -12,7 +12,10 @@
  *    Flatten, Squeeze, Unsqueeze, Slice, Gather's data, Expand, Tile, Identity, MaxPool, a nearest
  *    Resize):
  *    onnxruntime drops a DQ -> op -> Q pair around them only when both sides have the same factors,
- *    and those ops keep values inside the input's range, so one set serves the group. A group takes
+ *    and those ops keep values inside the input's range, so one set serves the group. Not over a
+ *    tensor a float op computed (float_source: an attention's q / k / v sliced from one bias Add):
+ *    there the op runs in float and its output is quantized with its own reader's factors, so
+ *    branches of different ranges do not share one scale and nothing is rounded twice. A group takes
  *    the factors of the first record entry (in node order) of any input that reads one of its
  *    tensors: a quantized layer's input (its own key, or "<layer>:1"), or a recorded input of a
  *    float op. One set per tensor: a layer whose record differs (a pool's output recorded apart
@@ -20,6 +23,12 @@
  *  - A Concat's inputs that are tensors of their own, read by the Concat alone, join its output's
  *    group when a reader of the output has a record (concat_join): QLinearConcat then copies
  *    instead of requantizing each input.
+ *  - A tensor is quantized only where a reader takes it as uint8 (calq__int8_reads: a quantized
+ *    layer, an 8-bit op whose operands and output are quantized, a value-moving op of its group
+ *    whose output is), repeated until nothing changes (prune): a Q / DQ pair before float ops
+ *    only rounds. A quantized Conv's output stays quantized (QLinearConv needs it). Both writers follow this plan, so
+ * both files quantize the same tensors; in the QDQ file a float op reads the dequantized tensor only where the producer
+ * writes uint8 (calq__int8_dq_read), as the QOperator file's float ops do.
  *  - Activations are uint8, zero point offset_d + 128: the same integers shifted, so exact (§0.3),
  *    and what onnxruntime's x86 kernels take (QLinearConv u8 x s8, QLinearAdd u8, ...); an int8
  *    tensor read by several layers would stay int8 there and leave those layers in float.
@@ -103,6 +112,52 @@ static bool float_activation(const calq_graph *g, int v)
            (x->dtype == CALQ_DTYPE_FLOAT32 || x->dtype == CALQ_DTYPE_UNDEFINED || x->dtype == CALQ_DTYPE_FLOAT16);
 }
 
+static bool is_op(const calq_node *n, const char *op)
+{
+    return !n->domain[0] && !strcmp(n->op_type, op);
+}
+
+const char *calq__int8_qlinear_op(const calq_node *n, int *nin)
+{
+    static const char *const forms[][2] = {
+        {"Add", "QLinearAdd"},         {"Mul", "QLinearMul"},
+        {"Concat", "QLinearConcat"},   {"GlobalAveragePool", "QLinearGlobalAveragePool"},
+        {"Sigmoid", "QLinearSigmoid"}, {"LeakyRelu", "QLinearLeakyRelu"}};
+    *nin = is_op(n, "Concat") || is_op(n, "Add") || is_op(n, "Mul") ? n->n_inputs : 1;
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+        if (is_op(n, forms[i][0])) return forms[i][1];
+    return NULL;
+}
+
+static bool qlinear_type(const calq_node *n, int *nin)
+{
+    return calq__int8_qlinear_op(n, nin) != NULL;
+}
+
+/* Is value v computed in float whatever the plan: its producer, looked through the ops that move
+ * values and a Relu / Clip (absorbed into the layer before them), has no 8-bit form (a Div, an
+ * Add / Mul with a constant operand, LayerNorm's arithmetic, Softmax). A graph input is not: the
+ * plan quantizes it where a layer reads it, as before. */
+static bool float_source(const calq__xctx *c, int v)
+{
+    const calq_graph *g = c->g;
+    for (int hops = 0; v >= 0 && hops <= g->n_nodes; hops++) {
+        const int p = g->values[v].producer;
+        if (p < 0) return false;
+        const calq_node *n = &g->nodes[p];
+        int nin;
+        if (c->quantized[p]) return false;
+        if (qlinear_type(n, &nin)) {
+            bool var = true; /* Add / Mul with a constant operand stays float (int8_all_operands) */
+            for (int k = 0; k < nin && var; k++) var = calq__qkind_int8_input(g, p, k) != NULL;
+            return !var;
+        }
+        if (!calq__int8_mover(n) && !is_op(n, "Relu") && !is_op(n, "Clip")) return true;
+        v = n->n_inputs > 0 ? n->inputs[0] : -1;
+    }
+    return false;
+}
+
 /* The record entry for input k of node i: a quantized layer's input, or a recorded input of a
  * float op ("<layer>:<k>", a tensor_quantize entry or calibration's int8_tensors). Not an input
  * of an op the plan leaves float (an Add / Mul with a constant operand, calq__qkind_int8_input):
@@ -149,6 +204,96 @@ static bool clip_bounds(const calq_graph *g, const calq_node *n, float *lo, floa
         *(k == 1 ? lo : hi) = *(const float *)t->data;
     }
     return true;
+}
+
+/* The single reader of y when it is a Relu / Clip on y whose output is quantized (the QOperator
+ * writer absorbs it into the 8-bit op before it), else -1. */
+static int folded_clip(const calq__xctx *c, int y)
+{
+    const calq_graph *g = c->g;
+    const calq_readers *r = &c->readers;
+    if (g->values[y].is_output || r->start[y + 1] - r->start[y] != 1) return -1;
+    const int ri = r->node[r->start[y]];
+    const calq_node *rn = &g->nodes[ri];
+    if ((!is_op(rn, "Relu") && !is_op(rn, "Clip")) || rn->inputs[0] != y || rn->outputs[0] < 0 ||
+        !c->vq[rn->outputs[0]].on)
+        return -1;
+    return ri;
+}
+
+bool calq__int8_reads(const calq__xctx *c, int i, int k)
+{
+    const calq_graph *g = c->g;
+    const calq_node *n = &g->nodes[i];
+    const int v = k >= 0 && k < n->n_inputs ? n->inputs[k] : -1;
+    if (v < 0 || !c->vq[v].on) return false;
+    if (c->quantized[i]) return k == 0 || calq__x_act_input(c, i, k);
+    const int y = n->n_outputs > 0 ? n->outputs[0] : -1;
+    if (y < 0) return false;
+    if (calq__int8_mover(n)) return k == 0 && c->vq[y].on && c->vq[y].group == c->vq[v].group;
+    int nin;
+    if (!qlinear_type(n, &nin) || k >= nin) return false;
+    if (!c->vq[y].on && folded_clip(c, y) < 0) return false; /* its output float: the op is float */
+    for (int o = 0; o < nin; o++)
+        if (n->inputs[o] < 0 || !c->vq[n->inputs[o]].on || !calq__qkind_int8_input(g, i, o)) return false;
+    return true;
+}
+
+bool calq__int8_dq_read(const calq__xctx *c, int i, int k)
+{
+    const calq_graph *g = c->g;
+    const int v = g->nodes[i].inputs[k];
+    if (v < 0 || !c->vq[v].on) return false;
+    if (calq__int8_reads(c, i, k)) return true;
+    /* a float reader: the dequantized tensor where the producer writes uint8 (onnxruntime fuses
+     * it only when the Q is its one reader; the QOperator file dequantizes its output), else the
+     * float tensor itself, which the QOperator file's float ops read too */
+    const int p = g->values[v].producer;
+    if (p < 0) return false;
+    if (c->quantized[p] || calq__int8_reads(c, p, 0)) return true;
+    const calq_node *n = &g->nodes[p];
+    if ((is_op(n, "Relu") || is_op(n, "Clip")) && n->inputs[0] >= 0 && g->values[n->inputs[0]].producer >= 0) {
+        const int q = g->values[n->inputs[0]].producer;
+        return c->quantized[q] || calq__int8_reads(c, q, 0);
+    }
+    return false;
+}
+
+/* A tensor no reader takes as uint8 is not quantized: its readers are float ops (GELU's Div and
+ * Mul after a bias Add, an attention's Div by a constant) onnxruntime runs in float anyway, so a
+ * Q / DQ pair there only rounds (ViT-B/16's QDQ file had 197 such tensors; its cosine 0.837
+ * against the QOperator file's 0.953). An 8-bit op whose output is so left float is float too,
+ * which frees its inputs in turn: repeated until nothing changes (each round only removes). Not
+ * a Conv's output, whose own integer form needs it (below). */
+static bool conv_output(const calq__xctx *c, int v)
+{
+    const calq_graph *g = c->g;
+    int p = g->values[v].producer;
+    if (p >= 0 && (is_op(&g->nodes[p], "Relu") || is_op(&g->nodes[p], "Clip")) && g->nodes[p].inputs[0] >= 0)
+        p = g->values[g->nodes[p].inputs[0]].producer; /* absorbed into the Conv's output range */
+    return p >= 0 && c->quantized[p] && c->kinds[p]->id == CALQ_QKIND_CONV;
+}
+
+static void prune(calq__xctx *c)
+{
+    const calq_graph *g = c->g;
+    const calq_readers *r = &c->readers;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int v = g->n_values - 1; v >= 0; v--) {
+            if (!c->vq[v].on) continue;
+            /* a Conv's output stays: onnxruntime's integer Conv (QLinearConv, and its QDQ
+             * fusion) needs a quantized output and runs the Conv in float without one, unlike a
+             * MatMul / Gemm (MatMulIntegerToFloat, QGemm with a float output) */
+            if (conv_output(c, v)) continue;
+            bool read = false;
+            for (int e = r->start[v]; e < r->start[v + 1] && !read; e++)
+                read = calq__int8_reads(c, r->node[e], r->input[e]);
+            if (read) continue;
+            c->vq[v].on = false;
+            changed = true;
+        }
+    }
 }
 
 /* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear into
@@ -245,6 +390,11 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
         const calq_node *n = &g->nodes[i];
         if (!calq__int8_mover(n) || n->inputs[0] < 0 || n->outputs[0] < 0) continue;
         if (!float_activation(g, n->inputs[0]) || !float_activation(g, n->outputs[0])) continue;
+        /* over a float producer the op runs in float and the tensor is quantized after it with its
+         * own reader's factors: one tensor (an attention's q, k and v sliced from one bias Add)
+         * then does not force one scale on branches of other ranges, and the data movement adds
+         * no rounding, as in the QOperator file */
+        if (float_source(c, n->inputs[0])) continue;
         int a = find(parent, n->inputs[0]), b = find(parent, n->outputs[0]);
         if (a != b) parent[b] = a;
     }
@@ -269,6 +419,16 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
         q->zp = rl->offset_d + 128;
         q->group = find(parent, v);
     }
+    /* compared tensors float first, so that prune frees what only they made 8-bit */
+    bool *off = calq__xa_alloc(&c->x.a, sizeof(bool) * (size_t)(nv + 1));
+    float *scale = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)(nv + 1));
+    if (!off || !scale) return oom(err);
+    memset(off, 0, sizeof(bool) * (size_t)(nv + 1));
+    memset(scale, 0, sizeof(float) * (size_t)(nv + 1));
+    compared_float(c, off);
+    for (int v = 0; v < nv; v++)
+        if (c->vq[v].on && off[c->vq[v].group]) c->vq[v].on = false;
+    prune(c);
     /* Clip(lo <= 0, hi) before a Q: cap the group's scale so the Q's range is inside [lo, hi] */
     for (int i = 0; i < g->n_nodes; i++) {
         const calq_node *n = &g->nodes[i];
@@ -283,13 +443,9 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
         for (int v = 0; v < nv; v++)
             if (c->vq[v].on && c->vq[v].group == q->group) c->vq[v].scale = capped;
     }
-    bool *off = calq__xa_alloc(&c->x.a, sizeof(bool) * (size_t)(nv + 1));
-    float *scale = calq__xa_alloc(&c->x.a, sizeof(float) * (size_t)(nv + 1));
-    if (!off || !scale) return oom(err);
+    /* last: the Softmax rule looks at what is still quantized */
     memset(off, 0, sizeof(bool) * (size_t)(nv + 1));
-    memset(scale, 0, sizeof(float) * (size_t)(nv + 1));
     softmax_scales(c, off, scale);
-    compared_float(c, off);
     for (int v = 0; v < nv; v++) {
         calq__xq *q = &c->vq[v];
         if (q->on && scale[q->group] > 0.0f) q->scale = scale[q->group];

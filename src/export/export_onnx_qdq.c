@@ -501,8 +501,10 @@ static calq_status plain_node(calq__xctx *c, int ni, const Onnx__NodeProto *orig
         for (int k = 0; k < n->n_inputs && k < (int)nd->n_input; k++) {
             const calq_record_layer *rt = calq__x_tensor_record(c, ni, k);
             const char *pin = NULL;
-            if (c->vq && c->fmt == CALQ_SAVE_QDQ && n->inputs[k] >= 0 && c->vq[n->inputs[k]].on) {
-                /* the int8 plan: each quantized tensor (QOperator: float ops read float tensors) */
+            if (c->vq && c->fmt == CALQ_SAVE_QDQ && calq__int8_dq_read(c, ni, k)) {
+                /* the int8 plan: each quantized tensor the op reads as uint8 or that its producer
+                 * writes in uint8; a float op reads a float producer's tensor as it is, as in the
+                 * QOperator file (QOperator: float ops read float tensors) */
                 if (!(pin = calq__int8_dq(c, n->inputs[k], err))) return err->status;
             } else if (rt && ascend) {
                 if (!(pin = calq__ascend_tensor_input(c, ni, k, rt, err))) return err->status;

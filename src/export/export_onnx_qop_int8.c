@@ -48,13 +48,8 @@ static const char *qlinear_op(const calq__xctx *c, int ni, bool *msft)
         default: return NULL;
         }
     }
-    if (is_op(n, "Add")) return "QLinearAdd";
-    if (is_op(n, "Mul")) return "QLinearMul";
-    if (is_op(n, "Concat")) return "QLinearConcat";
-    if (is_op(n, "GlobalAveragePool")) return "QLinearGlobalAveragePool";
-    if (is_op(n, "Sigmoid")) return "QLinearSigmoid";
-    if (is_op(n, "LeakyRelu")) return "QLinearLeakyRelu";
-    return NULL;
+    int nin;
+    return calq__int8_qlinear_op(n, &nin); /* all com.microsoft's */
 }
 
 /* A value-moving op calq and onnxruntime run on uint8 as it is (Resize: nearest only). */
@@ -124,7 +119,8 @@ static bool inputs_quantized(const calq__xctx *c, int ni)
     if (n->n_inputs < 1) return false;
     /* the inputs the int8 scheme quantizes for this op (none of an Add / Mul with a constant
      * operand: calq__qkind_int8_input, the rule the plan of the QDQ file follows too) */
-    const int nin = is_op(n, "Concat") || is_op(n, "Add") || is_op(n, "Mul") ? n->n_inputs : 1;
+    int nin;
+    calq__int8_qlinear_op(n, &nin);
     for (int k = 0; k < nin; k++)
         if (!on(c, n->inputs[k]) || !calq__qkind_int8_input(c->g, ni, k)) return false;
     return true;

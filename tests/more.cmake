@@ -123,6 +123,12 @@ set_tests_properties(peer.save_int8_layernorm PROPERTIES LABELS peer TIMEOUT 300
 add_test(NAME peer.save_int8_softmax_compare
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/int8_softmax_compare.py $<TARGET_FILE:calq_cli>)
 set_tests_properties(peer.save_int8_softmax_compare PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)
+# --qdq-scheme int8 on attention blocks (torch's MultiheadAttention and GELU written out): no Q/DQ on
+# a tensor only float ops read (bias Adds before GELU / q's Div), data movement keeps its input's
+# factors, both files quantize the same tensors and agree in onnxruntime.
+add_test(NAME peer.save_int8_attention
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/peers/int8_attention.py $<TARGET_FILE:calq_cli>)
+set_tests_properties(peer.save_int8_attention PROPERTIES LABELS peer TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Accuracy of the int8 scheme (issue 12, item 5) in onnxruntime-node on trained models: calibrated
 # on their first photos, the QDQ and QOperator files' outputs vs the float model on the held-out
 # ones; the worst cosine must stay above floors just under what it gives (NanoDet-m 0.99084:

@@ -296,18 +296,17 @@ static void prune(calq__xctx *c)
     }
 }
 
-/* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear into
- * its QLinearSoftmax (and the QOperator file writes one), whose kernel multiplies an exp() table
- * value scaled up to about FLT_MAX / (e^5 D) (D: the elements one softmax normalises) by
- * floor(1 / y_scale), in float. Above e^5 D = 148 D that product is infinite and the output
- * garbage: YOLOv8's DFL head (a softmax over 16 bins whose largest probability was 0.077, so
- * y_scale = 0.077 / 255 and 1 / y_scale = 3312 > 148 * 16) came out of onnxruntime in [0, 1.05]
- * instead of [7.3, 7.6], cosine 0.61 against calq's 1.00000 on the same file. And the kernel
- * uses floor(1 / y_scale), not y_scale: the output's scale is set to 1 / K exactly for an
- * integer K <= 140 D (a wider range than calibrated, never a narrower one), so that onnxruntime's
- * integers are the file's. With D unknown (a dynamic axis) the Softmax's input is left float, so
- * that nothing fuses. Groups to leave float are marked in off[group], new scales set in
- * scale[group]. */
+/* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear (in
+ * either file) into its QLinearSoftmax, whose kernel multiplies an exp() table value scaled up to
+ * about FLT_MAX / (e^5 D) (D: the elements one softmax normalises) by floor(1 / y_scale), in
+ * float. Above e^5 D = 148 D that product is infinite and the output garbage: YOLOv8's DFL head
+ * (a softmax over 16 bins whose largest probability was 0.077, so y_scale = 0.077 / 255 and
+ * 1 / y_scale = 3312 > 148 * 16) came out of onnxruntime in [0, 1.05] instead of [7.3, 7.6],
+ * cosine 0.61 against calq's 1.00000 on the same file. And the kernel uses floor(1 / y_scale),
+ * not y_scale: the output's scale is set to 1 / K exactly for an integer K <= 140 D (a wider
+ * range than calibrated, never a narrower one), so that onnxruntime's integers are the file's.
+ * With D unknown (a dynamic axis) the Softmax's input is left float, so that nothing fuses.
+ * Groups to leave float are marked in off[group], new scales set in scale[group]. */
 static void softmax_scales(calq__xctx *c, bool *off, float *scale)
 {
     const calq_graph *g = c->g;

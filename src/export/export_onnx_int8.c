@@ -297,24 +297,26 @@ static void prune(calq__xctx *c)
 }
 
 /* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear (in
- * either file) into its QLinearSoftmax, whose kernel multiplies an exp() table value scaled up to
- * about FLT_MAX / (e^5 D) (D: the elements one softmax normalises) by floor(1 / y_scale), in
- * float. Above e^5 D = 148 D that product is infinite and the output garbage: YOLOv8's DFL head
- * (a softmax over 16 bins whose largest probability was 0.077, so y_scale = 0.077 / 255 and
- * 1 / y_scale = 3312 > 148 * 16) came out of onnxruntime in [0, 1.05] instead of [7.3, 7.6],
- * cosine 0.61 against calq's 1.00000 on the same file. And the kernel uses floor(1 / y_scale),
- * not y_scale: the output's scale is set to 1 / K exactly for an integer K <= 140 D (a wider
- * range than calibrated, never a narrower one), so that onnxruntime's integers are the file's.
- * With D unknown (a dynamic axis) the Softmax's input is left float, so that nothing fuses.
- * Groups to leave float are marked in off[group], new scales set in scale[group]. */
-static void softmax_scales(calq__xctx *c, bool *off, float *scale)
+ * either file; its optimizer first moves a DequantizeLinear down across Reshape / Transpose, so a
+ * Softmax over a quantized Conv's reshaped output fuses too) into its QLinearSoftmax, whose
+ * kernel multiplies an exp() table value scaled up to about FLT_MAX / (e^5 D) (D: the elements
+ * one softmax normalises) by floor(1 / y_scale), in float. Above e^5 D = 148 D that product is
+ * infinite and the output garbage: YOLOv8's DFL head (a softmax over 16 bins whose largest
+ * probability was 0.077, so y_scale = 0.077 / 255 and 1 / y_scale = 3312 > 148 * 16) came out of
+ * onnxruntime in [0, 1.05] instead of [7.3, 7.6], cosine 0.61 against calq's 1.00000 on the same
+ * file. And the kernel uses floor(1 / y_scale), not y_scale. So a quantized Softmax output gets
+ * the scale 1 / K exactly, for an integer K <= 140 D (a wider range than calibrated, never a
+ * narrower one; onnxruntime's integers are then the file's), K <= 256 when D is not known (a
+ * dynamic axis: onnxruntime's own quantizer's 1 / 256, safe from D = 2 on). New scales are set in
+ * scale[group]. */
+static void softmax_scales(calq__xctx *c, float *scale)
 {
     const calq_graph *g = c->g;
     for (int i = 0; i < g->n_nodes; i++) {
         const calq_node *n = &g->nodes[i];
         if (n->domain[0] || strcmp(n->op_type, "Softmax") || n->n_inputs < 1 || n->n_outputs < 1) continue;
         const int in = n->inputs[0], out = n->outputs[0];
-        if (in < 0 || out < 0 || !c->vq[in].on || !c->vq[out].on) continue;
+        if (in < 0 || out < 0 || !c->vq[out].on || !(c->vq[out].scale > 0.0f)) continue;
         const calq_value *x = &g->values[in];
         int64_t axis = calq__attr_int(n, "axis", n->opset < 13 ? 1 : -1), d = -1;
         if (x->ndim > 0 && axis >= -x->ndim && axis < x->ndim) {
@@ -324,11 +326,7 @@ static void softmax_scales(calq__xctx *c, bool *off, float *scale)
                 d = x->dims[k] > 0 && x->dims[k] < ((int64_t)1 << 40) ? d * x->dims[k] : -1;
         }
         calq__xq *q = &c->vq[out];
-        if (d <= 0 || !(q->scale > 0.0f)) {
-            off[c->vq[in].group] = true;
-            continue;
-        }
-        double k = floor(1.0 / (double)q->scale), cap = floor(140.0 * (double)d);
+        double k = floor(1.0 / (double)q->scale), cap = d > 0 ? floor(140.0 * (double)d) : 256.0;
         if (k > cap) k = cap;
         if (k < 1.0) k = 1.0;
         float s = (float)(1.0 / k);
@@ -443,13 +441,9 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
             if (c->vq[v].on && c->vq[v].group == q->group) c->vq[v].scale = capped;
     }
     /* last: the Softmax rule looks at what is still quantized */
-    memset(off, 0, sizeof(bool) * (size_t)(nv + 1));
-    softmax_scales(c, off, scale);
-    for (int v = 0; v < nv; v++) {
-        calq__xq *q = &c->vq[v];
-        if (q->on && scale[q->group] > 0.0f) q->scale = scale[q->group];
-        if (q->on && off[q->group]) q->on = false;
-    }
+    softmax_scales(c, scale);
+    for (int v = 0; v < nv; v++)
+        if (c->vq[v].on && scale[c->vq[v].group] > 0.0f) c->vq[v].scale = scale[c->vq[v].group];
     return CALQ_OK;
 }
 

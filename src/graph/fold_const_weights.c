@@ -1,7 +1,8 @@
 /* Weights computed from constants by data-movement nodes (passes.h, calq__pass_const_weights).
- * Only nodes that move float32 elements without arithmetic are folded, so the folded constant
- * holds exactly the bytes the node would compute at plan time and a run of the model is
- * unchanged. */
+ * Only nodes that move float32 elements without arithmetic are folded, and Cast(to=float) of a
+ * float16 / float64 constant (the conversion the Cast kernel makes, exact for float16), so the
+ * folded constant holds exactly the bytes the node would compute at plan time and a run of the
+ * model is unchanged. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,9 +179,39 @@ static calq_status transpose_into(const calq_node *n, const calq_tensor *x, calq
     return CALQ_OK;
 }
 
+/* Cast(to=float) of float constant x into out (allocated here): float16 models keep their weights
+ * as float16 initializers behind such a Cast (onnxconverter-common's keep_io_types, halved
+ * downloads). The element conversions are the Cast kernel's (exec/kernels/elementwise.c): exact
+ * for float16, round to nearest for float64. *ok = false for any other Cast. */
+static calq_status cast_into(const calq_node *n, const calq_tensor *x, calq_tensor *out, bool *ok, calq_error *err)
+{
+    *ok = false;
+    if (calq__attr_int(n, "to", 0) != 1 /* ONNX FLOAT */ ||
+        (x->dtype != CALQ_DTYPE_FLOAT16 && x->dtype != CALQ_DTYPE_FLOAT64 && x->dtype != CALQ_DTYPE_FLOAT32))
+        return CALQ_OK;
+    out->dtype = CALQ_DTYPE_FLOAT32;
+    out->ndim = x->ndim;
+    memcpy(out->dims, x->dims, sizeof x->dims);
+    CALQ_TRY(calq__tensor_alloc(out, err));
+    float *dst = out->data;
+    const int64_t numel = calq_tensor_numel(x);
+    if (x->dtype == CALQ_DTYPE_FLOAT16) {
+        const uint16_t *src = x->data;
+        for (int64_t i = 0; i < numel; i++) dst[i] = calq__f16_to_f32(src[i]);
+    } else if (x->dtype == CALQ_DTYPE_FLOAT64) {
+        const double *src = x->data;
+        for (int64_t i = 0; i < numel; i++) dst[i] = (float)src[i];
+    } else if (numel) {
+        memcpy(dst, x->data, (size_t)numel * sizeof *dst);
+    }
+    *ok = true;
+    return CALQ_OK;
+}
+
 /* Value v as a constant: v when it is one, the initializer an Identity chain reads, or v itself
  * turned into a constant when its producer is a Transpose / Reshape / Squeeze / Unsqueeze /
- * Flatten of one (the node is then removed). *out = -1 when v is not computed from constants so. */
+ * Flatten of one or a Cast of one to float32 (the node is then removed). *out = -1 when v is not
+ * computed from constants so. */
 static calq_status resolve(fold_ctx *f, int v, int depth, int *out, calq_error *err)
 {
     calq_graph *g = f->g;
@@ -193,8 +224,8 @@ static calq_status resolve(fold_ctx *f, int v, int depth, int *out, calq_error *
     if (p < 0 || depth >= MAX_CHAIN || f->removed[p]) return CALQ_OK;
     const calq_node *n = &g->nodes[p];
     if (n->domain[0] || n->n_outputs != 1 || n->outputs[0] != v || n->n_inputs < 1 || n->inputs[0] < 0) return CALQ_OK;
-    bool identity = is_op(n, "Identity"), transpose = is_op(n, "Transpose");
-    if (!identity && !transpose && !is_op(n, "Reshape") && !is_op(n, "Squeeze") && !is_op(n, "Unsqueeze") &&
+    bool identity = is_op(n, "Identity"), transpose = is_op(n, "Transpose"), cast = is_op(n, "Cast");
+    if (!identity && !transpose && !cast && !is_op(n, "Reshape") && !is_op(n, "Squeeze") && !is_op(n, "Unsqueeze") &&
         !is_op(n, "Flatten"))
         return CALQ_OK;
     /* a value a subgraph captures is read by name inside it, and a graph output must stay
@@ -204,7 +235,8 @@ static calq_status resolve(fold_ctx *f, int v, int depth, int *out, calq_error *
     CALQ_TRY(resolve(f, n->inputs[0], depth + 1, &src, err));
     if (src < 0) return CALQ_OK;
     const calq_tensor *x = g->values[src].constant;
-    if (x->dtype != CALQ_DTYPE_FLOAT32) return CALQ_OK; /* weights are float32 (quantizable.c) */
+    /* weights are float32 (quantizable.c): only a Cast makes them from another type */
+    if (x->dtype != CALQ_DTYPE_FLOAT32 && !cast) return CALQ_OK;
     if (identity) {
         f->bypassed[p] = true;
         *out = src;
@@ -216,6 +248,8 @@ static calq_status resolve(fold_ctx *f, int v, int depth, int *out, calq_error *
     calq_status st = CALQ_OK;
     if (transpose) {
         st = transpose_into(n, x, t, &ok, err);
+    } else if (cast) {
+        st = cast_into(n, x, t, &ok, err);
     } else {
         int64_t dims[CALQ_MAX_DIMS];
         int ndim = 0;

@@ -75,6 +75,13 @@ calq_status calq__op_fail(calq_op_ctx *c, calq_status s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* a float16 model fails at its first Conv / Gemm / ... (float32 kernels): say what to do */
+    for (int i = 0; s == CALQ_ERR_UNSUPPORTED && i < c->n_in; i++)
+        if (c->in[i] && c->in[i]->dtype == CALQ_DTYPE_FLOAT16)
+            return calq__fail(c->err, s, c->node->name,
+                              "%s node '%s': %s (input %d is float16: a model computing in float16 needs converting "
+                              "to float32 first, docs/cli.md)",
+                              c->node->op_type, c->node->name, msg, i);
     return calq__fail(c->err, s, c->node->name, "%s node '%s': %s", c->node->op_type, c->node->name, msg);
 }
 

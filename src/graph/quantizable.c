@@ -155,6 +155,27 @@ bool calq__node_quantizable(const calq_graph *g, int i)
     return calq__qkind_of_node(g, i) != NULL;
 }
 
+bool calq__first_float16_layer(const calq_graph *g, int *node, int *value)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        bool kind = false;
+        for (int r = 0; !kind && r < calq__qkind_count(); r++)
+            kind = !calq__qkind_at(r)->tensor_only && !n->domain[0] && strcmp(n->op_type, calq__qkind_at(r)->onnx) == 0;
+        for (int k = 0; kind && k < n->n_formal; k++) {
+            if (k >= n->n_inputs || n->inputs[k] < 0) continue;
+            const calq_value *v = &g->values[n->inputs[k]];
+            /* a constant's own type: the value's may be unset for a folded one */
+            if ((v->constant ? v->constant->dtype : v->dtype) == CALQ_DTYPE_FLOAT16) {
+                *node = i;
+                *value = n->inputs[k];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 int calq__qkind_group(const calq_qkind *k, const calq_node *n)
 {
     return k->grouped ? (int)calq__attr_int(n, "group", 1) : 1;

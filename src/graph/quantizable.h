@@ -30,6 +30,13 @@ const calq_qkind *calq__qkind_of_input(const calq_graph *g, int i, int k);
 const calq_qkind *calq__qkind_int8_input(const calq_graph *g, int i, int k);
 /* calq__qkind_of_node(g, i) != NULL. */
 bool calq__node_quantizable(const calq_graph *g, int i);
+/* The first node (in g's order) of a layer kind's op type (Conv, Gemm, MatMul, ...; not the
+ * tensor-only kinds) that reads a float16 tensor (a graph input, a constant or a value whose type
+ * the file declares): *node and *value (that input), or false when there is none. Such a layer
+ * computes in float16, which calq's layer kernels and calibration do not; the element-wise
+ * kernels of the tensor-only kinds do run float16, so a float16 Add between float32 layers stays
+ * allowed. */
+bool calq__first_float16_layer(const calq_graph *g, int *node, int *value);
 
 /* The group count node n splits its weight in (its `group` attribute for grouped kinds, else 1). */
 int calq__qkind_group(const calq_qkind *k, const calq_node *n);

@@ -27,15 +27,17 @@ g = helper.make_graph([
     "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w, b])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "tiny.onnx")
-# the same Conv with its weight stored as float16 behind a Cast (a mixed-precision export): no
-# layer calq quantizes, which the message must say instead of blaming the config
-w16 = numpy_helper.from_array(numpy_helper.to_array(w).astype(np.float16), "w16")
+# the same Conv with its weight the DequantizeLinear of int8 (an already quantized model): no layer
+# calq quantizes, which the message must say instead of blaming the config (a float16 weight behind
+# a Cast was this case until calq read it as a float32 weight: cli.fp16_weights)
+w8 = numpy_helper.from_array((np.arange(108).reshape(4, 3, 3, 3) % 7 - 3).astype(np.int8), "w8")
+ws = numpy_helper.from_array(np.array(0.1, np.float32), "ws")
 g = helper.make_graph([
-    helper.make_node("Cast", ["w16"], ["w"], name="cast", to=TensorProto.FLOAT),
+    helper.make_node("DequantizeLinear", ["w8", "ws"], ["w"], name="dq"),
     helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
-    "fp16w", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], [w16])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "fp16w.onnx")
+    "dqw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], [w8, ws])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "dqw.onnx")
 np.save("x.npy", np.random.RandomState(0).rand(1, 3, 16, 16).astype(np.float32))
 np.save("p.npy", np.random.RandomState(1).rand(1, 3, 8, 8).astype(np.float32))
 EOF
@@ -181,8 +183,8 @@ expect "save over outputs, every layer disabled" 1 "nothing to save" \
 expect "calibration, every layer disabled" 1 "the config enables no layer, so there is nothing to calibrate" \
     calibration --model tiny.onnx --npy x.npy --config "$T/off.json" --save_path keep/k
 expect "calibration, no quantizable layer" 1 "the model has no layer calq quantizes, so there is nothing to calibrate" \
-    calibration --model fp16w.onnx --npy x.npy --save_path "$T/fp16w/t"
-[ -e "$T/fp16w" ] && fail "calibration, no quantizable layer: wrote $(find "$T/fp16w")"
+    calibration --model dqw.onnx --npy x.npy --save_path "$T/dqw/t"
+[ -e "$T/dqw" ] && fail "calibration, no quantizable layer: wrote $(find "$T/dqw")"
 expect "record with a 5 MB key" 1 "find LLLLLLLL" save --model tiny.onnx --record "$T/bigkey.txt" --save_path keep/k
 grep -q 'L\.\.\.L' "$T/log" && [ "$(wc -c <"$T/log")" -lt 1000 ] || fail "5 MB key: not cut ($(wc -c <"$T/log") bytes)"
 expect "config with a 5 MB key" 1 "bigkey.json: the model has no layer 'KKKKKKKK" \

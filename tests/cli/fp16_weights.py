@@ -2,7 +2,7 @@
 """Float16 models (the fp16 probe of 2026-12).
 
 (a) Weights stored as float16 (or float64) initializers behind Cast(to=float), the graph computing
-in float32 (onnxconverter-common's keep_io_types, models halved for download): calq took only
+in float32 (mixed-precision exports, models halved for download): calq took only
 float32 initializers as constant weights, so the Conv and Gemm stayed float without a word and the
 MatMul was calibrated as activation x activation. Now the import folds the Cast into a float32
 constant. The model: a Conv (float16 weight and bias behind Casts), a Gemm whose float16 weight
@@ -14,8 +14,8 @@ with two layers skipped, which then read float32 initializers) equals the refere
 initializer or dead node, and its output in calq and onnxruntime-node has cosine >= 0.99 with the
 float model.
 
-(b) A model computing in float16 (float16 input, weights and output): calq's layers compute in
-float32 only. `calibration` refuses it, naming the first layer and float16 tensor, writing nothing;
+(b) A model computing in float16 (float16 input, weights and output; or float32 input and output
+behind Casts, onnxconverter-common's keep_io_types): calq's layers compute in float32 only. `calibration` refuses it, naming the first layer and float16 tensor, writing nothing;
 `calq run` refuses it at the Conv, saying to convert the model to float32; neither crashes.
 
 usage: fp16_weights.py CALQ TESTS_PEERS_DIR"""
@@ -94,18 +94,24 @@ def model(path, arr, fp32_ref):
     onnx.save(m, path)
 
 
-def model_fp16(path, arr):
-    """(b): input, weights, activations and output float16."""
+def model_fp16(path, arr, io32):
+    """(b): weights, activations (and unless io32, input and output) float16; io32: float32 input
+    and output behind Casts, as onnxconverter-common's keep_io_types writes."""
     h = TensorProto.FLOAT16
     inits = [numpy_helper.from_array(arr[k], k) for k in ("Wc", "bc", "W", "b")]
+    x, y = ("x16", "y16") if io32 else ("x", "y")
     nodes = [
-        helper.make_node("Conv", ["x", "Wc", "bc"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", [x, "Wc", "bc"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("Flatten", ["r"], ["fl"], name="flatten"),
-        helper.make_node("Gemm", ["fl", "W", "b"], ["y"], name="gemm"),
+        helper.make_node("Gemm", ["fl", "W", "b"], [y], name="gemm"),
     ]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", h, [2, 3, 6, 6])],
-                          [helper.make_tensor_value_info("y", h, [2, 16])], inits)
+    if io32:
+        nodes = [helper.make_node("Cast", ["x"], [x], name="in_cast", to=h)] + nodes + [
+            helper.make_node("Cast", [y], ["y"], name="out_cast", to=TensorProto.FLOAT)]
+    io = TensorProto.FLOAT if io32 else h
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", io, [2, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", io, [2, 16])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 7
     onnx.checker.check_model(m)
@@ -174,30 +180,34 @@ def part_a(tmp, arr, x_path, node_path, have_ort):
 
 
 def part_b(tmp, arr, x):
-    src = os.path.join(tmp, "fp16.onnx")
-    model_fp16(src, arr)
     x16 = os.path.join(tmp, "x16.npy")
     np.save(x16, x.astype(np.float16))
-    for scheme in ("layers", "int8"):
-        prefix = os.path.join(tmp, "fp16_" + scheme)
-        p = subprocess.run([CALQ, "calibration", "--model", src, "--npy", x16, "--save_path", prefix, "--format", "all",
-                            "--qdq-scheme", scheme], capture_output=True, text=True, timeout=300)
-        err = p.stderr
-        if p.returncode <= 0 or "computes in float16" not in err or "'conv'" not in err or "'x'" not in err:
-            fail(f"float16 model, {scheme}: expected a refusal naming layer 'conv' and tensor 'x', got rc "
-                 f"{p.returncode}:\n{err[-800:]}")
-        elif glob.glob(prefix + "_*"):
-            fail(f"float16 model, {scheme}: files written: {glob.glob(prefix + '_*')}")
+    # (file, input data, the float16 tensor the refusal must name: the first the Conv reads whose
+    # type calq knows without running, the graph input, else the weight)
+    for io32, feed, tensor in ((False, x16, "x"), (True, os.path.join(tmp, "x.npy"), "Wc")):
+        name = "fp16_io32" if io32 else "fp16"
+        src = os.path.join(tmp, name + ".onnx")
+        model_fp16(src, arr, io32)
+        for scheme in ("layers", "int8"):
+            prefix = os.path.join(tmp, name + "_" + scheme)
+            p = subprocess.run([CALQ, "calibration", "--model", src, "--npy", feed, "--save_path", prefix, "--format",
+                                "all", "--qdq-scheme", scheme], capture_output=True, text=True, timeout=300)
+            err = p.stderr
+            if p.returncode <= 0 or "computes in float16" not in err or "'conv'" not in err or f"'{tensor}'" not in err:
+                fail(f"{name}, {scheme}: expected a refusal naming layer 'conv' and tensor '{tensor}', got rc "
+                     f"{p.returncode}:\n{err[-800:]}")
+            elif glob.glob(prefix + "_*"):
+                fail(f"{name}, {scheme}: files written: {glob.glob(prefix + '_*')}")
+            else:
+                print(f"ok: {name}, {scheme}: refused: " + err.split("error: ", 1)[-1][:200])
+        out = os.path.join(tmp, name + "_run")
+        os.makedirs(out)
+        p = subprocess.run([CALQ, "run", src, "--input", "x=" + feed, "--output-dir", out], capture_output=True,
+                           text=True, timeout=300)
+        if p.returncode <= 0 or "'conv'" not in p.stderr or "float16 needs converting to float32" not in p.stderr:
+            fail(f"{name}, run: expected a refusal at conv, got rc {p.returncode}:\n{p.stderr[-800:]}")
         else:
-            print(f"ok: float16 model, {scheme}: refused: " + err.split("error: ", 1)[-1][:200])
-    out = os.path.join(tmp, "fp16_run")
-    os.makedirs(out)
-    p = subprocess.run([CALQ, "run", src, "--input", "x=" + x16, "--output-dir", out], capture_output=True, text=True,
-                       timeout=300)
-    if p.returncode <= 0 or "'conv'" not in p.stderr or "float16 needs converting to float32" not in p.stderr:
-        fail(f"float16 model, run: expected a refusal at conv, got rc {p.returncode}:\n{p.stderr[-800:]}")
-    else:
-        print("ok: float16 model, run: refused: " + p.stderr.split("error: ", 1)[-1][:200])
+            print(f"ok: {name}, run: refused: " + p.stderr.split("error: ", 1)[-1][:200])
 
 
 def main():

@@ -307,7 +307,7 @@ static calq_status check_key(const calq_model *m, int ni, int input, const calq_
                           "key \"%s\"): a \"<layer>:<input>\" key is for a variable input of MaxPool, Add, ... "
                           "(tensor_quantize, amct-reference.md §7.2) or input 1 of a MatMul with two variable "
                           "inputs (§8.1). Remove the entry from the record (a record from before calq read a weight "
-                          "behind Identity / Transpose as a constant: calibrate again).",
+                          "behind Identity / Transpose / a Cast from float16 as a constant: calibrate again).",
                           input, calq__cut(g->nodes[ni].name).s, info.op_type, g->nodes[ni].n_inputs, rf, l->line,
                           calq__cut(l->name).s);
     return CALQ_OK;

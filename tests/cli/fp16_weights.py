@@ -12,7 +12,8 @@ weights as float32 initializers without Casts. Checks: `calq run` gives the refe
 for bit; every layer is quantizable and has scale_w; the record of each --qdq-scheme (and of a run
 with two layers skipped, which then read float32 initializers) equals the reference's; every saved file passes onnx.checker (not the deploy file), has no unread
 initializer or dead node, and its output in calq and onnxruntime-node has cosine >= 0.99 with the
-float model.
+float model. A record from before (matmul64's weight keyed "matmul64:1") is refused by save,
+saying to calibrate again.
 
 (b) A model computing in float16 (float16 input, weights and output; or float32 input and output
 behind Casts, onnxconverter-common's keep_io_types): calq's layers compute in float32 only. `calibration` refuses it, naming the first layer and float16 tensor, writing nothing;
@@ -179,6 +180,21 @@ def part_a(tmp, arr, x_path, node_path, have_ort):
             print(f"ok: {label}: " + ", ".join(f"{w} cosine {cw.cosine(o, ref):.5f}" for w, o in outs.items()))
 
 
+def old_record(tmp, src):
+    """A record calq wrote before it read the float16 weights: matmul64's weight as input 1."""
+    rec = os.path.join(tmp, "old_record.txt")
+    with open(rec, "w") as f:
+        for key, scale in (("matmul64", 0.002), ("matmul64:1", 0.005)):
+            f.write(f'record {{\n  key: "{key}"\n  value {{\n    scale_d: {scale}\n    offset_d: 0\n  }}\n}}\n')
+    p = subprocess.run([CALQ, "save", "--model", src, "--record", rec, "--save_path", os.path.join(tmp, "old", "m"),
+                        "--format", "qdq"], capture_output=True, text=True, timeout=300)
+    if p.returncode != 1 or "calibrate again" not in p.stderr or "Cast from float16" not in p.stderr:
+        fail(f"save with a record keyed matmul64:1: expected a refusal saying to calibrate again, got rc "
+             f"{p.returncode}:\n{p.stderr[-600:]}")
+    else:
+        print("ok: an old record's matmul64:1 key: " + p.stderr.split("error: ", 1)[-1][-120:].strip())
+
+
 def part_b(tmp, arr, x):
     x16 = os.path.join(tmp, "x16.npy")
     np.save(x16, x.astype(np.float16))
@@ -220,6 +236,7 @@ def main():
         x_path = os.path.join(tmp, "x.npy")
         np.save(x_path, x)
         part_a(tmp, arr, x_path, node_path, have_ort)
+        old_record(tmp, os.path.join(tmp, "fp16w.onnx"))
         part_b(tmp, arr, x)
     if not have_ort:
         print("note: onnxruntime-node not found; the files were run in calq only")

@@ -55,6 +55,8 @@ def arrays():
     }
     # float16-rounded values: exactly what the float16 file holds
     out = {k: v.astype(np.float16) for k, v in a.items() if k != "W64"}
+    # float16 subnormals and a negative zero: the conversion must be exact for them too
+    out["W"][0, :3] = np.array([2.0 ** -24, -(2.0 ** -20), -0.0], np.float16)
     out["W64"] = a["W64"]  # float64 (rounded to float32 by its Cast, as by onnxruntime)
     return out, rng
 

@@ -550,7 +550,26 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
     if (!inits || !inputs || !vinfo || !ops || !def || !g) return oom(err);
     size_t ni = 0, nin = 0, nvi = 0;
     calq_strmap read = {0}, defined = {0}, init_names = {0};
-    bool ok = index_nodes(x->nodes, x->n_nodes, &read, &defined) && calq__strmap_init(&init_names, gp->n_initializer);
+    bool ok = index_nodes(x->nodes, x->n_nodes, &read, &defined);
+    /* Constant nodes nothing reads any more go like unread initializers: the import folded the
+     * Cast / Transpose of a weight held in one (calq__pass_const_weights) and the writers read the
+     * folded constant instead, which left the Constant node dead in the file */
+    size_t kept = 0;
+    for (size_t i = 0; ok && i < x->n_nodes; i++) {
+        const Onnx__NodeProto *nd = x->nodes[i];
+        bool dead = nd->op_type && !strcmp(nd->op_type, "Constant") && (!nd->domain || !nd->domain[0]) &&
+                    !nd->n_input && nd->n_output == 1 && nd->output[0] && calq__strmap_get(&read, nd->output[0]) < 0;
+        for (size_t k = 0; dead && k < gp->n_output; k++)
+            dead = !gp->output[k]->name || strcmp(gp->output[k]->name, nd->output[0]) != 0;
+        if (!dead) x->nodes[kept++] = x->nodes[i];
+    }
+    if (ok && kept != x->n_nodes) { /* index again: value_info of the dropped outputs goes too */
+        x->n_nodes = kept;
+        calq__strmap_free(&read);
+        calq__strmap_free(&defined);
+        ok = index_nodes(x->nodes, x->n_nodes, &read, &defined);
+    }
+    ok = ok && calq__strmap_init(&init_names, gp->n_initializer);
     for (size_t i = 0; ok && i < gp->n_initializer; i++) {
         const char *nm = gp->initializer[i]->name ? gp->initializer[i]->name : "";
         ok = calq__strmap_put(&init_names, nm, 1);

@@ -298,9 +298,28 @@ static bool read_by_any(const fold_ctx *f, int v)
     return f->g->values[v].is_output || f->readers[v] > 0;
 }
 
+/* Every Cast to float32 of a float16 / float64 constant, whoever reads it: a model whose weights
+ * were halved keeps its BatchNormalization parameters, per-channel Mul / Add constants and biases
+ * behind such Casts too, and Conv+BN folding (fold_conv_affine.c) needs them constant to quantize
+ * the layer as the float32 model's. */
+static calq_status fold_casts(fold_ctx *f, calq_error *err)
+{
+    calq_graph *g = f->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const calq_node *n = &g->nodes[i];
+        if (f->removed[i] || !is_op(n, "Cast") || n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs != 1) continue;
+        const calq_tensor *x = g->values[n->inputs[0]].constant;
+        if (!x || (x->dtype != CALQ_DTYPE_FLOAT16 && x->dtype != CALQ_DTYPE_FLOAT64)) continue;
+        int c;
+        CALQ_TRY(resolve(f, n->outputs[0], 0, &c, err));
+    }
+    return CALQ_OK;
+}
+
 static calq_status fold_layers(fold_ctx *f, int *n_folded, calq_error *err)
 {
     calq_graph *g = f->g;
+    CALQ_TRY(fold_casts(f, err));
     for (int i = 0; i < g->n_nodes; i++) {
         const calq_qkind *kinds[4];
         int nk;

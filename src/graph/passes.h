@@ -25,16 +25,17 @@ calq_status calq__pass_fold_conv_affine(calq_graph *g, const char *const *skip, 
  * only (amct-reference.md §8.1: a quantized layer's weight is a constant): the weight, second
  * weight and bias inputs of the kinds with constant weights (qkind.h) that an Identity, Transpose,
  * Reshape, Squeeze, Unsqueeze or Flatten chain computes from float32 constants, or a
- * Cast(to=float) from float16 / float64 ones. torch's exporter writes Identity(W) for deduplicated
- * (tied) initializers and MatMul(x, Transpose(W)) when it does not fold constants, float16 models
- * keep their weights as float16 initializers behind a Cast; without this such a Gemm stayed float
- * and such a MatMul was taken for one of two activations. A layer reading an Identity chain reads
- * its initializer instead; any other node of a chain is removed and its output becomes a constant
- * (calq_value.folded) holding exactly what the node computed, so a run gives the same bits.
- * Identity nodes nothing reads any more are removed the same way; a graph output or a value a
- * subgraph captures is never replaced. Run on the model's own IR at import, so that inspect,
- * configs, calibration, records and every writer see one graph. *n_folded counts layer inputs made
- * constant. */
+ * Cast(to=float) from float16 / float64 ones (such a Cast is folded for any reader:
+ * BatchNormalization parameters and biases of halved models too). torch's exporter writes
+ * Identity(W) for deduplicated (tied) initializers and MatMul(x, Transpose(W)) when it does not
+ * fold constants, float16 models keep their weights as float16 initializers behind a Cast; without
+ * this such a Gemm stayed float and such a MatMul was taken for one of two activations. A layer
+ * reading an Identity chain reads its initializer instead; any other node of a chain is removed
+ * and its output becomes a constant (calq_value.folded) holding exactly what the node computed, so
+ * a run gives the same bits. Identity nodes nothing reads any more are removed the same way; a
+ * graph output or a value a subgraph captures is never replaced. Run on the model's own IR at
+ * import, so that inspect, configs, calibration, records and every writer see one graph. *n_folded
+ * counts layer inputs made constant. */
 calq_status calq__pass_const_weights(calq_graph *g, int *n_folded, calq_error *err);
 
 /* Rewrites the QDQ groups onnxruntime's CPU execution provider (x86-64) fuses into integer

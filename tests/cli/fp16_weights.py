@@ -2,22 +2,25 @@
 """Float16 models (the fp16 probe of 2026-12).
 
 (a) Weights stored as float16 (or float64) initializers behind Cast(to=float), the graph computing
-in float32 (mixed-precision exports, models halved for download): calq took only
-float32 initializers as constant weights, so the Conv and Gemm stayed float without a word and the
-MatMul was calibrated as activation x activation. Now the import folds the Cast into a float32
-constant. The model: a Conv (float16 weight and bias behind Casts), a Gemm whose float16 weight
-goes through Cast then Transpose, a second Gemm reading the same Cast output (tied weights), a
-MatMul whose weight is float64 behind a Cast. Its float32 reference holds the float16-rounded
-weights as float32 initializers without Casts. Checks: `calq run` gives the reference's output bit
-for bit; every layer is quantizable and has scale_w; the record of each --qdq-scheme (and of a run
-with two layers skipped, which then read float32 initializers) equals the reference's; every saved file passes onnx.checker (not the deploy file), has no unread
-initializer or dead node, and its output in calq and onnxruntime-node has cosine >= 0.99 with the
-float model. A record from before (matmul64's weight keyed "matmul64:1") is refused by save,
-saying to calibrate again.
+in float32 (mixed-precision exports, models halved for download): calq took only float32
+initializers as constant weights, so the Conv and Gemm stayed float without a word and the MatMul
+was calibrated as activation x activation. Now the import folds the Cast into a float32 constant.
+The model: a Conv (float16 weight behind a Cast, its float16 bias a Constant node behind one), a
+BatchNormalization whose float16 parameters are behind Casts (folded into the Conv as in the float32
+model), a Gemm whose float16 weight goes through Cast then Transpose, a second Gemm reading the same
+Cast output (tied weights), a MatMul whose weight is float64 behind a Cast. Its float32 reference
+holds the float16-rounded weights as float32 initializers without Casts. Checks: `calq run` gives
+the reference's output bit for bit; every layer is quantizable and has scale_w; the record of each
+--qdq-scheme (and of a run with two layers skipped, which then read float32 initializers) equals the
+reference's; every saved file passes onnx.checker (not the deploy file), has no unread initializer
+or dead node, and its output in calq and onnxruntime-node has cosine >= 0.99 with the float model. A
+record from before (matmul64's weight keyed "matmul64:1") is refused by save, saying to calibrate
+again.
 
 (b) A model computing in float16 (float16 input, weights and output; or float32 input and output
-behind Casts, onnxconverter-common's keep_io_types): calq's layers compute in float32 only. `calibration` refuses it, naming the first layer and float16 tensor, writing nothing;
-`calq run` refuses it at the Conv, saying to convert the model to float32; neither crashes.
+behind Casts, onnxconverter-common's keep_io_types): calq's layers compute in float32 only.
+`calibration` refuses it, naming the first layer and float16 tensor, writing nothing; `calq run`
+refuses it at the Conv, saying to convert the model to float32; neither crashes.
 
 usage: fp16_weights.py CALQ TESTS_PEERS_DIR"""
 import glob
@@ -52,6 +55,9 @@ def arrays():
         "Wc": rng.standard_normal((4, 3, 3, 3)) * 0.3, "bc": rng.standard_normal(4) * 0.1,
         "W": rng.standard_normal((144, 16)) * 0.1, "b": rng.standard_normal(16) * 0.1,
         "W64": rng.standard_normal((16, 8)) * 0.3,
+        # the BatchNormalization after the Conv (folded into it by calibration and save)
+        "bn_s": rng.uniform(0.5, 1.5, 4), "bn_b": rng.standard_normal(4) * 0.1,
+        "bn_m": rng.standard_normal(4) * 0.1, "bn_v": rng.uniform(0.5, 2, 4),
     }
     # float16-rounded values: exactly what the float16 file holds
     out = {k: v.astype(np.float16) for k, v in a.items() if k != "W64"}
@@ -66,14 +72,18 @@ def model(path, arr, fp32_ref):
     f = TensorProto.FLOAT
     nodes, inits = [], []
 
-    def weight(name):  # the tensor name a layer reads for weight `name`
+    def weight(name, const_node=False):  # the tensor name a node reads for weight `name`
         if fp32_ref:
             if not any(i.name == name for i in inits):
                 inits.append(numpy_helper.from_array(arr[name].astype(np.float32), name))
             return name
         src = name + ("_f64" if arr[name].dtype == np.float64 else "_f16")
-        if not any(i.name == src for i in inits):
-            inits.append(numpy_helper.from_array(arr[name], src))
+        if not any(n.name == "cast_" + name for n in nodes):
+            if const_node:  # a Constant node, not an initializer: the saved files must not keep it
+                nodes.append(helper.make_node("Constant", [], [src], name="const_" + name,
+                                              value=numpy_helper.from_array(arr[name], src)))
+            else:
+                inits.append(numpy_helper.from_array(arr[name], src))
             nodes.append(helper.make_node("Cast", [src], [name + "_f32"], name="cast_" + name, to=f))
         return name + "_f32"
 
@@ -81,8 +91,10 @@ def model(path, arr, fp32_ref):
     wt = weight("W")
     nodes.append(helper.make_node("Transpose", [wt], ["W_t"], name="unfolded_t", perm=[1, 0]))
     nodes += [
-        helper.make_node("Conv", ["x", weight("Wc"), weight("bc")], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Conv", ["x", weight("Wc"), weight("bc", True)], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c"] + [weight(k) for k in ("bn_s", "bn_b", "bn_m", "bn_v")], ["cb"],
+                         name="bn"),
+        helper.make_node("Relu", ["cb"], ["r"], name="relu"),
         helper.make_node("Flatten", ["r"], ["fl"], name="flatten"),
         helper.make_node("Gemm", ["fl", "W_t", weight("b")], ["g0"], name="gemm_t", transB=1),
         helper.make_node("Gemm", ["fl", wt, weight("b")], ["g1"], name="gemm_tied"),

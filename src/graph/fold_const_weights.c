@@ -181,8 +181,8 @@ static calq_status transpose_into(const calq_node *n, const calq_tensor *x, calq
 
 /* Cast(to=float) of float constant x into out (allocated here): models halved for download and
  * mixed-precision exports keep their weights as float16 initializers behind such a Cast and
- * compute in float32. The element conversions are the Cast kernel's (exec/kernels/elementwise.c): exact
- * for float16, round to nearest for float64. *ok = false for any other Cast. */
+ * compute in float32. The element conversions are the Cast kernel's (exec/kernels/elementwise.c):
+ * exact for float16, round to nearest for float64. *ok = false for any other Cast. */
 static calq_status cast_into(const calq_node *n, const calq_tensor *x, calq_tensor *out, bool *ok, calq_error *err)
 {
     *ok = false;

@@ -575,7 +575,10 @@ calq_status calq__export_finish(calq__xctx *c, const char *path, calq_error *err
         ok = calq__strmap_put(&init_names, nm, 1);
         if (calq__strmap_get(&read, nm) >= 0) inits[ni++] = gp->initializer[i];
     }
-    for (size_t i = 0; ok && i < n_new; i++) inits[ni++] = x->inits[i];
+    /* the new ones too: a QOperator int8 file asked a value's factors for a QuantizeLinear a
+     * QLinear op then made redundant (ViT: 8 scale / zero point pairs left unread) */
+    for (size_t i = 0; ok && i < n_new; i++)
+        if (x->inits[i]->name && calq__strmap_get(&read, x->inits[i]->name) >= 0) inits[ni++] = x->inits[i];
     for (size_t i = 0; ok && i < gp->n_input; i++) {
         const char *nm = gp->input[i]->name ? gp->input[i]->name : "";
         /* an initializer listed as a graph input (IR < 4) goes with its initializer */

@@ -197,6 +197,12 @@ def main():
         if qdq_set != qop_set:
             fail("the files quantize different tensors: QDQ only %s, QOperator only %s" %
                  (sorted(qdq_set - qop_set), sorted(qop_set - qdq_set)))
+        for f in ("qdq", "qoperator"):  # every initializer is read (the QOperator file kept unread factors)
+            mf = onnx.load("%s_%s.onnx" % (out, f))
+            used = {i for n in mf.graph.node for i in n.input}
+            unread = [i.name for i in mf.graph.initializer if i.name not in used]
+            if unread:
+                fail("%s: %d initializers nothing reads: %s" % (f, len(unread), unread[:4]))
         for must in ("b%d_%s" % (b, v) for b in range(BLOCKS) for v in ("kt", "v2", "p", "o2")):
             if must not in qdq_set:  # read by the MatMuls: still int8
                 fail("qdq: %s (a MatMul's input) is not quantized" % must)

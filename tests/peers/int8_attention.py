@@ -21,7 +21,6 @@ Add, Mul, Mul), MatMul, Add(b2), residual Add. Calibrated with --qdq-scheme int8
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -36,9 +35,10 @@ except ImportError:
     onnx = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from checks import FAILS, cosine, fail, run  # noqa: E402
 D, H, TOK, BLOCKS = 64, 4, 32, 4
 DH = D // H
-FAILS = []
 MOVERS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gather", "Expand", "Tile",
           "Identity", "MaxPool", "Resize")
 # ops onnxruntime runs on 8-bit tensors (QDQ fusion, or as they are with equal factors)
@@ -46,15 +46,6 @@ INT8_READERS = ("MatMul", "Conv", "Gemm", "Add", "Mul", "Concat", "GlobalAverage
                 "Softmax", "AveragePool") + MOVERS
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    FAILS.append(msg)
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def block(rng, b, x, y):
@@ -121,12 +112,6 @@ def make_model(path):
     onnx.save(m, path)
     return rng
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), r.returncode, (r.stderr + r.stdout)[-1500:]))
-    return r
 
 
 def quantized(m):

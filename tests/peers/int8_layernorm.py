@@ -19,7 +19,6 @@ one uint8 scale on the variance rounds the small ones to 0. Calibrated with --qd
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -34,19 +33,11 @@ except ImportError:
     onnx = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from checks import FAILS, cosine, fail, run  # noqa: E402
 D = 32
-FAILS = []
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    FAILS.append(msg)
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def make_model(path):
@@ -78,12 +69,6 @@ def make_model(path):
     onnx.save(m, path)
     return rng
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), r.returncode, (r.stderr + r.stdout)[-1500:]))
-    return r
 
 
 def check_qdq(path):

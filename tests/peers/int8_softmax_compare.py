@@ -21,7 +21,6 @@ usage: int8_softmax_compare.py CALQ
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -36,19 +35,11 @@ except ImportError:
     onnx = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAILS = []
+sys.path.insert(0, HERE)
+from checks import FAILS, cosine, fail, run  # noqa: E402
 REG = 16
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    FAILS.append(msg)
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def dfl_model(path, rng):
@@ -99,12 +90,6 @@ def peak_model(path, rng):
     onnx.checker.check_model(m)
     onnx.save(m, path)
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), r.returncode, (r.stderr + r.stdout)[-1500:]))
-    return r
 
 
 def calibrate(calq, t, name, model, shape, rng):

@@ -29,28 +29,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from checks import FAILS, cosine, fail, run  # noqa: E402
 from zoo_vs_ort import cv2, image  # noqa: E402  (the zoo's preprocessing)
 
-FAILS = []
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    FAILS.append(msg)
 
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return 1.0 if na == nb == 0 else float(a @ b / (na * nb))
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), r.returncode, r.stderr.strip()[-1500:]))
-    return r
 
 
 def main():

@@ -40,6 +40,18 @@ calq_status calq__prefix(calq_error *err, const char *fmt, ...)
     return err->status;
 }
 
+calq_status calq__require_array(calq_error *err, const char *func, const char *arr_name, int have_arr,
+                                const char *n_name, long long n)
+{
+    if (n < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is %lld; a count cannot be negative", func,
+                          n_name, n);
+    if (n > 0 && !have_arr)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is NULL but %s is %lld", func, arr_name, n_name,
+                          n);
+    return CALQ_OK;
+}
+
 _Noreturn void calq__abort(const char *file, int line, const char *what)
 {
     fprintf(stderr, "calq: internal error: %s:%d: assertion failed: %s\n", file, line, what);

@@ -32,6 +32,23 @@ calq_status calq__prefix(calq_error *err, const char *fmt, ...) CALQ_PRINTF(2, 3
         (err) = &calq__scratch_err;                                                                                    \
     }
 
+/* Arguments calq.h does not let be NULL or out of range. A caller's slip (a NULL model, a
+ * negative count) is a status and a message naming the function and the argument, never a
+ * segfault inside the library that leaves the embedder a core dump to read. One check per
+ * argument at the top of a public function, after CALQ_ERR_OR_SCRATCH; the message is
+ * "<function>: <argument> is NULL" (tests/unit/test_api_null.c looks for it). */
+#define CALQ_REQUIRE(err, arg)                                                                                         \
+    do {                                                                                                               \
+        if (!(arg)) return calq__fail((err), CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is NULL", __func__, #arg);         \
+    } while (0)
+
+/* An array argument and its element count: a negative count, or a NULL array with a positive
+ * count, fails as CALQ_REQUIRE does ("<function>: <n> is -1" / "<arr> is NULL but <n> is 3"). */
+#define CALQ_REQUIRE_ARRAY(err, arr, n)                                                                                \
+    CALQ_TRY(calq__require_array((err), __func__, #arr, (arr) != NULL, #n, (long long)(n)))
+calq_status calq__require_array(calq_error *err, const char *func, const char *arr_name, int have_arr,
+                                const char *n_name, long long n);
+
 /* Programmer errors only: abort with location. Runtime problems return a status. */
 #define CALQ_ASSERT(x)                                                                                                 \
     do {                                                                                                               \

@@ -11,9 +11,16 @@
  *    free function accepts NULL; strings and tensors the library hands out are owned by the
  *    object they come from and valid as long as it is (or as stated); pointer arguments are
  *    borrowed for the duration of the call unless the function says it keeps them;
- *  - pointer arguments must not be NULL unless the function says NULL is allowed (err, the free
- *    functions, and the optional arguments named so); a NULL array with a non-zero count is
- *    refused where options carry one;
+ *  - arguments: a pointer may be NULL only where the function says so (err everywhere; the free
+ *    and _opts_init functions, which then do nothing; the opts of the calls that take defaults;
+ *    the optional arguments named so). A NULL pointer anywhere else, a negative count, a NULL
+ *    array with a positive count (also in option structs) or an index out of range is the
+ *    caller's bug and never crashes the library: a function returning calq_status fails with
+ *    CALQ_ERR_BAD_PARAMETERS (CALQ_ERR_INDEX_OUT_OF_RANGE for an index) and, when it takes an
+ *    err, a message naming the function and the argument ("calq_session_run: s is NULL"); an
+ *    accessor returns its sentinel, NULL for a string, -1 for a count, an index or a pass, 0 for a
+ *    byte count or a flag; a void function writes nothing. What calq cannot check is the size of
+ *    a caller's buffer: a buffer shorter than the count given is undefined behaviour, as in libc;
  *  - option structs calq_<thing>_opts are filled by calq_<thing>_opts_init() before fields are
  *    set, so that fields added in later versions get their defaults.
  */
@@ -206,6 +213,8 @@ typedef struct calq_value_info {
     int64_t dims[CALQ_MAX_DIMS];
 } calq_value_info;
 
+/* -1 for m NULL. input_info / output_info: CALQ_ERR_INDEX_OUT_OF_RANGE for a bad i,
+ * CALQ_ERR_BAD_PARAMETERS for m or out NULL (no calq_error: the status says it all). */
 CALQ_API int calq_model_num_inputs(const calq_model *m);
 CALQ_API int calq_model_num_outputs(const calq_model *m);
 CALQ_API calq_status calq_model_input_info(const calq_model *m, int i, calq_value_info *out);
@@ -222,10 +231,11 @@ typedef struct calq_node_info {
     int quantizable; /* calq would quantize this layer (amct-reference.md §8.1) */
 } calq_node_info;
 
+/* num_nodes: -1 for m NULL; node_info as calq_model_input_info. */
 CALQ_API int calq_model_num_nodes(const calq_model *m);
 CALQ_API calq_status calq_model_node_info(const calq_model *m, int i, calq_node_info *out);
-/* Name of input/output j of node i ("" for an omitted optional input, NULL when i or j is out of
- * range); owned by the model. */
+/* Name of input/output j of node i ("" for an omitted optional input, NULL when m is NULL or i or
+ * j is out of range); owned by the model. */
 CALQ_API const char *calq_model_node_input(const calq_model *m, int i, int j);
 CALQ_API const char *calq_model_node_output(const calq_model *m, int i, int j);
 
@@ -319,7 +329,9 @@ CALQ_API calq_status calq_session_set_observer(calq_session *s, calq_observer_fn
 CALQ_API calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err);
 
 /* Output i of the last run. The tensor and its data belong to the session and stay valid
- * until the next run or calq_session_free(). */
+ * until the next run or calq_session_free(). *out is NULL on failure: CALQ_ERR_INDEX_OUT_OF_RANGE
+ * for a bad i, CALQ_ERR_BAD_PARAMETERS for s or out NULL or no successful run since the last
+ * change. */
 CALQ_API calq_status calq_session_output(const calq_session *s, int i, const calq_tensor **out);
 
 /* Shape and dtype of any tensor named `name` as planned for the current input shapes (plans
@@ -327,7 +339,8 @@ CALQ_API calq_status calq_session_output(const calq_session *s, int i, const cal
 CALQ_API calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err);
 
 /* Peak bytes of the activation arena of the current plan, and the sum of all activation
- * sizes (what it would take without buffer reuse). */
+ * sizes (what it would take without buffer reuse). Either output may be NULL (not wanted); 0
+ * before the first plan and for s NULL. */
 CALQ_API void calq_session_memory(const calq_session *s, size_t *arena_bytes, size_t *sum_bytes);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -399,13 +412,15 @@ CALQ_API calq_status calq_config_load(const calq_model *m, const char *path, cal
 CALQ_API calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err);
 CALQ_API void calq_config_free(calq_config *c);
 
+/* The accessors below answer c NULL as an index out of range: -1 (batch_num, num_layers,
+ * find_layer), NULL (layer_name), 0 (layer_enabled). */
 CALQ_API int calq_config_batch_num(const calq_config *c);
 CALQ_API calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err);
 /* Layer entries, in the model's node order (enabled or not). Names are owned by c. */
 CALQ_API int calq_config_num_layers(const calq_config *c);
 CALQ_API const char *calq_config_layer_name(const calq_config *c, int i); /* NULL when out of range */
 CALQ_API int calq_config_layer_enabled(const calq_config *c, int i);      /* quant_enable */
-/* Index of the entry for `layer`, or -1 when the config does not list it. */
+/* Index of the entry for `layer`, or -1 when the config does not list it (or layer is NULL). */
 CALQ_API int calq_config_find_layer(const calq_config *c, const char *layer);
 /* Sets quant_enable of an entry (e.g. to leave a layer in float after a failed calibration). */
 CALQ_API calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, calq_error *err);
@@ -459,9 +474,11 @@ CALQ_API void calq_data_free(calq_data *d);
 
 /* Number of complete batches available (bin/npy: files per input; images: images /
  * batch_size, a partial last batch is not counted; a stream: the batches read from it so far,
- * all of them once calq_data_check(d, m, 0, err) has read it to its end). */
+ * all of them once calq_data_check(d, m, 0, err) has read it to its end); -1 for d NULL. */
 CALQ_API int calq_data_num_batches(const calq_data *d);
-/* What the source holds, for a log line, e.g. "calib/: 2 .bin files" or "photos/: 13 images". */
+/* What the source holds, for a log line, e.g. "calib/: 2 .bin files" or "photos/: 13 images".
+ * These three write at most n bytes (snprintf's rule: nothing when n is 0 or buf NULL) and
+ * write "" for d NULL. */
 CALQ_API void calq_data_describe(const calq_data *d, char *buf, size_t n);
 /* Where batch i comes from: "calib/0001.bin" (inputs joined with " + "), or
  * "photos/a.jpg..photos/h.jpg". Returns buf. */
@@ -615,7 +632,8 @@ CALQ_API calq_status calq_process_scale(float *scale, const char *layer, calq_er
 /* q = clamp(round(x/scale) + offset, -2^(b-1), 2^(b-1)-1) for n elements; num_bits in [2, 8]. */
 CALQ_API void calq_quantize(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode,
                             int8_t *q);
-/* Fake quant (§2.3): y = (q - offset) * scale with q as above; num_bits in [2, 16]. y may be x. */
+/* Fake quant (§2.3): y = (q - offset) * scale with q as above; num_bits in [2, 16]. y may be x.
+ * Both write nothing when x or the output is NULL. */
 CALQ_API void calq_fake_quant(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode,
                               float *y);
 
@@ -664,8 +682,8 @@ CALQ_API calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, 
 CALQ_API calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err);
 /* Valid once end_pass reported done. */
 CALQ_API calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err);
-CALQ_API int calq_ifmr_stream_pass(const calq_ifmr_stream *s);     /* 1: statistics, 2-3: losses, 0: done */
-CALQ_API size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s); /* current heap memory of the state */
+CALQ_API int calq_ifmr_stream_pass(const calq_ifmr_stream *s);     /* 1: statistics, 2-3: losses, 0: done; -1: s NULL */
+CALQ_API size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s); /* current heap memory of the state; 0: s NULL */
 CALQ_API void calq_ifmr_stream_free(calq_ifmr_stream *s);
 
 /* HFMG activation calibration (§5): a histogram merged batch by batch (one feed = one batch). */
@@ -696,7 +714,8 @@ CALQ_API calq_status calq_hfmg_create(const calq_hfmg_opts *o, const char *layer
 CALQ_API calq_status calq_hfmg_feed(calq_hfmg *h, const float *x, size_t n, calq_error *err);
 CALQ_API calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out, calq_error *err);
 /* The current histogram: *counts (owned by h, valid until the next feed) and the float bounds
- * of bin i, lo + i*width .. lo + (i+1)*width. Returns the bin count (0 before the first batch). */
+ * of bin i, lo + i*width .. lo + (i+1)*width; counts, lo, width may each be NULL (not wanted).
+ * Returns the bin count (0 before the first batch, -1 for h NULL). */
 CALQ_API int calq_hfmg_bins(const calq_hfmg *h, const uint64_t **counts, float *lo, float *width);
 CALQ_API void calq_hfmg_free(calq_hfmg *h);
 
@@ -753,8 +772,8 @@ CALQ_API calq_status calq_range_stream_feed(calq_range_stream *s, const float *x
 CALQ_API calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_error *err);
 /* Valid once end_pass reported done. */
 CALQ_API calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_result *out, calq_error *err);
-CALQ_API int calq_range_stream_pass(const calq_range_stream *s);     /* 1: statistics, 2: histogram, 0: done */
-CALQ_API size_t calq_range_stream_bytes(const calq_range_stream *s); /* current heap memory of the state */
+CALQ_API int calq_range_stream_pass(const calq_range_stream *s); /* 1: statistics, 2: histogram, 0: done; -1: s NULL */
+CALQ_API size_t calq_range_stream_bytes(const calq_range_stream *s); /* current heap memory of the state; 0: s NULL */
 CALQ_API void calq_range_stream_free(calq_range_stream *s);
 /* The same on one buffer (all passes over x). */
 CALQ_API calq_status calq_range(const float *x, size_t n, const calq_range_opts *o, const char *layer,
@@ -788,7 +807,8 @@ CALQ_API calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout 
                                        const calq_arq_opts *o, const char *layer, float *scale_w, int *offset_w,
                                        int8_t *w_q, float *w_fake, calq_error *err);
 
-/* deq_scale[c] = scale_d * scale_w[c] in float32 (§6.2); n_scale_w is n or 1 (broadcast). */
+/* deq_scale[c] = scale_d * scale_w[c] in float32 (§6.2); n_scale_w is n or 1 (broadcast).
+ * Writes nothing when scale_w or deq is NULL or n_scale_w is neither. */
 CALQ_API void calq_deq_scale(float scale_d, const float *scale_w, int64_t n_scale_w, int64_t n, float *deq);
 /* bias_q[c] = round_half_even(bias[c] / deq_scale[c]) in float32, checked against int32 (§6.2, §8.4). */
 CALQ_API calq_status calq_quant_bias(const float *bias, int64_t n, float scale_d, const float *scale_w,
@@ -976,7 +996,7 @@ CALQ_API calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *dat
 CALQ_API void calq_compare_result_free(calq_compare_result *r);
 /* The layers worst first (order[] gets r->n_layers indices): by the model outputs' cosine with the
  * layer alone quantized where there is one (sensitivity), else by isolated cosine (the layer's own
- * damage), else accumulated; ties in graph order. */
+ * damage), else accumulated; ties in graph order. Nothing when r or order is NULL. */
 CALQ_API void calq_compare_worst_first(const calq_compare_result *r, int *order);
 /* The result as JSON ({"outputs": [...], "layers": [...], ...}, docs/cli.md) or as one
  * self-contained HTML report (inline CSS and SVG, nothing fetched), written atomically. */

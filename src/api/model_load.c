@@ -22,9 +22,9 @@ static calq_status check_ops(calq_model *m, const char *label, calq_model **out,
 calq_status calq_model_load_onnx(const char *onnx_path, calq_model **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx: out is NULL");
+    CALQ_REQUIRE(err, out);
     *out = NULL;
-    if (!onnx_path) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx: no path given");
+    CALQ_REQUIRE(err, onnx_path);
     calq_model *m = NULL;
     CALQ_TRY(calq__onnx_load_file(onnx_path, &m, err));
     return check_ops(m, onnx_path, out, err);
@@ -34,8 +34,9 @@ calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const cha
                                         calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_onnx_buffer: out is NULL");
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE_ARRAY(err, data, size);
     calq_model *m = NULL;
     CALQ_TRY(calq__onnx_load_buffer(data, size, base_dir, &m, err));
     return check_ops(m, NULL, out, err);
@@ -44,8 +45,9 @@ calq_status calq_model_load_onnx_buffer(const void *data, size_t size, const cha
 calq_status calq_model_load_caffe(const char *prototxt, const char *caffemodel, calq_model **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_model_load_caffe: out is NULL");
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, prototxt);
     calq_model *m = NULL;
     CALQ_TRY(calq__caffe_load_files(prototxt, caffemodel, &m, err));
     /* every Caffe layer maps onto registered operators; the check guards that mapping */

@@ -7,8 +7,8 @@
 calq_status calq_session_create(calq_model *m, const calq_session_opts *opts, calq_session **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_session_create: out is NULL");
+    CALQ_REQUIRE(err, out);
     *out = NULL;
-    if (!m) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_session_create: no model");
+    CALQ_REQUIRE(err, m);
     return calq__session_create_graph(m->g, opts, out, err);
 }

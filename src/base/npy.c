@@ -543,9 +543,9 @@ static calq_status read_npy_file(FILE *fp, const char *path, calq_tensor *out, c
 calq_status calq_npy_read(const char *path, calq_tensor *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no output tensor");
+    CALQ_REQUIRE(err, out);
     memset(out, 0, sizeof *out);
-    if (!path) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_read: no path");
+    CALQ_REQUIRE(err, path);
     FILE *fp;
     size_t size;
     CALQ_TRY(calq__open_regular(path, SIZE_MAX, "a .npy file", &fp, &size, err));
@@ -583,8 +583,8 @@ static size_t format_header(const calq_tensor *t, char *buf, size_t cap)
 calq_status calq_npy_write(const char *path, const calq_tensor *t, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!path || !t)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_npy_write: %s", !path ? "no path" : "no tensor");
+    CALQ_REQUIRE(err, path);
+    CALQ_REQUIRE(err, t);
     if (!npy_code(t->dtype))
         return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL, "%s: cannot write a tensor of dtype %s to .npy", path,
                           calq_dtype_name(t->dtype));

@@ -213,13 +213,16 @@ const char *calq__outputs_source(calq_outputs *o, const char *path)
 calq_status calq_outputs_begin(const char *prefix, calq_outputs **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!out) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_outputs_begin: no output pointer");
+    CALQ_REQUIRE(err, out);
+    *out = NULL;
+    CALQ_REQUIRE(err, prefix);
     return calq__outputs_begin(prefix, out, err);
 }
 
 calq_status calq_outputs_commit(calq_outputs *o, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, o);
     return calq__outputs_commit(o, true, err);
 }
 

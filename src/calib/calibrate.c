@@ -34,6 +34,7 @@
 
 void calq_calibrate_opts_init(calq_calibrate_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->log = 1;
     o->cache_mb = CALQ_CALIBRATE_CACHE_MB_DEFAULT;
@@ -439,9 +440,9 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     calq_calibrate_opts o;
     calq_calibrate_opts_init(&o);
     if (opts) o = *opts;
-    if (!m || !data || !record_out)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "calq_calibrate: model, data and record_out are required");
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, data);
+    CALQ_REQUIRE(err, record_out);
     CALQ_TRY(calq__threads_resolve(o.n_threads, "calq_calibrate_opts.n_threads", &o.n_threads, err));
     /* Without the caller's output set, one of our own under the record's prefix: its lock is
      * held for the whole run, so a second run on the same files fails before any inference. */

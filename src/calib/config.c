@@ -405,6 +405,7 @@ calq_status calq__layer_config_validate(const calq_layer_config *l, const char *
 
 void calq_config_opts_init(calq_config_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->batch_num = 1;
     o->activation_offset = 1;
@@ -432,13 +433,19 @@ calq_status calq__config_load_as(const calq_model *m, const char *src, const cha
 calq_status calq_config_load(const calq_model *m, const char *path, calq_config **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
+    *out = NULL;
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, path);
     return calq__config_load_as(m, path, path, out, err);
 }
 
 calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts, calq_config **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, m);
     calq_config_opts dflt;
     if (!opts) {
         calq_config_opts_init(&dflt);
@@ -466,6 +473,8 @@ calq_status calq__config_stage(const calq_config *c, calq_staged_files *s, const
 calq_status calq_config_save(const calq_config *c, const char *json_path, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, c);
+    CALQ_REQUIRE(err, json_path);
     calq_atomic_file f = {0};
     CALQ_TRY(calq__atomic_open(&f, json_path, err));
     calq_status st = calq__config_write_json(c, f.fp, err);
@@ -480,6 +489,8 @@ calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts
                                      calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, json_out);
     calq_config *c = NULL;
     CALQ_TRY(calq_config_create(m, opts, &c, err));
     calq_status st = calq_config_save(c, json_out, err);
@@ -487,14 +498,16 @@ calq_status calq_create_quant_config(const calq_model *m, const calq_config_opts
     return st;
 }
 
+/* The accessors answer a NULL config as an index out of range (-1, NULL, 0: calq.h). */
 int calq_config_batch_num(const calq_config *c)
 {
-    return c->batch_num;
+    return c ? c->batch_num : -1;
 }
 
 calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, c);
     /* the config files' bound too, so that calq_config_save writes what calq_config_load reads */
     if (batch_num <= 0 || batch_num > CALQ__BATCH_NUM_MAX)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
@@ -506,22 +519,22 @@ calq_status calq_config_set_batch_num(calq_config *c, int batch_num, calq_error 
 
 int calq_config_num_layers(const calq_config *c)
 {
-    return c->n_layers;
+    return c ? c->n_layers : -1;
 }
 
 const char *calq_config_layer_name(const calq_config *c, int i)
 {
-    return i >= 0 && i < c->n_layers ? c->layers[i].name : NULL;
+    return c && i >= 0 && i < c->n_layers ? c->layers[i].name : NULL;
 }
 
 int calq_config_layer_enabled(const calq_config *c, int i)
 {
-    return i >= 0 && i < c->n_layers && c->layers[i].quant_enable;
+    return c && i >= 0 && i < c->n_layers && c->layers[i].quant_enable;
 }
 
 int calq_config_find_layer(const calq_config *c, const char *layer)
 {
-    for (int i = 0; i < c->n_layers; i++)
+    for (int i = 0; c && layer && i < c->n_layers; i++)
         if (strcmp(c->layers[i].name, layer) == 0) return i;
     return -1;
 }
@@ -529,6 +542,7 @@ int calq_config_find_layer(const calq_config *c, const char *layer)
 calq_status calq_config_set_layer_enabled(calq_config *c, int i, int enabled, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, c);
     if (i < 0 || i >= c->n_layers)
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "config layer index %d is out of range (0..%d)", i,
                           c->n_layers - 1);

@@ -209,6 +209,7 @@ const char *calq__data_shape(const calq_value_info *v, char *buf, size_t n)
 
 int calq_data_num_batches(const calq_data *d)
 {
+    if (!d) return -1; /* as the other accessors of a NULL object (calq.h) */
     if (d->kind == CALQ_DATA_STREAM) return d->spool.n_batches;
     if (d->n_streams == 0) return 0;
     if (d->kind == CALQ_DATA_IMAGES) return d->batch_size > 0 ? d->streams[0].n_files / d->batch_size : 0;
@@ -232,8 +233,9 @@ static const char *kind_files(const calq_data *d)
 void calq_data_describe(const calq_data *d, char *buf, size_t n)
 {
     size_t at = 0;
-    if (n == 0) return; /* snprintf's contract: n 0 writes nothing, not even the terminator */
+    if (n == 0 || !buf) return; /* snprintf's contract: n 0 writes nothing, not even the terminator */
     buf[0] = 0;
+    if (!d) return; /* nothing to describe: "" */
     if (d->kind == CALQ_DATA_STREAM) {
         calq__data_stream_describe(d, buf, n);
         return;
@@ -248,8 +250,9 @@ void calq_data_describe(const calq_data *d, char *buf, size_t n)
 
 const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, size_t n)
 {
-    if (n == 0) return buf; /* as calq_data_describe */
+    if (n == 0 || !buf) return buf; /* as calq_data_describe */
     buf[0] = 0;
+    if (!d) return buf;
     if (batch < 0 || batch >= calq_data_num_batches(d)) {
         snprintf(buf, n, "batch %d (not in the data)", batch);
         return buf;
@@ -275,6 +278,9 @@ const char *calq_data_batch_source(const calq_data *d, int batch, char *buf, siz
 
 const char *calq_data_sample_source(const calq_data *d, int batch, int sample, char *buf, size_t n)
 {
+    if (n == 0 || !buf) return buf; /* as calq_data_describe */
+    buf[0] = 0;
+    if (!d) return buf;
     if (d->kind == CALQ_DATA_IMAGES && batch >= 0 && batch < calq_data_num_batches(d) && sample >= 0 &&
         sample < d->batch_size) {
         snprintf(buf, n, "%s", d->streams[0].files[batch * d->batch_size + sample]);
@@ -487,8 +493,9 @@ calq_status calq__data_input_shapes(const calq_data *d, const calq_model *m, cal
 calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i, calq_value_info *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!d || !m || !out)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_input_info: no data, model or output");
+    CALQ_REQUIRE(err, d);
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, out);
     int n = calq_model_num_inputs(m);
     if (i < 0 || i >= n)
         return calq__fail(err, CALQ_ERR_INDEX_OUT_OF_RANGE, NULL, "input %d: the model has %d input%s", i, n,
@@ -501,6 +508,8 @@ calq_status calq_data_input_info(const calq_data *d, const calq_model *m, int i,
 calq_status calq_data_check(calq_data *d, const calq_model *m, int batch_num, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, d);
+    CALQ_REQUIRE(err, m);
     int n = calq_model_num_inputs(m);
     calq_value_info *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
     if (!in) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "out of memory");
@@ -527,14 +536,18 @@ calq_status calq__data_read_batch_resize(calq_data *d, int batch, calq_tensor *i
 calq_status calq_data_read_batch_resize(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, d);
+    CALQ_REQUIRE_ARRAY(err, inputs, n_inputs);
     return calq__data_read_batch_resize(d, batch, inputs, n_inputs, err);
 }
 
 calq_status calq_data_read_batch(calq_data *d, int batch, calq_tensor *inputs, int n_inputs, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!inputs || n_inputs <= 0)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_read_batch: no input tensors");
+    CALQ_REQUIRE(err, d);
+    CALQ_REQUIRE_ARRAY(err, inputs, n_inputs);
+    if (n_inputs == 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_data_read_batch: no input tensors (n_inputs is 0)");
     for (int i = 0; i < n_inputs; i++)
         if (!inputs[i].data || calq__shape_numel(inputs[i].dims, inputs[i].ndim) < 0)
             return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,

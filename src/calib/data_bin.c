@@ -25,6 +25,7 @@ static calq_dtype dtype_by_name(const char *s)
 calq_status calq_data_open_bin(const char *data_dir, const char *data_types, calq_data **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
     char **dirs = NULL, **types = NULL;
     int n_dirs = calq__data_split(data_dir ? data_dir : "", ';', &dirs);

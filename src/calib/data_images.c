@@ -18,11 +18,13 @@ calq_status calq_data_open_images(const char *dir, const calq_image_opts *opts, 
                                   calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, dir);
     if (batch_size <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "images per batch is %d; it must be > 0 (dim 0 of the model's input)", batch_size);
-    if (!dir || !dir[0])
+    if (!dir[0])
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "--images needs a folder of JPEG, PNG or BMP files");
     calq_data *d = NULL;
     CALQ_TRY(calq__data_new(CALQ_DATA_IMAGES, 1, &d, err));

@@ -35,6 +35,7 @@ static calq_status add_entry(calq_data_stream *s, const char *entry, calq_error 
 calq_status calq_data_open_npy(const char *spec, calq_data **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
     char **entries = NULL;
     int n = calq__data_split(spec ? spec : "", ';', &entries);

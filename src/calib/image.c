@@ -184,6 +184,7 @@ calq_status calq__image_open(const char *path, FILE **fp, int *w, int *h, calq_e
 
 void calq_image_opts_init(calq_image_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     for (int c = 0; c < 3; c++) o->std[c] = 1.0f;
     o->scale = 1.0f;
@@ -192,7 +193,9 @@ void calq_image_opts_init(calq_image_opts *o)
 calq_status calq_image_load(const char *path, const calq_image_opts *o, calq_tensor *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     memset(out, 0, sizeof *out);
+    CALQ_REQUIRE(err, path);
     calq_image_opts dflt;
     if (!o) {
         calq_image_opts_init(&dflt);

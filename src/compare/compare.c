@@ -24,6 +24,7 @@
 
 void calq_compare_opts_init(calq_compare_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->log = 1;
 }
@@ -304,12 +305,14 @@ calq_status calq_compare(calq_model *fm, calq_model *qm, calq_data *data, const 
                          calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, fm);
+    CALQ_REQUIRE(err, qm);
+    CALQ_REQUIRE(err, data);
     calq_compare_opts o;
     calq_compare_opts_init(&o);
     if (opts) o = *opts;
-    if (!fm || !qm || !data)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_compare: both models and the data are required");
     CALQ_TRY(calq__threads_resolve(o.n_threads, "calq_compare_opts.n_threads", &o.n_threads, err));
     double t0 = now();
     int nb = o.batch_num > 0 ? o.batch_num : 0; /* 0: every batch (a stream is read to its end here) */

@@ -242,6 +242,8 @@ static const char css[] =
 calq_status calq_compare_write_html(const calq_compare_result *r, const char *path, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, r);
+    CALQ_REQUIRE(err, path);
     int *order = malloc(sizeof(int) * ((size_t)r->n_layers + 1));
     if (!order) return calq__fail(err, CALQ_ERR_OUT_OF_MEMORY, NULL, "compare: out of memory writing %s", path);
     calq_compare_worst_first(r, order);

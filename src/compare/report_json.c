@@ -95,6 +95,8 @@ static cJSON *build(const calq_compare_result *r)
 calq_status calq_compare_write_json(const calq_compare_result *r, const char *path, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, r);
+    CALQ_REQUIRE(err, path);
     cJSON *root = build(r);
     char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);

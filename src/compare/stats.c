@@ -130,6 +130,7 @@ static int by_damage(const void *a, const void *b)
 
 void calq_compare_worst_first(const calq_compare_result *r, int *order)
 {
+    if (!r || !order) return; /* a void function: nothing to order, or nowhere to write it */
     ranked *t = malloc(sizeof *t * ((size_t)r->n_layers + 1));
     for (int i = 0; i < r->n_layers; i++) {
         const calq_compare_layer *l = &r->layers[i];

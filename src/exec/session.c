@@ -92,6 +92,7 @@ calq_status calq__session_create_graph(const calq_graph *g, const calq_session_o
 
 void calq_session_opts_init(calq_session_opts *o)
 {
+    if (!o) return;          /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o); /* every default is 0 */
 }
 
@@ -112,6 +113,7 @@ calq_status calq_session_set_observer(calq_session *s, calq_observer_fn fn, void
                                       calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
     const calq_graph *g = s->g;
     bool *obs = NULL;
     /* only n 0 means every tensor: a negative count is a caller's bug, not a wish to see all */
@@ -244,6 +246,8 @@ static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_in
 calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_inputs, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE_ARRAY(err, inputs, n_inputs);
     s->have_outputs = false;
     /* the model's graph: calq_model_set_input_shape after session creation must count */
     bool rebatched[64];
@@ -300,7 +304,9 @@ static calq_status run_plan(calq_session *s, const calq_tensor *inputs, int n_in
 
 calq_status calq_session_output(const calq_session *s, int i, const calq_tensor **out)
 {
+    if (!out) return CALQ_ERR_BAD_PARAMETERS; /* no calq_error here to say more */
     *out = NULL;
+    if (!s) return CALQ_ERR_BAD_PARAMETERS;
     if (!s->have_outputs) return CALQ_ERR_BAD_PARAMETERS; /* no successful run since the last change */
     if (!s->plan || i < 0 || i >= s->model_g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     *out = &s->outputs[i];
@@ -310,6 +316,9 @@ calq_status calq_session_output(const calq_session *s, int i, const calq_tensor 
 calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_value_info *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, name);
+    CALQ_REQUIRE(err, out);
     const calq_graph *g = s->g;
     int v = calq__graph_find(g, name);
     if (v < 0) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "the model has no tensor named '%s'", name);
@@ -350,8 +359,10 @@ calq_status calq_session_tensor_info(calq_session *s, const char *name, calq_val
 
 void calq_session_memory(const calq_session *s, size_t *arena_bytes, size_t *sum_bytes)
 {
-    *arena_bytes = s->plan ? s->plan->arena_bytes : 0;
-    *sum_bytes = s->plan ? s->plan->sum_bytes : 0;
+    /* either output may be NULL (not wanted); no session has no plan: 0 bytes */
+    const calq_plan *p = s ? s->plan : NULL;
+    if (arena_bytes) *arena_bytes = p ? p->arena_bytes : 0;
+    if (sum_bytes) *sum_bytes = p ? p->sum_bytes : 0;
 }
 
 int calq__session_fast_steps(const calq_session *s)

@@ -173,10 +173,21 @@ static calq_status save_models(calq_outputs *given, const calq_model *m, const c
     return calq__outputs_commit(o, log, err);
 }
 
+/* The arguments every save entry point requires, named in the message of the public function
+ * the caller called (func). */
+static calq_status check_save_args(const char *func, const calq_model *m, const char *record,
+                                   const calq_save_format *fmts, int n_fmts, const char *prefix, calq_error *err)
+{
+    const char *missing = !m ? "m" : !record ? "record" : !prefix ? "prefix" : NULL;
+    if (missing) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is NULL", func, missing);
+    return calq__require_array(err, func, "fmts", fmts != NULL, "n_fmts", n_fmts);
+}
+
 calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,
                              int n_fmts, const char *prefix, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_TRY(check_save_args(__func__, m, record, fmts, n_fmts, prefix, err));
     return save_models(NULL, m, record, config, fmts, n_fmts, prefix, NULL, NULL, true, err);
 }
 
@@ -185,9 +196,9 @@ calq_status calq_save_models_available(const calq_model *m, const char *record, 
                                        calq_save_skip *skipped, int *n_skipped, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!skipped || !n_skipped)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "calq_save_models_available: skipped (n_fmts entries) and n_skipped are required");
+    CALQ_TRY(check_save_args(__func__, m, record, fmts, n_fmts, prefix, err));
+    CALQ_REQUIRE(err, skipped);
+    CALQ_REQUIRE(err, n_skipped);
     return save_models(NULL, m, record, config, fmts, n_fmts, prefix, skipped, n_skipped, true, err);
 }
 
@@ -196,9 +207,8 @@ calq_status calq_save_models_staged(calq_outputs *outputs, const calq_model *m, 
                                     calq_save_skip *skipped, int *n_skipped, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!outputs)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "calq_save_models_staged: no outputs (calq_outputs_begin makes them)");
+    CALQ_REQUIRE(err, outputs);
+    CALQ_TRY(check_save_args(__func__, m, record, fmts, n_fmts, prefix, err));
     if (!skipped != !n_skipped)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
                           "calq_save_models_staged: give both skipped and n_skipped, or neither");
@@ -209,8 +219,9 @@ calq_status calq_outputs_drop_models(calq_outputs *outputs, const calq_model *m,
                                      int n_fmts, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (!outputs || !m || (n_fmts > 0 && !fmts))
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "calq_outputs_drop_models: no outputs, model or formats");
+    CALQ_REQUIRE(err, outputs);
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE_ARRAY(err, fmts, n_fmts);
     const char *prefix = outputs->prefix;
     for (int i = 0; i < n_fmts; i++) {
         const calq_save_format base = (calq_save_format)(fmts[i] & ~CALQ_SAVE_REDUCE_RANGE);
@@ -251,6 +262,7 @@ calq_status calq_save_model_config(const calq_model *m, const char *record, cons
                                    const char *prefix, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_TRY(check_save_args(__func__, m, record, &fmt, 1, prefix, err));
     return calq_save_models(m, record, config, &fmt, 1, prefix, err);
 }
 
@@ -258,5 +270,6 @@ calq_status calq_save_model(const calq_model *m, const char *record, calq_save_f
                             calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_TRY(check_save_args(__func__, m, record, &fmt, 1, prefix, err));
     return calq_save_models(m, record, NULL, &fmt, 1, prefix, err);
 }

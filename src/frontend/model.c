@@ -97,13 +97,15 @@ void calq_model_free(calq_model *m)
     free(m);
 }
 
+/* The accessors below answer a NULL model as they answer an index out of range (-1, NULL,
+ * CALQ_ERR_BAD_PARAMETERS: calq.h's conventions): they have no calq_error to explain more. */
 int calq_model_num_inputs(const calq_model *m)
 {
-    return m->g->n_inputs;
+    return m ? m->g->n_inputs : -1;
 }
 int calq_model_num_outputs(const calq_model *m)
 {
-    return m->g->n_outputs;
+    return m ? m->g->n_outputs : -1;
 }
 
 static void fill_info(const calq_value *v, calq_value_info *out)
@@ -117,6 +119,7 @@ static void fill_info(const calq_value *v, calq_value_info *out)
 
 calq_status calq_model_input_info(const calq_model *m, int i, calq_value_info *out)
 {
+    if (!m || !out) return CALQ_ERR_BAD_PARAMETERS;
     if (i < 0 || i >= m->g->n_inputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     fill_info(&m->g->values[m->g->inputs[i]], out);
     return CALQ_OK;
@@ -124,6 +127,7 @@ calq_status calq_model_input_info(const calq_model *m, int i, calq_value_info *o
 
 calq_status calq_model_output_info(const calq_model *m, int i, calq_value_info *out)
 {
+    if (!m || !out) return CALQ_ERR_BAD_PARAMETERS;
     if (i < 0 || i >= m->g->n_outputs) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     fill_info(&m->g->values[m->g->outputs[i]], out);
     return CALQ_OK;
@@ -132,6 +136,9 @@ calq_status calq_model_output_info(const calq_model *m, int i, calq_value_info *
 calq_status calq_model_set_input_shape(calq_model *m, const char *name, const int64_t *dims, int ndim, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, name);
+    CALQ_REQUIRE_ARRAY(err, dims, ndim);
     int v = calq__graph_find(m->g, name);
     if (v < 0 || !m->g->values[v].is_input) {
         char names[1024] = "";
@@ -171,11 +178,12 @@ calq_status calq_model_set_input_shape(calq_model *m, const char *name, const in
 
 int calq_model_num_nodes(const calq_model *m)
 {
-    return m->g->n_nodes;
+    return m ? m->g->n_nodes : -1;
 }
 
 calq_status calq_model_node_info(const calq_model *m, int i, calq_node_info *out)
 {
+    if (!m || !out) return CALQ_ERR_BAD_PARAMETERS;
     if (i < 0 || i >= m->g->n_nodes) return CALQ_ERR_INDEX_OUT_OF_RANGE;
     const calq_node *n = &m->g->nodes[i];
     out->name = n->name;
@@ -188,14 +196,14 @@ calq_status calq_model_node_info(const calq_model *m, int i, calq_node_info *out
 
 const char *calq_model_node_input(const calq_model *m, int i, int j)
 {
-    if (i < 0 || i >= m->g->n_nodes || j < 0 || j >= m->g->nodes[i].n_inputs) return NULL;
+    if (!m || i < 0 || i >= m->g->n_nodes || j < 0 || j >= m->g->nodes[i].n_inputs) return NULL;
     int v = m->g->nodes[i].inputs[j];
     return v < 0 ? "" : m->g->values[v].name;
 }
 
 const char *calq_model_node_output(const calq_model *m, int i, int j)
 {
-    if (i < 0 || i >= m->g->n_nodes || j < 0 || j >= m->g->nodes[i].n_outputs) return NULL;
+    if (!m || i < 0 || i >= m->g->n_nodes || j < 0 || j >= m->g->nodes[i].n_outputs) return NULL;
     int v = m->g->nodes[i].outputs[j];
     return v < 0 ? "" : m->g->values[v].name;
 }

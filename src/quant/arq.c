@@ -18,6 +18,7 @@
 
 void calq_arq_opts_init(calq_arq_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->channel_wise = 1;
     o->asymmetric = 0;
@@ -108,8 +109,14 @@ calq_status calq_arq_quantize(const calq_tensor *w, calq_weight_layout layout, i
         calq_arq_opts_init(&d);
         o = &d;
     }
+    CALQ_REQUIRE(err, w);
+    CALQ_REQUIRE(err, scale_w);
+    CALQ_REQUIRE(err, offset_w);
+    if ((unsigned)layout > CALQ_WEIGHTS_RNN)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer,
+                          "calq_arq_quantize: layout %d is not a calq_weight_layout", (int)layout);
     const char *name = calq__name(layer);
-    if (!w || w->dtype != CALQ_DTYPE_FLOAT32 || !w->data)
+    if (w->dtype != CALQ_DTYPE_FLOAT32 || !w->data)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "ARQ of layer \"%s\": the weight must be float32", name);
     if (o->num_bits < 2)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer,

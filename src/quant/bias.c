@@ -7,6 +7,9 @@
 
 void calq_deq_scale(float scale_d, const float *scale_w, int64_t n_scale_w, int64_t n, float *deq)
 {
+    /* a void function cannot report a bad argument: nothing is written (calq.h). n_scale_w other
+     * than 1 or n would read past scale_w. */
+    if (!scale_w || !deq || (n_scale_w != 1 && n_scale_w != n)) return;
     /* np.multiply(scale_w, scale_d) on float32 arrays */
     for (int64_t c = 0; c < n; c++) deq[c] = scale_d * scale_w[n_scale_w == 1 ? 0 : c];
 }
@@ -15,6 +18,9 @@ calq_status calq_quant_bias(const float *bias, int64_t n, float scale_d, const f
                             const char *layer, int32_t *bias_q, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE_ARRAY(err, bias, n);
+    CALQ_REQUIRE_ARRAY(err, scale_w, n_scale_w);
+    CALQ_REQUIRE_ARRAY(err, bias_q, n);
     const char *name = calq__name(layer);
     if (n_scale_w != 1 && n_scale_w != n)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer,

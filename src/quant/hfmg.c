@@ -33,6 +33,7 @@ struct calq_hfmg {
 
 void calq_hfmg_opts_init(calq_hfmg_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->num_bins = 4096;
     o->asymmetric = 1;
@@ -42,8 +43,9 @@ void calq_hfmg_opts_init(calq_hfmg_opts *o)
 calq_status calq_hfmg_create(const calq_hfmg_opts *o, const char *layer, calq_hfmg **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
-    if (!o) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "HFMG: options are NULL");
+    CALQ_REQUIRE(err, o);
     if (o->num_bins != 1024 && o->num_bins != 2048 && o->num_bins != 4096 && o->num_bins != 8192)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer,
                           "HFMG of layer \"%s\": num_of_bins %d must be one of 1024, 2048, 4096, 8192",
@@ -77,6 +79,7 @@ void calq_hfmg_free(calq_hfmg *h)
 
 int calq_hfmg_bins(const calq_hfmg *h, const uint64_t **counts, float *lo, float *width)
 {
+    if (!h) return -1; /* calq.h's sentinel for a NULL object; the outputs are left alone */
     if (!h->has_bins) return 0;
     if (counts) *counts = h->count;
     if (lo) *lo = h->mn;
@@ -112,7 +115,8 @@ static void distribute(uint64_t *count, unsigned B, float mn, float w, const flo
 calq_status calq_hfmg_feed(calq_hfmg *h, const float *x, size_t n, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, h->layer, "HFMG: data pointer is NULL");
+    CALQ_REQUIRE(err, h);
+    CALQ_REQUIRE_ARRAY(err, x, n);
     h->fed += n;
     /* min_element / max_element keep the first extreme; non-finite values are counted and kept
      * out of the histogram (the result then fails and reports them) */
@@ -271,6 +275,8 @@ static float l2_loss(const calq_hfmg *h, unsigned l, unsigned r, unsigned n_dst)
 calq_status calq_hfmg_compute(const calq_hfmg *h, calq_hfmg_result *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, h);
+    CALQ_REQUIRE(err, out);
     const char *name = calq__name(h->layer);
     if (h->nan_count || h->pos_inf_count || h->neg_inf_count)
         return calq__fail(err, CALQ_ERR_NOT_SUPPORT, h->layer,

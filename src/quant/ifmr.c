@@ -15,6 +15,7 @@
 
 void calq_ifmr_opts_init(calq_ifmr_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->max_percentile = 0.999999f;
     o->min_percentile = 0.999999f;
@@ -285,9 +286,11 @@ calq_status calq_ifmr(const float *x, size_t n, const calq_ifmr_opts *o, const c
                       calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE(err, o);
+    CALQ_REQUIRE(err, out);
     unsigned n_cand = 0;
     CALQ_TRY(calq__ifmr_check_opts(o, layer, &n_cand, err));
-    if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "IFMR: data pointer is NULL");
 
     calq__ifmr_stats st = {0};
     st.count = n;

@@ -91,7 +91,9 @@ calq_status calq_ifmr_stream_create(const calq_ifmr_opts *o, uint64_t max_count,
                                     calq_ifmr_stream **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, o);
     unsigned n_cand = 0;
     CALQ_TRY(calq__ifmr_check_opts(o, layer, &n_cand, err));
     calq_ifmr_stream *s = calloc(1, sizeof *s);
@@ -163,11 +165,13 @@ void calq__ifmr_stream_set_isa(calq_ifmr_stream *s, calq__isa isa)
 
 int calq_ifmr_stream_pass(const calq_ifmr_stream *s)
 {
+    if (!s) return -1; /* no stream: no pass (calq.h's sentinel for a NULL object) */
     return s->pass < 0 ? 0 : s->pass;
 }
 
 size_t calq_ifmr_stream_bytes(const calq_ifmr_stream *s)
 {
+    if (!s) return 0;
     size_t hist = 0;
     for (int t = 0; t < s->n_thist; t++)
         if (s->thist[t].bin) hist += ((size_t)s->thist[t].nb + 2) * sizeof(calq__ifmr_bin);
@@ -498,7 +502,8 @@ static void feed_losses(calq_ifmr_stream *s, const float *x, size_t n)
 calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "IFMR: data pointer is NULL");
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE_ARRAY(err, x, n);
     if (s->pass == 1) return feed_statistics(s, x, n, err);
     if (s->pass == 2 || s->pass == 3) {
         if (s->seen + n > s->st.count)
@@ -567,6 +572,8 @@ static calq_status end_statistics(calq_ifmr_stream *s, int *done, calq_error *er
 calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, done);
     *done = 0;
     calq_status st;
     if (s->pass == 1) {
@@ -613,6 +620,8 @@ calq_status calq_ifmr_stream_end_pass(calq_ifmr_stream *s, int *done, calq_error
 calq_status calq_ifmr_stream_result(const calq_ifmr_stream *s, calq_ifmr_result *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, out);
     /* pass -1 is the failed state: "pass -1 is not finished" would not say that */
     if (s->pass < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,

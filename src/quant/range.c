@@ -61,6 +61,7 @@ const char *calq_range_method_name(calq_range_method m)
 
 void calq_range_opts_init(calq_range_opts *o, calq_range_method m)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->method = m;
     o->asymmetric = 1;
@@ -137,7 +138,9 @@ calq_status calq_range_stream_create(const calq_range_opts *o, uint64_t max_coun
                                      calq_range_stream **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
+    CALQ_REQUIRE(err, o);
     CALQ_TRY(check_opts(o, layer, err));
     int nt;
     CALQ_TRY(calq__threads_resolve(o->n_threads, "calq_range_opts.n_threads", &nt, err));
@@ -168,11 +171,13 @@ void calq_range_stream_free(calq_range_stream *s)
 
 int calq_range_stream_pass(const calq_range_stream *s)
 {
+    if (!s) return -1; /* as calq_ifmr_stream_pass */
     return s->pass < 0 ? 0 : s->pass;
 }
 
 size_t calq_range_stream_bytes(const calq_range_stream *s)
 {
+    if (!s) return 0;
     return sizeof *s + (s->top.alloc + s->bottom.alloc) * sizeof(float) +
            (s->hist ? (size_t)s->o.num_bins * sizeof(uint64_t) : 0);
 }
@@ -241,13 +246,14 @@ static void feed_histogram(calq_range_stream *s, const float *x, size_t n)
 calq_status calq_range_stream_feed(calq_range_stream *s, const float *x, size_t n, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
     if (s->pass == 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": fed after the result",
                           method_names[s->o.method], calq__name(s->layer));
     if (s->pass < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": fed after a failure",
                           method_names[s->o.method], calq__name(s->layer));
-    if (n && !x) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "range calibration: data pointer is NULL");
+    CALQ_REQUIRE_ARRAY(err, x, n);
     if (s->pass == 1) return feed_statistics(s, x, n, err);
     if (s->seen + n > s->count)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
@@ -581,6 +587,8 @@ static calq_status search_mse(calq_range_stream *s, calq_error *err)
 calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, done);
     *done = 0;
     if (s->pass <= 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": end_pass after the %s",
@@ -601,6 +609,8 @@ calq_status calq_range_stream_end_pass(calq_range_stream *s, int *done, calq_err
 calq_status calq_range_stream_result(const calq_range_stream *s, calq_range_result *out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, out);
     /* pass -1 is the failed state, not a pass */
     if (s->pass < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
@@ -618,6 +628,9 @@ calq_status calq_range(const float *x, size_t n, const calq_range_opts *o, const
                        calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE(err, o);
+    CALQ_REQUIRE(err, out);
     calq_range_stream *s = NULL;
     CALQ_TRY(calq_range_stream_create(o, (uint64_t)n, layer, &s, err));
     int done = 0;

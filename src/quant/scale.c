@@ -26,6 +26,7 @@ float calq_round(float v, calq_round_mode mode)
 calq_status calq_process_scale(float *scale, const char *layer, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, scale);
     float before = *scale;
     calq__scale_rule r = calq__process_scale(scale);
     if (r == CALQ__SCALE_OK) return CALQ_OK;
@@ -48,6 +49,7 @@ static int64_t quant_level(float x, float scale, int offset, calq_round_mode mod
 
 void calq_quantize(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode, int8_t *q)
 {
+    if (!x || !q) return; /* a void function cannot report it: nothing is written (calq.h) */
     if (num_bits < 2 || num_bits > 8) num_bits = 8;
     int64_t lo = -(INT64_C(1) << (num_bits - 1)), hi = (INT64_C(1) << (num_bits - 1)) - 1;
     for (size_t i = 0; i < n; i++) {
@@ -58,6 +60,7 @@ void calq_quantize(const float *x, size_t n, float scale, int offset, int num_bi
 
 void calq_fake_quant(const float *x, size_t n, float scale, int offset, int num_bits, calq_round_mode mode, float *y)
 {
+    if (!x || !y) return; /* as calq_quantize */
     if (num_bits < 2 || num_bits > 16) num_bits = 8;
     int64_t lo = -(INT64_C(1) << (num_bits - 1)), hi = (INT64_C(1) << (num_bits - 1)) - 1;
     for (size_t i = 0; i < n; i++) {

@@ -2,6 +2,7 @@
  * [1, 16] whose int16 requantization floor(s32 / 2^N) (clamped, scaled back) loses least, with
  * s32 = round(y / deq_scale). Float32 as AMCT: per-element errors fl(d*d), summed per batch in
  * element order, then added to the running per-channel sums. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,10 @@ calq_status calq_shift_bit_create(int n_channels, const float *deq_scale, int br
                                   calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
-    if (n_channels < 1 || !deq_scale)
+    CALQ_REQUIRE(err, deq_scale);
+    if (n_channels < 1)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "shift_bit search: %d channels", n_channels);
     calq_shift_bit *s = calloc(1, sizeof *s);
     if (s) {
@@ -64,8 +67,12 @@ static float shift_error(float s32, float shift)
 calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int64_t outer, int64_t inner, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    if (outer < 0 || inner < 0 || (outer > 0 && inner > 0 && !y))
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "shift_bit search: bad batch");
+    CALQ_REQUIRE(err, s);
+    if (outer < 0 || inner < 0)
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
+                          "calq_shift_bit_feed: outer is %" PRId64 ", inner %" PRId64 "; neither can be negative",
+                          outer, inner);
+    if (outer > 0 && inner > 0) CALQ_REQUIRE(err, y);
     float batch[SHIFT_MAX];
     if (s->broadcast) memset(batch, 0, sizeof batch);
     for (int c = 0; c < s->C; c++) {
@@ -89,7 +96,8 @@ calq_status calq_shift_bit_feed(calq_shift_bit *s, const float *y, int64_t outer
 calq_status calq_shift_bit_result(const calq_shift_bit *s, int *shift_bit, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    (void)err;
+    CALQ_REQUIRE(err, s);
+    CALQ_REQUIRE(err, shift_bit);
     for (int c = 0; c < s->C; c++) {
         const float *e = s->err + (s->broadcast ? 0 : c * SHIFT_MAX);
         int best = 0;

@@ -44,6 +44,7 @@
 
 void calq_fallback_opts_init(calq_fallback_opts *o)
 {
+    if (!o) return; /* as the free functions: nothing to fill */
     memset(o, 0, sizeof *o);
     o->target = 0.99;
     o->log = 1;
@@ -535,10 +536,12 @@ calq_status calq_fallback(calq_model *m, const char *record, const char *config,
                           const calq_fallback_opts *opts, calq_fallback_result **out, calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
+    CALQ_REQUIRE(err, out);
     *out = NULL;
-    if (!m || !record || !config || !data)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL,
-                          "calq_fallback: the model, the record, the config and the data are required");
+    CALQ_REQUIRE(err, m);
+    CALQ_REQUIRE(err, record);
+    CALQ_REQUIRE(err, config);
+    CALQ_REQUIRE(err, data);
     /* A calibration's record and config staged in opts->outputs are read and rewritten in their
      * temporary files (replaced atomically, flushed): the set's commit renames what is there then. */
     calq_outputs *staged = opts ? opts->outputs : NULL;

@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "calib/record.h"
 
+#include "calib_model.h"
 #include "expect.h"
 
 static char dir[64], fifo[128], sparse[128];
@@ -58,11 +59,15 @@ static calq_status read_caffemodel(const char *p, calq_error *err)
     return st;
 }
 
+/* the file is read before the model is looked at, but calq_config_load requires one (calq.h) */
 static calq_status read_config(const char *p, calq_error *err)
 {
+    calq_model *m = calib_test_model(err);
+    if (!m) return err->status;
     calq_config *c = NULL;
-    calq_status st = calq_config_load(NULL, p, &c, err);
+    calq_status st = calq_config_load(m, p, &c, err);
     calq_config_free(c);
+    calq_model_free(m);
     return st;
 }
 

@@ -63,6 +63,35 @@ def _b(s):
     return None if s is None else os.fsencode(s)
 
 
+# Arguments of the wrong type (None for a path, a number for a name, something else than a Model)
+# raise TypeError naming the argument here, before ctypes turns them into a NULL pointer the
+# library has to refuse or an AttributeError from deep inside this module; wrong values of the
+# right type stay calq.Error (BAD_PARAMETERS), as the library's own checks.
+def _path(value, what, optional=False):
+    """A path argument (str, bytes or os.PathLike) as a str (os.fsdecode: _b gives the same bytes
+    back); None when optional."""
+    if value is None and optional:
+        return None
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise TypeError("%s must be a path (str, bytes or os.PathLike)%s, not %s" % (
+            what, " or None" if optional else "", type(value).__name__)) from None
+
+
+def _text(value, what, optional=False):
+    """A name argument (str) ; None when optional."""
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise TypeError("%s must be a str%s, not %s" % (what, " or None" if optional else "", type(value).__name__))
+
+
+def _model(value, what):
+    if not isinstance(value, Model):
+        raise TypeError("%s must be a calq.Model (calq.load), not %s" % (what, type(value).__name__))
+    return value
+
+
 _INT_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
@@ -109,9 +138,11 @@ def set_log(fn, level="info"):
     `level` are not produced. fn None (the default state) silences the library. One setting for
     the whole process. An exception in fn is printed by ctypes and otherwise ignored."""
     global _log_keep
-    want = {v: k for k, v in _LEVELS.items()}.get(level)
+    if fn is not None and not callable(fn):
+        raise TypeError("fn must be a callable fn(level, message) or None, not %s" % type(fn).__name__)
+    want = {v: k for k, v in _LEVELS.items()}.get(_text(level, "level"))
     if want is None:
-        raise ValueError("level must be 'warning', 'info' or 'debug', not %r" % (level,))
+        raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "level must be 'warning', 'info' or 'debug', not %r" % (level,))
     if fn is None:
         cb = ctypes.cast(None, _capi.LOG_FN)
     else:
@@ -193,6 +224,10 @@ class Model:
     def set_input_shape(self, name, shape):
         """Fixes the shape of input `name` (every dim concrete), e.g. the batch size."""
         lib, err = _L(), _capi.Error_()
+        _text(name, "set_input_shape: name")
+        if not isinstance(shape, collections.abc.Iterable) or isinstance(shape, (str, bytes)):
+            raise TypeError("set_input_shape: shape must be a sequence of ints, not %s" % type(shape).__name__)
+        shape = list(shape)
         want = [_whole(d, "input '%s': dim %d" % (name, k), -_INT64_MAX - 1, _INT64_MAX) for k, d in enumerate(shape)]
         dims = (ctypes.c_int64 * max(len(want), 1))(*want)
         _check(lib.calq_model_set_input_shape(self._handle(), _b(name), dims, len(shape), ctypes.byref(err)), err)
@@ -273,15 +308,17 @@ def load(path, weights=None, input_shape=None):
     .caffemodel). input_shape: a dict input name -> tuple fixing input shapes (e.g. a dynamic
     batch dim), as the CLI's --input_shape."""
     lib, err, ptr = _L(), _capi.Error_(), ctypes.c_void_p()
-    path = os.fspath(path)
-    caffe = weights is not None or path.endswith(".prototxt")
+    path = _path(path, "load: path")
+    weights = _path(weights, "load: weights", optional=True)
+    if input_shape is not None and not isinstance(input_shape, collections.abc.Mapping):
+        raise TypeError("load: input_shape must be a dict input name -> shape, not %s" % type(input_shape).__name__)
+    caffe = weights is not None or _b(path).endswith(b".prototxt")
     if caffe:
-        st = lib.calq_model_load_caffe(_b(path), _b(None if weights is None else os.fspath(weights)),
-                                       ctypes.byref(ptr), ctypes.byref(err))
+        st = lib.calq_model_load_caffe(_b(path), _b(weights), ctypes.byref(ptr), ctypes.byref(err))
     else:
         st = lib.calq_model_load_onnx(_b(path), ctypes.byref(ptr), ctypes.byref(err))
     _check(st, err)
-    m = Model(ptr, path, None if weights is None else os.fspath(weights))
+    m = Model(ptr, path, weights)
     try:
         for name, shape in (input_shape or {}).items():
             m.set_input_shape(name, shape)
@@ -306,6 +343,9 @@ def _formats(formats, save_type, caffe):
     if kinds is None:
         raise Error(_capi.CALQ_ERR_BAD_PARAMETERS,
                     "save_type must be Both, Fakequant, Deploy or None, not %r" % (save_type,))
+    if formats is not None and not isinstance(formats, (str, collections.abc.Iterable)):
+        raise TypeError("formats must be a comma-separated str or a list of format names, not %s" %
+                        type(formats).__name__)
     chosen = formats is not None
     words = ["ascend" if caffe else "all"] if formats is None else (
         formats.split(",") if isinstance(formats, str) else list(formats))
@@ -360,7 +400,11 @@ def save(m, record, save_path, config=None, save_type="Both", formats=None, redu
     formats left out, as (name, reason) pairs (only when formats is None). All files are written
     or none."""
     lib = _L()
-    fmts, chosen = _formats(formats, save_type, m.weights is not None or m.path.endswith(".prototxt"))
+    _model(m, "save: m")
+    record = _path(record, "save: record")
+    prefix = _path(save_path, "save: save_path")
+    config = _path(config, "save: config", optional=True)
+    fmts, chosen = _formats(formats, save_type, m.weights is not None or _b(m.path).endswith(b".prototxt"))
     if reduce_range:
         if not any(f in (_QDQ, _QOP) for f in fmts):
             raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "reduce_range applies to the qdq and qoperator files; the "
@@ -368,10 +412,8 @@ def save(m, record, save_path, config=None, save_type="Both", formats=None, redu
         fmts = [f | _REDUCE_RANGE if f in (_QDQ, _QOP) else f for f in fmts]
     if not fmts:
         return []
-    prefix = os.fspath(save_path)
     _mkdir_parent(prefix)
-    return _save(lib, m._handle(), os.fspath(record), None if config is None else os.fspath(config), fmts, chosen,
-                 prefix, None)
+    return _save(lib, m._handle(), record, config, fmts, chosen, prefix, None)
 
 
 def _mkdir_parent(prefix):
@@ -472,8 +514,21 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     cache_mb: memory for the activation cache of the later passes (None: the library's 256; 0:
     its temporary file only; -1: off), as --cache-mb; the record never depends on it.
     Returns a CalibrationResult."""
-    lib, h = _L(), m._handle()
-    caffe = m.weights is not None or m.path.endswith(".prototxt")
+    lib, h = _L(), _model(m, "calibrate: m")._handle()
+    prefix = _path(save_path, "calibrate: save_path")
+    config = _path(config, "calibrate: config", optional=True)
+    _text(act_algo, "calibrate: act_algo", optional=True)
+    if isinstance(skip_layers, (bytes, bytearray)) or (
+            skip_layers is not None and not isinstance(skip_layers, (str, collections.abc.Iterable))):
+        raise TypeError("calibrate: skip_layers must be a layer name or a list of them, not %s" %
+                        type(skip_layers).__name__)
+    skip = [skip_layers] if isinstance(skip_layers, str) else list(skip_layers or [])
+    for name in skip:
+        _text(name, "calibrate: skip_layers entry")
+    if not isinstance(batches, collections.abc.Iterable):
+        raise TypeError("calibrate: batches must be an iterable of dicts input name -> array, not %s" %
+                        type(batches).__name__)
+    caffe = m.weights is not None or _b(m.path).endswith(b".prototxt")
     fmts, chosen = _formats(formats, save_type, caffe)
     if batch_num is not None:
         batch_num = _whole(batch_num, "batch_num", 1, _INT_MAX)
@@ -485,9 +540,7 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
                     "a config, set them in it")
     if qdq_scheme not in ("layers", "int8"):
         raise Error(_capi.CALQ_ERR_BAD_PARAMETERS, "qdq_scheme is \"layers\" or \"int8\", not %r" % (qdq_scheme,))
-    prefix = os.fspath(save_path)
     record, config_out = prefix + "_record.txt", prefix + "_config.json"
-    skip = [skip_layers] if isinstance(skip_layers, str) else list(skip_layers or [])
     err = _capi.Error_()
     feeder = _Feeder(batches, m.inputs)
     call = feeder.checker(err)
@@ -495,7 +548,7 @@ def calibrate(m, batches, save_path, batch_num=None, config=None, skip_layers=No
     try:
         feeder.open(lib, data, err)
         if config is not None:
-            call(lib.calq_config_load(h, _b(os.fspath(config)), ctypes.byref(cfg), ctypes.byref(err)))
+            call(lib.calq_config_load(h, _b(config), ctypes.byref(cfg), ctypes.byref(err)))
             for name in skip:
                 li = lib.calq_config_find_layer(cfg, _b(name))
                 if li >= 0:
@@ -561,7 +614,11 @@ def compare(float_model, quantized, batches, batch_num=None, isolated=False, sen
     batch). batch_num: batches to use (None: every batch). Returns the report as a dict: "outputs"
     and "layers" (graph order) with their figures, the schema of docs/cli.md ("calq compare")."""
     lib = _L()
-    fh, qh = float_model._handle(), quantized._handle()
+    fh = _model(float_model, "compare: float_model")._handle()
+    qh = _model(quantized, "compare: quantized")._handle()
+    if not isinstance(batches, collections.abc.Iterable):
+        raise TypeError("compare: batches must be an iterable of dicts input name -> array, not %s" %
+                        type(batches).__name__)
     batch_num = 0 if batch_num is None else _whole(batch_num, "batch_num", 1, _INT_MAX)
     threads = _whole(threads, "threads", -_INT_MAX - 1, _INT_MAX)
     err = _capi.Error_()

@@ -7,7 +7,10 @@ package:
    batch_num=2**32 + 1 calibrated 1 batch and set_input_shape((2**64 + 1, ...)) set dim 1;
    a float that is not a whole number is refused instead of cut (1.7 -> 1);
 2. batches in the other byte order (">f4", as read from a big-endian file) calibrate as the
-   same values in native order do (they were refused: "a >f4 array; calq takes float32, ...").
+   same values in native order do (they were refused: "a >f4 array; calq takes float32, ...");
+4. None or a wrong type for each public argument (probe h3) raises TypeError naming the argument
+   (or calq.Error for a wrong value), never an AttributeError from inside the binding, a NULL
+   pointer handed to the library, or a callback that fails at every message (set_log(5)).
 
 Usage: args.py  (CALQ_LIBRARY and PYTHONPATH set by ctest)"""
 import os
@@ -48,6 +51,20 @@ def refused(what, call, needle):
     except calq.Error as e:
         if e.status_name != "BAD_PARAMETERS" or needle not in e.message:
             fail("%s: %s" % (what, e))
+        return
+    fail("%s was accepted" % what)
+
+
+def raises_type(what, call, needle):
+    """call() must raise TypeError (a wrong type) or calq.Error (a wrong value) naming the argument."""
+    try:
+        call()
+    except (TypeError, calq.Error) as e:
+        if needle not in str(e):
+            fail("%s: %s: %s lacks %r" % (what, type(e).__name__, e, needle))
+        return
+    except Exception as e:
+        fail("%s raised %s: %s" % (what, type(e).__name__, e))
         return
     fail("%s was accepted" % what)
 
@@ -98,7 +115,50 @@ def main():
     m.set_input_shape("x", (np.int32(2), 3, 8, 8))
     if m.inputs[0].shape != (2, 3, 8, 8):
         fail("set_input_shape with numpy ints: %s" % (m.inputs[0],))
+
+    # 4. None and wrong types, one argument at a time
+    m.set_input_shape("x", (1, 3, 8, 8))
+    rec = os.path.join(tmp, "missing_record.txt")
+    for what, call, needle in [
+            ("load(None)", lambda: calq.load(None), "path"),
+            ("load(path, weights=5)", lambda: calq.load(path, weights=5), "weights"),
+            ("load(path, input_shape=5)", lambda: calq.load(path, input_shape=5), "input_shape"),
+            ("load(path, input_shape={None: ...})", lambda: calq.load(path, input_shape={None: (1, 3, 8, 8)}),
+             "name"),
+            ("set_input_shape(None, shape)", lambda: m.set_input_shape(None, (1, 3, 8, 8)), "name"),
+            ("set_input_shape('x', None)", lambda: m.set_input_shape("x", None), "shape"),
+            ("run(None)", lambda: m.run(None), "feeds"),
+            ("run({'x': None})", lambda: m.run({"x": None}), "input 'x'"),
+            ("save(None, ...)", lambda: calq.save(None, rec, out), "m must be a calq.Model"),
+            ("save(m, None, ...)", lambda: calq.save(m, None, out), "record"),
+            ("save(m, record, None)", lambda: calq.save(m, rec, None), "save_path"),
+            ("save(config=5)", lambda: calq.save(m, rec, out, config=5), "config"),
+            ("save(formats=5)", lambda: calq.save(m, rec, out, formats=5), "formats"),
+            ("calibrate(None, ...)", lambda: calq.calibrate(None, batches, out), "m must be a calq.Model"),
+            ("calibrate(m, None, ...)", lambda: calq.calibrate(m, None, out), "batches"),
+            ("calibrate(m, batches, None)", lambda: calq.calibrate(m, batches, None), "save_path"),
+            ("calibrate([None])", lambda: calq.calibrate(m, [None], out, save_type=None), "a batch is a dict"),
+            ("calibrate(skip_layers=[None])", lambda: calq.calibrate(m, batches, out, skip_layers=[None]),
+             "skip_layers"),
+            ("calibrate(skip_layers=5)", lambda: calq.calibrate(m, batches, out, skip_layers=5), "skip_layers"),
+            ("calibrate(act_algo=5)", lambda: calq.calibrate(m, batches, out, act_algo=5), "act_algo"),
+            ("calibrate(config=5)", lambda: calq.calibrate(m, batches, out, config=5), "config"),
+            ("calibrate(threads=None)", lambda: calq.calibrate(m, batches, out, threads=None), "threads"),
+            ("compare(None, m, ...)", lambda: calq.compare(None, m, batches), "float_model"),
+            ("compare(m, None, ...)", lambda: calq.compare(m, None, batches), "quantized"),
+            ("compare(m, m, None)", lambda: calq.compare(m, m, None), "batches"),
+            ("set_log(5)", lambda: calq.set_log(5), "fn"),
+            ("set_log(print, level=None)", lambda: calq.set_log(print, level=None), "level"),
+            ("set_log(print, level='loud')", lambda: calq.set_log(print, level="loud"), "level"),
+    ]:
+        raises_type(what, call, needle)
+    calq.set_log(None)
+    # the model is unchanged by all of it and still runs
+    y = m.run({"x": x})["y"]
+    if y.shape != (1, 4, 8, 8):
+        fail("the model after the refused calls: output %s" % (y.shape,))
     m.close()
+    raises_type("inputs of a closed model", lambda: m.inputs, "closed")
 
     if fails:
         print("%d failure(s)" % len(fails))

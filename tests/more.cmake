@@ -77,6 +77,7 @@ set_tests_properties(peer.caffe_vs_onnx_twin PROPERTIES LABELS peer TIMEOUT 300)
 set_tests_properties(unit.test_operator_docs PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 # The include rule of docs/architecture.md's Layers table, over src/ and tools/.
 set_tests_properties(unit.test_layers PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(unit.test_api_null PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 # Calibration end to end (issue 5): real models, the seed failure scenarios, --threads 1 vs 2.
 add_test(NAME peer.calib_cli
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/peers/calib_cli.sh $<TARGET_FILE:calq_cli> ${CALQ_SHARED_DIR})

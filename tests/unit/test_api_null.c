@@ -4,8 +4,8 @@
  * CALQ_ERR_BAD_PARAMETERS (CALQ_ERR_INDEX_OUT_OF_RANGE for an index) and a message naming the
  * argument, the same with err NULL; an accessor returns its sentinel (NULL, -1, 0); a void
  * function does nothing; free and _opts_init functions take NULL. On the code before it, 106 of
- * the 241 cases crashed the process (SIGSEGV; 109 under ASan/UBSan, which also sees
- * calq_deq_scale read past scale_w) and 73 more answered without naming the argument.
+ * the 250 cases crashed the process (SIGSEGV; 109 under ASan/UBSan, which also sees
+ * calq_deq_scale read past scale_w) and 78 more answered without naming the argument.
  *
  * Each case runs in a child process of its own, so that a case that crashes is counted and
  * named and the others still run. The parent only lists the cases (no model, no session: no
@@ -405,6 +405,16 @@ static void cases_images_config(void)
 static void cases_data(void)
 {
     CASE("calq_data_open_bin(out NULL)") BAD("out is NULL", calq_data_open_bin(dir, NULL, NULL, e));
+    CASE("calq_data_open_bin(data_dir NULL)")
+    {
+        calq_data *d = NULL;
+        BAD("data_dir", calq_data_open_bin(NULL, NULL, &d, e));
+    }
+    CASE("calq_data_open_npy(spec NULL)")
+    {
+        calq_data *d = NULL;
+        BAD(".npy", calq_data_open_npy(NULL, &d, e));
+    }
     CASE("calq_data_open_npy(out NULL)") BAD("out is NULL", calq_data_open_npy(dir, NULL, e));
     CASE("calq_data_open_images(out NULL)") BAD("out is NULL", calq_data_open_images(dir, NULL, 1, NULL, e));
     CASE("calq_data_open_images(dir NULL)")
@@ -570,6 +580,12 @@ static void cases_numerics(void)
         const uint64_t *counts = NULL;
         EXPECT(calq_hfmg_bins(NULL, &counts, NULL, NULL) == -1);
     }
+    CASE("calq_hfmg_bins(counts, lo, width NULL)")
+    {
+        calq_error err = {0};
+        EXPECT_STATUS(calq_hfmg_feed(H(), x, 4, &err), CALQ_OK, &err, NULL);
+        EXPECT(calq_hfmg_bins(H(), NULL, NULL, NULL) > 0);
+    }
     CASE("calq_hfmg_free(NULL)") calq_hfmg_free(NULL);
 
     calq_range_opts ro;
@@ -683,6 +699,16 @@ static void cases_save(void)
     CASE("calq_save_models(m NULL)") BAD("m is NULL", calq_save_models(NULL, record, NULL, fmts, 1, prefix, e));
     CASE("calq_save_models(fmts NULL, n_fmts 1)")
     BAD("fmts is NULL", calq_save_models(M(), record, NULL, NULL, 1, prefix, e));
+    CASE("calq_save_models(record NULL)") BAD("record is NULL", calq_save_models(M(), NULL, NULL, fmts, 1, prefix, e));
+    CASE("calq_save_models(prefix NULL)") BAD("prefix is NULL", calq_save_models(M(), record, NULL, fmts, 1, NULL, e));
+    CASE("calq_save_models_available(fmts NULL)")
+    BAD("fmts is NULL", calq_save_models_available(M(), record, NULL, NULL, 1, prefix, skips, &n_skipped, e));
+    CASE("calq_save_models_available(prefix NULL)")
+    BAD("prefix is NULL", calq_save_models_available(M(), record, NULL, fmts, 1, NULL, skips, &n_skipped, e));
+    CASE("calq_save_models_staged(prefix NULL)")
+    BAD("prefix is NULL", calq_save_models_staged(O(), M(), record, NULL, fmts, 1, NULL, NULL, NULL, e));
+    CASE("calq_save_models_staged(skipped NULL, n_skipped given)")
+    BAD("skipped", calq_save_models_staged(O(), M(), record, NULL, fmts, 1, prefix, NULL, &n_skipped, e));
     CASE("calq_save_models(n_fmts -1)") BAD("n_fmts is -1", calq_save_models(M(), record, NULL, fmts, -1, prefix, e));
     CASE("calq_save_models_available(m NULL)")
     BAD("m is NULL", calq_save_models_available(NULL, record, NULL, fmts, 1, prefix, skips, &n_skipped, e));

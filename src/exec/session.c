@@ -247,8 +247,8 @@ calq_status calq_session_run(calq_session *s, const calq_tensor *inputs, int n_i
 {
     CALQ_ERR_OR_SCRATCH(err);
     CALQ_REQUIRE(err, s);
+    s->have_outputs = false; /* any failed run, a refused one too, leaves no outputs to read */
     CALQ_REQUIRE_ARRAY(err, inputs, n_inputs);
-    s->have_outputs = false;
     /* the model's graph: calq_model_set_input_shape after session creation must count */
     bool rebatched[64];
     if (n_inputs > 64)

@@ -401,23 +401,6 @@ static calq_status require_quantizable(const calq_graph *g, calq_error *err)
                       "already quantized model) is not one");
 }
 
-/* A model computing in float16 (its layers read float16 activations and weights) is refused
- * before any inference: calq's layers compute in float32 and the writers patch the model as it
- * is, so such a layer would stay float without a word (the layers scheme) or stop the run at its
- * Conv kernel (int8). Float16 weights behind a Cast to float32 are float32 weights by now
- * (calq__pass_const_weights) and pass. */
-static calq_status refuse_float16(const calq_graph *g, calq_error *err)
-{
-    int ni, v;
-    if (!calq__first_float16_layer(g, &ni, &v)) return CALQ_OK;
-    return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
-                      "the model computes in float16: %s '%s' reads the float16 tensor '%s'; calq calibrates "
-                      "models that compute in float32. Convert the model to float32 first (its float16 "
-                      "initializers, inputs and outputs), or keep only the weights in float16 behind "
-                      "Cast(to=float) nodes, which calq reads as float32 weights (docs/cli.md, float16 models)",
-                      g->nodes[ni].op_type, g->nodes[ni].name, g->values[v].name);
-}
-
 /* The output set of a calq_calibrate call given none: the lock of the record's prefix (the
  * record path without AMCT's "_record.txt", §1.3, so it is the lock `calq save` takes). */
 static calq_status begin_own_outputs(const char *record_out, calq_outputs **out, calq_error *err)
@@ -467,7 +450,7 @@ calq_status calq_calibrate(calq_model *m, const calq_config *cfg, calq_data *dat
     cal.progress = o.progress;
     cal.progress_user = o.progress_user;
     cal.t_start = calq__now();
-    calq_status st = refuse_float16(m->g, err);
+    calq_status st = calq__refuse_float16(m->g, err);
     if (st == CALQ_OK) st = calq_data_check(data, m, cfg->batch_num, err); /* preflight: before any inference */
     if (st == CALQ_OK && cfg->do_fusion) {
         int n_folded = 0;

@@ -446,6 +446,9 @@ calq_status calq_config_create(const calq_model *m, const calq_config_opts *opts
     CALQ_REQUIRE(err, out);
     *out = NULL;
     CALQ_REQUIRE(err, m);
+    /* a config for a model computing in float16 would list no layer (or layers calibration then
+     * refuses): the same refusal, at the first step a user takes */
+    CALQ_TRY(calq__refuse_float16(m->g, err));
     calq_config_opts dflt;
     if (!opts) {
         calq_config_opts_init(&dflt);

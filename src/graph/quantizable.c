@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "base/error.h"
+
 /* A constant float32 weight: a layer of an already quantized model (int8 weights, an Ascend
  * deploy model) is not quantizable again. A weight the file computes from an initializer by
  * Identity / Transpose / ... is a constant by now (calq__pass_const_weights at import). */
@@ -213,4 +215,21 @@ bool calq__node_folds_bn(const calq_node *n)
 {
     const calq_qkind *k = n->domain[0] ? NULL : calq__qkind_by_onnx(n->op_type);
     return k && k->folds_bn;
+}
+
+/* A model computing in float16 (its layers read float16 activations and weights) is refused
+ * before any inference: calq's layers compute in float32 and the writers patch the model as it
+ * is, so such a layer would stay float without a word (the layers scheme) or stop the run at its
+ * Conv kernel (int8). Float16 weights behind a Cast to float32 are float32 weights by now
+ * (calq__pass_const_weights) and pass. */
+calq_status calq__refuse_float16(const calq_graph *g, calq_error *err)
+{
+    int ni, v;
+    if (!calq__first_float16_layer(g, &ni, &v)) return CALQ_OK;
+    return calq__fail(err, CALQ_ERR_UNSUPPORTED, NULL,
+                      "the model computes in float16: %s '%s' reads the float16 tensor '%s'; calq calibrates "
+                      "models that compute in float32. Convert the model to float32 first (its float16 "
+                      "initializers, inputs and outputs), or keep only the weights in float16 behind "
+                      "Cast(to=float) nodes, which calq reads as float32 weights (docs/cli.md, float16 models)",
+                      g->nodes[ni].op_type, g->nodes[ni].name, g->values[v].name);
 }

@@ -37,6 +37,9 @@ bool calq__node_quantizable(const calq_graph *g, int i);
  * kernels of the tensor-only kinds do run float16, so a float16 Add between float32 layers stays
  * allowed. */
 bool calq__first_float16_layer(const calq_graph *g, int *node, int *value);
+/* CALQ_ERR_UNSUPPORTED with a message naming that layer and tensor and what to do, when there is
+ * one (calibration and calq_config_create refuse such a model); CALQ_OK otherwise. */
+calq_status calq__refuse_float16(const calq_graph *g, calq_error *err);
 
 /* The group count node n splits its weight in (its `group` attribute for grouped kinds, else 1). */
 int calq__qkind_group(const calq_qkind *k, const calq_node *n);

@@ -230,6 +230,13 @@ def part_b(tmp, arr, x):
                 fail(f"{name}, {scheme}: files written: {glob.glob(prefix + '_*')}")
             else:
                 print(f"ok: {name}, {scheme}: refused: " + err.split("error: ", 1)[-1][:200])
+        cfg = os.path.join(tmp, name + "_config.json")  # the first step refuses too, writing nothing
+        p = subprocess.run([CALQ, "create-config", "--model", src, "--config_file", cfg], capture_output=True,
+                           text=True, timeout=300)
+        if p.returncode <= 0 or "computes in float16" not in p.stderr or os.path.exists(cfg):
+            fail(f"{name}, create-config: expected a refusal and no file, got rc {p.returncode}:\n{p.stderr[-800:]}")
+        else:
+            print(f"ok: {name}, create-config: refused")
         out = os.path.join(tmp, name + "_run")
         os.makedirs(out)
         p = subprocess.run([CALQ, "run", src, "--input", "x=" + feed, "--output-dir", out], capture_output=True,

@@ -77,6 +77,9 @@ const char *calq__int8_qlinear_op(const calq_node *n, int *nin);
 /* After calq__int8_plan: does node i read its input k as the uint8 tensor (a quantized layer's
  * activation, an 8-bit op's operand, a value-moving op run on uint8)? */
 bool calq__int8_reads(const calq__xctx *c, int i, int k);
+/* Relu / Clip node r is redundant after its input's 8-bit op: the Q of its output already clamps
+ * to its bounds (the QOperator writer absorbs it; the plan counts the op before it as 8-bit). */
+bool calq__int8_clip_redundant(const calq__xctx *c, int r);
 /* QDQ file: does node i read the dequantized tensor of its input k (calq__int8_reads, or a float
  * op reading a tensor its producer writes in uint8), rather than the float tensor? */
 bool calq__int8_dq_read(const calq__xctx *c, int i, int k);

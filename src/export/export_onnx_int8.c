@@ -206,6 +206,28 @@ static bool clip_bounds(const calq_graph *g, const calq_node *n, float *lo, floa
     return true;
 }
 
+/* Is Relu / Clip node r redundant before the Q of its output (its range inside the clip)? */
+bool calq__int8_clip_redundant(const calq__xctx *c, int r)
+{
+    const calq_node *n = &c->g->nodes[r];
+    const calq__xq *q = &c->vq[n->outputs[0]];
+    const float lo = q->scale * (float)(0 - q->zp), hi = q->scale * (float)(255 - q->zp);
+    if (is_op(n, "Relu")) return q->zp == 0;
+    float a = -3.4e38f, b = 3.4e38f;
+    if (n->opset < 11) {
+        a = calq__attr_float(n, "min", a);
+        b = calq__attr_float(n, "max", b);
+    } else {
+        for (int k = 1; k <= 2 && k < n->n_inputs; k++) {
+            if (n->inputs[k] < 0) continue;
+            const calq_tensor *t = c->g->values[n->inputs[k]].constant;
+            if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(t) != 1) return false;
+            *(k == 1 ? &a : &b) = *(const float *)t->data;
+        }
+    }
+    return a <= lo && b >= hi;
+}
+
 /* The single reader of y when it is a Relu / Clip on y whose output is quantized (the QOperator
  * writer absorbs it into the 8-bit op before it), else -1. */
 static int folded_clip(const calq__xctx *c, int y)
@@ -216,8 +238,8 @@ static int folded_clip(const calq__xctx *c, int y)
     const int ri = r->node[r->start[y]];
     const calq_node *rn = &g->nodes[ri];
     if ((!is_op(rn, "Relu") && !is_op(rn, "Clip")) || rn->inputs[0] != y || rn->outputs[0] < 0 ||
-        !c->vq[rn->outputs[0]].on)
-        return -1;
+        !c->vq[rn->outputs[0]].on || !calq__int8_clip_redundant(c, ri))
+        return -1; /* the QOperator writer absorbs it only when redundant: the same test here */
     return ri;
 }
 
@@ -274,26 +296,57 @@ static bool conv_output(const calq__xctx *c, int v)
     return p >= 0 && c->quantized[p] && c->kinds[p]->id == CALQ_QKIND_CONV;
 }
 
-static void prune(calq__xctx *c)
+/* Queue value u for another look (once at a time). */
+static void requeue(int u, int *stack, int *sp, bool *queued)
+{
+    if (u < 0 || queued[u]) return;
+    queued[u] = true;
+    stack[(*sp)++] = u;
+}
+
+/* Queue the inputs of node i: whether they are read as uint8 can depend on i's output (or on
+ * i's other operands), which has just become float. */
+static void requeue_inputs(const calq_graph *g, int i, int *stack, int *sp, bool *queued)
+{
+    if (i < 0) return;
+    for (int k = 0; k < g->nodes[i].n_inputs; k++) requeue(g->nodes[i].inputs[k], stack, sp, queued);
+}
+
+/* A worklist, not rounds over every value: a value turned float re-queues only the values whose
+ * answer it can change (the producer's inputs, its readers' other operands, and through an absorbed
+ * Relu / Clip the inputs of the op before it). Rounds took 30 s on a 10k-op chain whose value
+ * numbers ran against the data flow (one link freed per round). */
+static calq_status prune(calq__xctx *c, calq_error *err)
 {
     const calq_graph *g = c->g;
     const calq_readers *r = &c->readers;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int v = g->n_values - 1; v >= 0; v--) {
-            if (!c->vq[v].on) continue;
-            /* a Conv's output stays: onnxruntime's integer Conv (QLinearConv, and its QDQ
-             * fusion) needs a quantized output and runs the Conv in float without one, unlike a
-             * MatMul / Gemm (MatMulIntegerToFloat, QGemm with a float output) */
-            if (conv_output(c, v)) continue;
-            bool read = false;
-            for (int e = r->start[v]; e < r->start[v + 1] && !read; e++)
-                read = calq__int8_reads(c, r->node[e], r->input[e]);
-            if (read) continue;
-            c->vq[v].on = false;
-            changed = true;
-        }
+    const int nv = g->n_values;
+    int *stack = calq__xa_alloc(&c->x.a, sizeof(int) * (size_t)(nv + 1));
+    bool *queued = calq__xa_alloc(&c->x.a, sizeof(bool) * (size_t)(nv + 1));
+    if (!stack || !queued) return oom(err);
+    memset(queued, 0, sizeof(bool) * (size_t)(nv + 1));
+    int sp = 0;
+    for (int v = 0; v < nv; v++) requeue(v, stack, &sp, queued); /* popped last value first */
+    while (sp > 0) {
+        const int v = stack[--sp];
+        queued[v] = false;
+        if (!c->vq[v].on) continue;
+        /* a Conv's output stays: onnxruntime's integer Conv (QLinearConv, and its QDQ
+         * fusion) needs a quantized output and runs the Conv in float without one, unlike a
+         * MatMul / Gemm (MatMulIntegerToFloat, QGemm with a float output) */
+        if (conv_output(c, v)) continue;
+        bool read = false;
+        for (int e = r->start[v]; e < r->start[v + 1] && !read; e++)
+            read = calq__int8_reads(c, r->node[e], r->input[e]);
+        if (read) continue;
+        c->vq[v].on = false;
+        const int p = g->values[v].producer;
+        requeue_inputs(g, p, stack, &sp, queued);
+        for (int e = r->start[v]; e < r->start[v + 1]; e++) requeue_inputs(g, r->node[e], stack, &sp, queued);
+        if (p >= 0 && (is_op(&g->nodes[p], "Relu") || is_op(&g->nodes[p], "Clip")) && g->nodes[p].inputs[0] >= 0)
+            requeue_inputs(g, g->values[g->nodes[p].inputs[0]].producer, stack, &sp, queued);
     }
+    return CALQ_OK;
 }
 
 /* Softmax on 8-bit tensors: onnxruntime fuses DequantizeLinear -> Softmax -> QuantizeLinear (in
@@ -323,7 +376,7 @@ static void softmax_scales(calq__xctx *c, float *scale)
             if (axis < 0) axis += x->ndim;
             d = 1; /* opset 13: the axis; before, every axis from it on (the 2-D reading) */
             for (int k = (int)axis; k < (n->opset < 13 ? x->ndim : (int)axis + 1) && d > 0; k++)
-                d = x->dims[k] > 0 && x->dims[k] < ((int64_t)1 << 40) ? d * x->dims[k] : -1;
+                d = x->dims[k] > 0 && x->dims[k] < ((int64_t)1 << 40) / d ? d * x->dims[k] : -1;
         }
         calq__xq *q = &c->vq[out];
         double k = floor(1.0 / (double)q->scale), cap = d > 0 ? floor(140.0 * (double)d) : 256.0;
@@ -331,7 +384,8 @@ static void softmax_scales(calq__xctx *c, float *scale)
         if (k < 1.0) k = 1.0;
         float s = (float)(1.0 / k);
         while (floorf(1.0f / s) < (float)k) s = nextafterf(s, 0.0f);
-        scale[q->group] = s;
+        /* two Softmax outputs in one group (a Concat joins them): the smaller K, safe for both */
+        if (s > scale[q->group]) scale[q->group] = s;
     }
 }
 
@@ -425,8 +479,8 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
     compared_float(c, off);
     for (int v = 0; v < nv; v++)
         if (c->vq[v].on && off[c->vq[v].group]) c->vq[v].on = false;
-    prune(c);
-    /* Clip(lo <= 0, hi) before a Q: cap the group's scale so the Q's range is inside [lo, hi] */
+    /* Clip(lo <= 0, hi) before a Q: cap the group's scale so the Q's range is inside [lo, hi]
+     * (before prune, which asks whether a Clip is redundant) */
     for (int i = 0; i < g->n_nodes; i++) {
         const calq_node *n = &g->nodes[i];
         float lo, hi;
@@ -440,6 +494,7 @@ calq_status calq__int8_plan(calq__xctx *c, calq_error *err)
         for (int v = 0; v < nv; v++)
             if (c->vq[v].on && c->vq[v].group == q->group) c->vq[v].scale = capped;
     }
+    CALQ_TRY(prune(c, err));
     /* last: the Softmax rule looks at what is still quantized */
     softmax_scales(c, scale);
     for (int v = 0; v < nv; v++)

@@ -60,28 +60,6 @@ static bool uint8_mover(const calq_node *n)
     return true;
 }
 
-/* Is Relu / Clip node r redundant before the Q of its output (its range inside the clip)? */
-static bool clip_redundant(const calq__xctx *c, int r)
-{
-    const calq_node *n = &c->g->nodes[r];
-    const calq__xq *q = &c->vq[n->outputs[0]];
-    const float lo = q->scale * (float)(0 - q->zp), hi = q->scale * (float)(255 - q->zp);
-    if (is_op(n, "Relu")) return q->zp == 0;
-    float a = -3.4e38f, b = 3.4e38f;
-    if (n->opset < 11) {
-        a = calq__attr_float(n, "min", a);
-        b = calq__attr_float(n, "max", b);
-    } else {
-        for (int k = 1; k <= 2 && k < n->n_inputs; k++) {
-            if (n->inputs[k] < 0) continue;
-            const calq_tensor *t = c->g->values[n->inputs[k]].constant;
-            if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(t) != 1) return false;
-            *(k == 1 ? &a : &b) = *(const float *)t->data;
-        }
-    }
-    return a <= lo && b >= hi;
-}
-
 /* The output an 8-bit n writes: its own, or that of the Relu / Clip it absorbs (*fold). */
 static int output_of(const calq__xctx *c, int ni, const int *uses, const int *consumer, int *fold)
 {
@@ -93,7 +71,7 @@ static int output_of(const calq__xctx *c, int ni, const int *uses, const int *co
         int r = consumer[y];
         const calq_node *rn = &c->g->nodes[r];
         if ((is_op(rn, "Relu") || is_op(rn, "Clip")) && rn->inputs[0] == y && on(c, rn->outputs[0]) &&
-            clip_redundant(c, r)) {
+            calq__int8_clip_redundant(c, r)) {
             *fold = r;
             return rn->outputs[0];
         }

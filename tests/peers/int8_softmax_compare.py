@@ -18,6 +18,9 @@ usage: int8_softmax_compare.py CALQ
    the Sigmoid's input, is quantized in the QDQ file, and the peaks onnxruntime finds in the QDQ
    file are the float model's (at most 1 % more). Likewise for ArgMax over Sigmoid scores (ties
    pick the first class).
+3. Two Softmaxes (D = 16 and 64) joined by a Concat share one scale, which must suit D = 16.
+4. Add then Clip(0.5, 6): the Clip is not redundant after a Q, so the Add stays float in the
+   QOperator file, and the QDQ file must quantize the same tensors (it rounded the Add's inputs).
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
@@ -173,6 +176,84 @@ def check_peaks(calq, t, env, rng):
                  (fmt, got.sum(), want.sum()))
 
 
+def two_softmax_model(path, rng):
+    """Softmaxes over 16 (axis 1) and 64 (axis 3) elements whose outputs a Concat joins into one
+    group: the group's scale must suit the smaller D."""
+    c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
+    inits = [c("wa", rng.standard_normal((16, 3, 1, 1)) * 0.01), c("wb", rng.standard_normal((16, 3, 1, 1)) * 0.01),
+             c("wc", rng.standard_normal((8, 32, 1, 1)) * 0.1)]
+    nodes = [h.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", kernel_shape=[1, 1]),
+             h.make_node("Softmax", ["a"], ["pa"], name="softmax_c", axis=1),
+             h.make_node("Conv", ["x", "wb"], ["b"], name="conv_b", kernel_shape=[1, 1]),
+             h.make_node("Softmax", ["b"], ["pb"], name="softmax_w", axis=3),
+             h.make_node("Concat", ["pa", "pb"], ["p"], name="join", axis=1),
+             h.make_node("Conv", ["p", "wc"], ["y"], name="conv_c", kernel_shape=[1, 1])]
+    g = h.make_graph(nodes, "two_softmax", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 64])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 8, 64])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def check_two_softmax(calq, t, rng):
+    model = os.path.join(t, "two.onnx")
+    two_softmax_model(model, rng)
+    out, _ = calibrate(calq, t, "two", model, (1, 3, 8, 64), rng)
+    for fmt in ("qdq", "qoperator"):
+        m = onnx.load("%s_%s.onnx" % (out, fmt))
+        inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+        for v, d in (("pa", 16), ("pb", 64)):
+            for n in m.graph.node:
+                if n.op_type == "QuantizeLinear" and n.input[0] == v:
+                    k = np.floor(np.float32(1.0) / np.float32(inits[n.input[1]]))
+                    if k > 140 * d:
+                        fail("two softmaxes %s: %s (D = %d) has 1 / scale %d > %d" % (fmt, v, d, k, 140 * d))
+                    else:
+                        print("two softmaxes %s: %s (D = %d): K = %d" % (fmt, v, d, k))
+
+
+def clip_add_model(path, rng):
+    """Add(x, y) then a Clip whose lower bound is above 0 (not redundant after a Q), then a Conv:
+    the Add stays float in the QOperator file, so the QDQ file must not quantize its inputs."""
+    c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
+    nodes = [h.make_node("Add", ["x", "y0"], ["s"], name="add"),
+             h.make_node("Clip", ["s", "lo", "hi"], ["sc"], name="clip"),
+             h.make_node("Conv", ["sc", "w"], ["y"], name="conv", kernel_shape=[1, 1])]
+    g = h.make_graph(nodes, "clip_add", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 8, 8]),
+                                         h.make_tensor_value_info("y0", T.FLOAT, [1, 4, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 8, 8])],
+                     [c("lo", 0.5), c("hi", 6.0), c("w", rng.standard_normal((4, 4, 1, 1)))])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def check_clip_add(calq, t, rng):
+    model = os.path.join(t, "clip_add.onnx")
+    clip_add_model(model, rng)
+    cal = []
+    for name in ("x", "y0"):
+        d = os.path.join(t, "ca_" + name)
+        os.makedirs(d)
+        for k in range(2):
+            np.save(os.path.join(d, "%d.npy" % k), (rng.standard_normal((1, 4, 8, 8)) + 2).astype(np.float32))
+        cal.append(d)
+    out = os.path.join(t, "out", "clip_add")
+    run([calq, "calibration", "--model", model, "--npy", ";".join(cal), "--batch_num", "2", "--save_path", out,
+         "--format", "qdq,qoperator", "--qdq-scheme", "int8"])
+    sets = {}
+    for fmt in ("qdq", "qoperator"):
+        m = onnx.load("%s_%s.onnx" % (out, fmt))
+        sets[fmt] = {n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    if sets["qdq"] != sets["qoperator"]:
+        fail("clip after add: the files quantize different tensors: QDQ %s, QOperator %s" %
+             (sorted(sets["qdq"]), sorted(sets["qoperator"])))
+    else:
+        print("clip after add: both files quantize %s" % sorted(sets["qdq"]))
+
+
 def main():
     calq = sys.argv[1]
     node_path = os.path.join(os.environ.get("CALQ_PEERS_DIR", os.path.expanduser("~/.cache/calq-peers")),
@@ -185,6 +266,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="calq_int8_sm.") as t:
         check_dfl(calq, t, env, rng)
         check_peaks(calq, t, env, rng)
+        check_two_softmax(calq, t, rng)
+        check_clip_add(calq, t, rng)
     print("FAIL: %d" % len(FAILS) if FAILS else "ok")
     return 1 if FAILS else 0
 

@@ -119,14 +119,12 @@ static bool is_op(const calq_node *n, const char *op)
 
 const char *calq__int8_qlinear_op(const calq_node *n, int *nin)
 {
-    static const char *const forms[][2] = {
-        {"Add", "QLinearAdd"},         {"Mul", "QLinearMul"},
-        {"Concat", "QLinearConcat"},   {"GlobalAveragePool", "QLinearGlobalAveragePool"},
-        {"Sigmoid", "QLinearSigmoid"}, {"LeakyRelu", "QLinearLeakyRelu"}};
-    *nin = is_op(n, "Concat") || is_op(n, "Add") || is_op(n, "Mul") ? n->n_inputs : 1;
-    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
-        if (is_op(n, forms[i][0])) return forms[i][1];
-    return NULL;
+    /* the kinds table's qlinear column (graph/qkind.c): one list of the ops with an 8-bit form */
+    const calq_qkind *k = n->domain[0] ? NULL : calq__qkind_by_onnx(n->op_type);
+    *nin = 1;
+    if (!k || !k->tensor_only || !k->qlinear) return NULL;
+    if (k->int8_all_operands || k->act_inputs == CALQ_QKIND_EVERY_INPUT) *nin = n->n_inputs;
+    return k->qlinear;
 }
 
 static bool qlinear_type(const calq_node *n, int *nin)

@@ -7,20 +7,21 @@
 
 #define RANK(r) (1u << (r))
 
-#define TENSOR_ROW(ID, ONNX, CAFFE, INPUTS)                                                                            \
+#define TENSOR_ROW(ID, ONNX, CAFFE, INPUTS, QLINEAR)                                                                   \
     {                                                                                                                  \
         .id = (ID), .onnx = (ONNX), .caffe = (CAFFE), .act_inputs = (INPUTS), .weights = CALQ_QKIND_WEIGHTS_NONE,      \
         .weight_input = -1, .weight2_input = -1, .bias_input = -1, .tensor_only = true, .layout = CALQ_WEIGHTS_MATRIX, \
-        .output_channel_axis = 1,                                                                                      \
+        .output_channel_axis = 1, .qlinear = (QLINEAR),                                                                \
     }
 
 /* An element-wise binary tensor-only kind: both inputs may be quantized, and its 8-bit form
  * needs both (int8_all_operands). */
-#define BINARY_ROW(ID, ONNX, CAFFE)                                                                                    \
+#define BINARY_ROW(ID, ONNX, CAFFE, QLINEAR)                                                                           \
     {                                                                                                                  \
         .id = (ID), .onnx = (ONNX), .caffe = (CAFFE), .act_inputs = (1u << 0) | (1u << 1),                             \
         .weights = CALQ_QKIND_WEIGHTS_NONE, .weight_input = -1, .weight2_input = -1, .bias_input = -1,                 \
         .tensor_only = true, .int8_all_operands = true, .layout = CALQ_WEIGHTS_MATRIX, .output_channel_axis = 1,       \
+        .qlinear = (QLINEAR),                                                                                          \
     }
 
 /* The recurrent kinds differ only in their name (see their rows). */
@@ -169,15 +170,15 @@ static const calq_qkind KINDS[CALQ_QKIND_COUNT] = {
      * / QLinearSoftmax, int8 MaxPool and Resize), which calq's int8 ONNX exports quantize. Their
      * other inputs may be constants (Add(x, bias)); only the input named is quantized. The int8
      * exports leave an Add / Mul with a constant operand float (int8_all_operands). */
-    TENSOR_ROW(CALQ_QKIND_MAX_POOL, "MaxPool", "Pooling", 1u << 0),
-    BINARY_ROW(CALQ_QKIND_ADD, "Add", "Eltwise"),
-    BINARY_ROW(CALQ_QKIND_MUL, "Mul", NULL),
-    TENSOR_ROW(CALQ_QKIND_CONCAT, "Concat", NULL, CALQ_QKIND_EVERY_INPUT),
-    TENSOR_ROW(CALQ_QKIND_GLOBAL_AVERAGE_POOL, "GlobalAveragePool", NULL, 1u << 0),
-    TENSOR_ROW(CALQ_QKIND_RESIZE, "Resize", NULL, 1u << 0),
-    TENSOR_ROW(CALQ_QKIND_SIGMOID, "Sigmoid", NULL, 1u << 0),
-    TENSOR_ROW(CALQ_QKIND_LEAKY_RELU, "LeakyRelu", NULL, 1u << 0),
-    TENSOR_ROW(CALQ_QKIND_SOFTMAX, "Softmax", NULL, 1u << 0),
+    TENSOR_ROW(CALQ_QKIND_MAX_POOL, "MaxPool", "Pooling", 1u << 0, NULL),
+    BINARY_ROW(CALQ_QKIND_ADD, "Add", "Eltwise", "QLinearAdd"),
+    BINARY_ROW(CALQ_QKIND_MUL, "Mul", NULL, "QLinearMul"),
+    TENSOR_ROW(CALQ_QKIND_CONCAT, "Concat", NULL, CALQ_QKIND_EVERY_INPUT, "QLinearConcat"),
+    TENSOR_ROW(CALQ_QKIND_GLOBAL_AVERAGE_POOL, "GlobalAveragePool", NULL, 1u << 0, "QLinearGlobalAveragePool"),
+    TENSOR_ROW(CALQ_QKIND_RESIZE, "Resize", NULL, 1u << 0, NULL),
+    TENSOR_ROW(CALQ_QKIND_SIGMOID, "Sigmoid", NULL, 1u << 0, "QLinearSigmoid"),
+    TENSOR_ROW(CALQ_QKIND_LEAKY_RELU, "LeakyRelu", NULL, 1u << 0, "QLinearLeakyRelu"),
+    TENSOR_ROW(CALQ_QKIND_SOFTMAX, "Softmax", NULL, 1u << 0, NULL),
 };
 
 int calq__qkind_count(void)

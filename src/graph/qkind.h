@@ -105,6 +105,10 @@ typedef struct calq_qkind {
      * (ViT-B/16: cosine 0.745 with them, 0.9988 without). The int8 scheme then does not quantize
      * the input for this op (calq__qkind_int8_input); tensor_quantize still may (§7.2). */
     bool int8_all_operands;
+    /* qlinear (tensor-only kinds): the name of onnxruntime's com.microsoft 8-bit operator the int8
+     * QOperator file writes for this op (QLinearAdd, ...), NULL when it has none (MaxPool and a
+     * nearest Resize run on the uint8 tensor as they are; Softmax stays DQ / Softmax / Q). */
+    const char *qlinear;
 
     /* Weight geometry (§8.2). layout: how ARQ finds the output channels. weight_channel_axis:
      * the weight axis of the output channels (negative: from the end); a CONV_TRANSPOSE layout

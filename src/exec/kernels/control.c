@@ -319,6 +319,11 @@ static calq_status loop_infer(calq_op_ctx *c)
                              "the body takes %d inputs and gives %d outputs; with %d loop-carried values the node "
                              "needs %d inputs and %d outputs",
                              g->n_formal_inputs, g->n_outputs, n_carried, 2 + n_carried, c->n_out);
+    /* the carried values' initial inputs are required (an empty name, or one that is a NUL byte,
+     * leaves one out: the fuzzer's find) */
+    for (int k = 0; k < n_carried; k++)
+        if (!c->in[2 + k])
+            return calq__op_fail(c, CALQ_ERR_BAD_PARAMETERS, "loop-carried value %d has no initial input", k);
     const calq_tensor *M = c->in[0], *cond0 = c->in[1];
     /* bool, as If's (ONNX); a float32 condition ran as "not zero" */
     if (cond0 && cond0->dtype != CALQ_DTYPE_BOOL)

@@ -507,6 +507,21 @@ calq_status calq__plan_fast(calq_plan *p, const calq_plan_opts *o, calq_error *e
         }
         bool done = false;
         calq_plan_step fused;
+        /* a squeeze-and-excitation scale: into the next convolution's weights (inexact) */
+        int conv_step = -1;
+        if ((st = calq__plan_fuse_channel_scale(&fi, s, !f.observing, &fused, &conv_step, &done, err)) != CALQ_OK)
+            break;
+        if (done) {
+            calq__plan_step_free(cur); /* the Mul: the convolution reads its input now */
+            const int x = f.old[conv_step].in_v[0];
+            if (f.consumer[x] < conv_step) f.consumer[x] = conv_step;
+            if ((st = plain_inputs(&f, &fused)) == CALQ_OK) {
+                calq__plan_bind(p, &fused);
+                st = emit_with_copies(&f, &fused);
+            }
+            if (st != CALQ_OK) calq__plan_step_free(&fused);
+            continue;
+        }
         /* written-out LayerNorm / GELU: one step (an inexact one only when nobody observes) */
         if ((st = calq__plan_fuse_transformer(&fi, s, !f.observing, &fused, &done, err)) != CALQ_OK) break;
         if (done) {

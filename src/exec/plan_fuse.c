@@ -33,7 +33,7 @@ static bool is_op(const calq_node *n, const char *op)
     return !n->domain[0] && strcmp(n->op_type, op) == 0 && n->n_outputs == 1 && n->outputs[0] >= 0;
 }
 
-static bool kept(const calq_fuse_in *f, int v)
+bool calq__fuse_kept(const calq_fuse_in *f, int v)
 {
     int o = f->p->vals[v].origin;
     return f->kept[o >= 0 ? o : v];
@@ -50,13 +50,13 @@ static bool plain_f32(const calq_fuse_in *f, int v)
  * otherwise. */
 static int sole_reader(const calq_fuse_in *f, int v, int after)
 {
-    if (v < 0 || f->uses[v] != 1 || kept(f, v) || !plain_f32(f, v)) return -1;
+    if (v < 0 || f->uses[v] != 1 || calq__fuse_kept(f, v) || !plain_f32(f, v)) return -1;
     int t = f->consumer[v];
     if (t <= after || f->absorbed[t] || f->old[t].dynamic) return -1;
     return t;
 }
 
-static const calq_tensor *const_of(const calq_fuse_in *f, int v)
+const calq_tensor *calq__fuse_const(const calq_fuse_in *f, int v)
 {
     const calq_plan_value *pv = &f->p->vals[v];
     if ((pv->kind != CALQ_PV_CONST && pv->kind != CALQ_PV_FOLDED) || pv->t.dtype != CALQ_DTYPE_FLOAT32 || !pv->t.data)
@@ -69,7 +69,7 @@ static bool scalar_operand(const calq_fuse_in *f, const calq_node *n, int v, int
 {
     if (n->n_inputs != 2 || (n->inputs[0] != v && n->inputs[1] != v)) return false;
     *v_first = n->inputs[0] == v;
-    const calq_tensor *t = const_of(f, n->inputs[*v_first ? 1 : 0]);
+    const calq_tensor *t = calq__fuse_const(f, n->inputs[*v_first ? 1 : 0]);
     if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || calq_tensor_numel(t) != 1 || t->ndim > rank) return false;
     *c = *(const float *)t->data;
     return true;
@@ -80,7 +80,7 @@ static int vector_operand(const calq_fuse_in *f, const calq_node *n, int v, int 
 {
     if (n->n_inputs != 2 || (n->inputs[0] != v && n->inputs[1] != v) || n->inputs[0] == n->inputs[1]) return -1;
     int o = n->inputs[n->inputs[0] == v ? 1 : 0];
-    const calq_tensor *t = const_of(f, o);
+    const calq_tensor *t = calq__fuse_const(f, o);
     if (!t || t->dtype != CALQ_DTYPE_FLOAT32 || t->ndim < 1 || t->ndim > rank || t->dims[t->ndim - 1] != len ||
         calq_tensor_numel(t) != len)
         return -1;
@@ -132,7 +132,7 @@ static bool match_layer_norm(const calq_fuse_in *f, int s, int *x, int *scale, i
     const int d = n->outputs[0];
     add_part(pt, t, m);
     /* d is read twice: by Pow (first) and by the Div / Mul that normalizes */
-    if (f->uses[d] != 2 || kept(f, d) || !plain_f32(f, d) || !same_shape(f, d, *x)) return false;
+    if (f->uses[d] != 2 || calq__fuse_kept(f, d) || !plain_f32(f, d) || !same_shape(f, d, *x)) return false;
     const int a = f->first_consumer[d], b = f->consumer[d];
     if (a <= t || b <= a || f->absorbed[a] || f->absorbed[b] || f->old[a].dynamic || f->old[b].dynamic) return false;
     n = node_of(f, a);
@@ -196,7 +196,7 @@ static bool match_gelu(const calq_fuse_in *f, int s, int *x, int *y, float *c, u
         return false;
     if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
     /* the activation: the input that is not a constant */
-    *x = const_of(f, n->inputs[0]) ? n->inputs[1] : n->inputs[0];
+    *x = calq__fuse_const(f, n->inputs[0]) ? n->inputs[1] : n->inputs[0];
     if (!plain_f32(f, *x)) return false;
     const int rank = f->p->vals[*x].t.ndim;
     if (!scalar_operand(f, n, *x, rank, &c[0], &first) || (!first && !(*form & GELU_PARTS_MUL_FIRST))) return false;
@@ -302,9 +302,8 @@ static bool match_attention(const calq_fuse_in *f, int s, int *ins, int *y, calq
     return f->p->vals[*y].t.dtype == CALQ_DTYPE_FLOAT32;
 }
 
-/* A step of def d at s's node reading ins, writing y. */
-static calq_status new_step(calq_fuse_in *f, int s, const calq_op_def *d, const int *ins, int n_in, int y,
-                            calq_plan_step *st, calq_error *err)
+calq_status calq__fuse_new_step(calq_fuse_in *f, int s, const calq_op_def *d, const int *ins, int n_in, int y,
+                                calq_plan_step *st, calq_error *err)
 {
     memset(st, 0, sizeof *st);
     st->node = f->old[s].node;
@@ -322,7 +321,7 @@ static calq_status new_step(calq_fuse_in *f, int s, const calq_op_def *d, const 
     memcpy(st->in_v, ins, sizeof(int) * (size_t)n_in);
     st->out_v[0] = y;
     for (int k = 0; k < n_in; k++)
-        if (ins[k] >= 0 && const_of(f, ins[k])) st->const_inputs |= 1u << k;
+        if (ins[k] >= 0 && calq__fuse_const(f, ins[k])) st->const_inputs |= 1u << k;
     calq__plan_bind(f->p, st);
     return CALQ_OK;
 }
@@ -343,7 +342,7 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
             ins[0] = x;
             ins[1] = scale;
             ins[2] = bias;
-            CALQ_TRY(new_step(f, s, &calq__op_fused_layer_norm, ins, 3, y, out, err));
+            CALQ_TRY(calq__fuse_new_step(f, s, &calq__op_fused_layer_norm, ins, 3, y, out, err));
             calq__plan_ctx(f->p, out, &c, err);
             st = calq__fused_layer_norm_prepare(&c, eps);
             goto prepared;
@@ -352,7 +351,7 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
         calq_attention_scale mode;
         float ak;
         if (match_attention(f, s, ins, &y, &mode, &ak, &pt)) {
-            CALQ_TRY(new_step(f, s, &calq__op_fused_attention, ins, 3, y, out, err));
+            CALQ_TRY(calq__fuse_new_step(f, s, &calq__op_fused_attention, ins, 3, y, out, err));
             calq__plan_ctx(f->p, out, &c, err);
             st = calq__fused_attention_prepare(&c, mode, ak);
             goto prepared;
@@ -362,7 +361,7 @@ calq_status calq__plan_fuse_transformer(calq_fuse_in *f, int s, bool inexact, ca
     float k[3];
     unsigned form;
     if (!match_gelu(f, s, &x, &y, k, &form, &pt)) return CALQ_OK;
-    CALQ_TRY(new_step(f, s, &calq__op_fused_gelu, &x, 1, y, out, err));
+    CALQ_TRY(calq__fuse_new_step(f, s, &calq__op_fused_gelu, &x, 1, y, out, err));
     calq__plan_ctx(f->p, out, &c, err);
     st = calq__fused_gelu_prepare(&c, k[0], k[1], k[2], form);
 prepared:

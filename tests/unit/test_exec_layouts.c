@@ -16,6 +16,7 @@
 
 #include "base/tensor.h"
 #include "exec/kernels/conv_dnnl.h"
+#include "exec/kernels/conv_scale.h"
 #include "exec/kernels/logistic.h"
 #include "exec/layout.h"
 #include "exec/plan.h"
@@ -1000,8 +1001,102 @@ static void test_deconv_gemm(int64_t batch)
     calq__graph_free(g);
 }
 
+/* ---- squeeze-and-excitation scales folded into the next convolution's weights ---------------- */
+
+/* Two SE blocks: Mul(a, s) before a 1x1 convolution, Mul(s, b) before a grouped 3x3 one (weights
+ * exactly half of its input's size), and a third whose Mul output is also a graph output. */
+static calq_graph *se_graph(int64_t batch)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {batch, 16, 12, 12};
+    int x = gb_input(&b, "x", xd, 4);
+    int a = gb_unary(&b, "a_relu", "Relu", gb_conv(&b, "ca", x, 16, 32, 3, 1, 1));
+    int g = gb_unary(&b, "gap", "GlobalAveragePool", a);
+    int f = gb_unary(&b, "f_relu", "Relu", gb_conv(&b, "f1", g, 32, 8, 1, 1, 1));
+    int sc = gb_unary(&b, "sig", "Sigmoid", gb_conv(&b, "f2", f, 8, 32, 1, 1, 1));
+    int m1 = gb_binary(&b, "m1", "Mul", a, sc);
+    int p1 = gb_conv(&b, "p1", m1, 32, 32, 1, 1, 1);
+    int s2 = gb_unary(&b, "hsig", "HardSigmoid",
+                      gb_conv(&b, "f3", gb_unary(&b, "gap2", "GlobalAveragePool", p1), 32, 32, 1, 1, 1));
+    int m2 = gb_binary(&b, "m2", "Mul", s2, p1);
+    int p2 = gb_conv(&b, "p2", m2, 32, 32, 3, 1, 4);
+    int m3 = gb_binary(&b, "m3", "Mul", p2, s2);
+    gb_output(&b, gb_conv(&b, "p3", m3, 32, 8, 1, 1, 1));
+    gb_output(&b, m3);
+    return gb_finish(&b);
+}
+
+/* The steps of g's plan on x: how many scale their convolution's weights, and whether the node
+ * named `name` runs as a step of its own. */
+static int scale_steps(const calq_graph *g, const calq_tensor *x, const char *const *keep, int n_keep, const char *name,
+                       bool *name_runs)
+{
+    calq_error err = {0};
+    bool *kv = calloc((size_t)g->n_values + 1, sizeof *kv);
+    for (int i = 0; i < n_keep; i++) kv[calq__graph_find(g, keep[i])] = true;
+    calq_plan_opts o = {.use_fast = true, .fuse = true, .keep = kv};
+    calq_plan *p = NULL;
+    int n = -1;
+    *name_runs = false;
+    if (calq__plan_build_opts(g, x, 1, &o, &p, &err) == CALQ_OK) {
+        n = 0;
+        for (int s = 0; s < p->n_steps; s++) {
+            n += p->steps[s].def == &calq__op_scale_conv_weights;
+            if (p->steps[s].def != &calq__op_layout_convert && !strcmp(g->nodes[p->steps[s].node].name, name))
+                *name_runs = true;
+        }
+    } else {
+        fprintf(stderr, "plan: %s\n", err.message);
+        failures++;
+    }
+    calq__plan_free(p);
+    free(kv);
+    return n;
+}
+
+static void test_channel_scale(int64_t batch)
+{
+    calq_graph *g = se_graph(batch);
+    int64_t xd[4] = {batch, 16, 12, 12};
+    calq_tensor x = t_rand_f32(31, 4, xd, -1, 1);
+    calq_tensor ref[2] = {0};
+    run_reference(g, &x, ref);
+    bool runs = false;
+    /* batch 1: m1 and m2 go into p1's and p2's weights; m3 is a graph output and stays. Batch 2:
+     * each image has its own factors, nothing is folded. */
+    const int n = scale_steps(g, &x, NULL, 0, "m1", &runs);
+    EXPECT(n == (batch == 1 ? 2 : 0) && runs == (batch != 1));
+    scale_steps(g, &x, NULL, 0, "m2", &runs);
+    EXPECT(runs == (batch != 1));
+    scale_steps(g, &x, NULL, 0, "m3", &runs);
+    EXPECT(runs);
+    /* an observer anywhere: the unfused bits, so no folding */
+    const char *obs[1] = {"a_relu.out"};
+    EXPECT(scale_steps(g, &x, obs, 1, "m1", &runs) == 0 && runs);
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        if (!layout_available(layouts[li])) continue;
+        calq_tensor o1[2] = {0}, o2[2] = {0}, o3[2] = {0};
+        run_fused_123(g, &x, layouts[li], o1, o2, o3, NULL);
+        for (int i = 0; i < 2; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "SE graph, batch %lld, %s, output %d: fast vs reference", (long long)batch,
+                     layout_names[li], i);
+            EXPECT(t_close(&o1[i], &ref[i], 1e-5, 1e-5, what));
+            EXPECT(t_same_bits(&o1[i], &o2[i]) && t_same_bits(&o1[i], &o3[i]));
+        }
+        t_free_all(o1, 2);
+        t_free_all(o2, 2);
+        t_free_all(o3, 2);
+    }
+    t_free_all(ref, 2);
+    calq_tensor_free_data(&x);
+    calq__graph_free(g);
+}
+
 int main(void)
 {
+    test_channel_scale(1);
+    test_channel_scale(2);
     test_deconv_gemm(1);
     test_deconv_gemm(2);
     test_winograd(1);

@@ -662,8 +662,15 @@ static calq_status conv_run(calq_op_ctx *c, conv_state *s)
     if (!s->w_ready) {
         CALQ_DNNL(c, dnnl_memory_set_data_handle(s->w_user, c->in[1]->data));
         if (s->w_reorder) {
+            /* weights that change per run (a channel scale folded in, exec/plan_fuse_scale.c) are
+             * small next to the activations: waking the other threads for their conversion cost
+             * more than the conversion (10-15 us a layer, EfficientNet-B0) */
+            const bool one = calq_tensor_numel(c->in[1]) < CALQ_DNNL_SERIAL_WORK / 16;
+            const int prev = calq__dnnl_serial_begin(one);
             dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, s->w_user}, {DNNL_ARG_TO, s->w}};
-            CALQ_DNNL(c, dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs));
+            const dnnl_status_t rs = dnnl_primitive_execute(s->w_reorder, s->stream, 2, rargs);
+            calq__dnnl_serial_end(one, prev);
+            CALQ_DNNL(c, rs);
         }
     }
     if (s->src_reorder) {

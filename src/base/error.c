@@ -41,14 +41,15 @@ calq_status calq__prefix(calq_error *err, const char *fmt, ...)
 }
 
 calq_status calq__require_array(calq_error *err, const char *func, const char *arr_name, int have_arr,
-                                const char *n_name, long long n)
+                                const char *n_name, long long n, const char *layer)
 {
+    const char *sep = layer ? " (layer \"" : "", *name = layer ? layer : "", *end = layer ? "\")" : "";
     if (n < 0)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is %lld; a count cannot be negative", func,
-                          n_name, n);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "%s%s%s%s: %s is %lld; a count cannot be negative", func,
+                          sep, name, end, n_name, n);
     if (n > 0 && !have_arr)
-        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is NULL but %s is %lld", func, arr_name, n_name,
-                          n);
+        return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, layer, "%s%s%s%s: %s is NULL but %s is %lld", func, sep, name,
+                          end, arr_name, n_name, n);
     return CALQ_OK;
 }
 

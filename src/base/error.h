@@ -45,9 +45,13 @@ calq_status calq__prefix(calq_error *err, const char *fmt, ...) CALQ_PRINTF(2, 3
 /* An array argument and its element count: a negative count, or a NULL array with a positive
  * count, fails as CALQ_REQUIRE does ("<function>: <n> is -1" / "<arr> is NULL but <n> is 3"). */
 #define CALQ_REQUIRE_ARRAY(err, arr, n)                                                                                \
-    CALQ_TRY(calq__require_array((err), __func__, #arr, (arr) != NULL, #n, (long long)(n)))
+    CALQ_TRY(calq__require_array((err), __func__, #arr, (arr) != NULL, #n, (long long)(n), NULL))
+/* The same for a call on an object that belongs to a layer (a calibration stream): the error
+ * names it, as the object's other errors do. */
+#define CALQ_REQUIRE_ARRAY_OF(err, arr, n, layer)                                                                      \
+    CALQ_TRY(calq__require_array((err), __func__, #arr, (arr) != NULL, #n, (long long)(n), (layer)))
 calq_status calq__require_array(calq_error *err, const char *func, const char *arr_name, int have_arr,
-                                const char *n_name, long long n);
+                                const char *n_name, long long n, const char *layer);
 
 /* Programmer errors only: abort with location. Runtime problems return a status. */
 #define CALQ_ASSERT(x)                                                                                                 \

@@ -180,7 +180,7 @@ static calq_status check_save_args(const char *func, const calq_model *m, const 
 {
     const char *missing = !m ? "m" : !record ? "record" : !prefix ? "prefix" : NULL;
     if (missing) return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, NULL, "%s: %s is NULL", func, missing);
-    return calq__require_array(err, func, "fmts", fmts != NULL, "n_fmts", n_fmts);
+    return calq__require_array(err, func, "fmts", fmts != NULL, "n_fmts", n_fmts, NULL);
 }
 
 calq_status calq_save_models(const calq_model *m, const char *record, const char *config, const calq_save_format *fmts,

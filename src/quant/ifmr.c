@@ -286,7 +286,7 @@ calq_status calq_ifmr(const float *x, size_t n, const calq_ifmr_opts *o, const c
                       calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE_ARRAY_OF(err, x, n, layer);
     CALQ_REQUIRE(err, o);
     CALQ_REQUIRE(err, out);
     unsigned n_cand = 0;

@@ -503,7 +503,7 @@ calq_status calq_ifmr_stream_feed(calq_ifmr_stream *s, const float *x, size_t n,
 {
     CALQ_ERR_OR_SCRATCH(err);
     CALQ_REQUIRE(err, s);
-    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE_ARRAY_OF(err, x, n, s->layer);
     if (s->pass == 1) return feed_statistics(s, x, n, err);
     if (s->pass == 2 || s->pass == 3) {
         if (s->seen + n > s->st.count)

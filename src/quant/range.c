@@ -253,7 +253,7 @@ calq_status calq_range_stream_feed(calq_range_stream *s, const float *x, size_t 
     if (s->pass < 0)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer, "%s of layer \"%s\": fed after a failure",
                           method_names[s->o.method], calq__name(s->layer));
-    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE_ARRAY_OF(err, x, n, s->layer);
     if (s->pass == 1) return feed_statistics(s, x, n, err);
     if (s->seen + n > s->count)
         return calq__fail(err, CALQ_ERR_BAD_PARAMETERS, s->layer,
@@ -628,7 +628,7 @@ calq_status calq_range(const float *x, size_t n, const calq_range_opts *o, const
                        calq_error *err)
 {
     CALQ_ERR_OR_SCRATCH(err);
-    CALQ_REQUIRE_ARRAY(err, x, n);
+    CALQ_REQUIRE_ARRAY_OF(err, x, n, layer);
     CALQ_REQUIRE(err, o);
     CALQ_REQUIRE(err, out);
     calq_range_stream *s = NULL;

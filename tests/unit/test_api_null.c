@@ -533,7 +533,7 @@ static void cases_numerics(void)
     calq_ifmr_opts_init(&io);
     calq_ifmr_result ir;
     CASE("calq_ifmr_opts_init(NULL)") calq_ifmr_opts_init(NULL);
-    CASE("calq_ifmr(x NULL)") BAD("x is NULL", calq_ifmr(NULL, 4, &io, "l", &ir, e));
+    CASE("calq_ifmr(x NULL)") BAD("(layer \"l\"): x is NULL", calq_ifmr(NULL, 4, &io, "l", &ir, e));
     CASE("calq_ifmr(o NULL)") BAD("o is NULL", calq_ifmr(x, 4, NULL, "l", &ir, e));
     CASE("calq_ifmr(out NULL)") BAD("out is NULL", calq_ifmr(x, 4, &io, "l", NULL, e));
     CASE("calq_ifmr_stream_create(o NULL)")
@@ -543,7 +543,7 @@ static void cases_numerics(void)
     }
     CASE("calq_ifmr_stream_create(out NULL)") BAD("out is NULL", calq_ifmr_stream_create(&io, 0, "l", NULL, e));
     CASE("calq_ifmr_stream_feed(s NULL)") BAD("s is NULL", calq_ifmr_stream_feed(NULL, x, 4, e));
-    CASE("calq_ifmr_stream_feed(x NULL)") BAD("x is NULL", calq_ifmr_stream_feed(IS(), NULL, 4, e));
+    CASE("calq_ifmr_stream_feed(x NULL)") BAD("(layer \"l\"): x is NULL", calq_ifmr_stream_feed(IS(), NULL, 4, e));
     CASE("calq_ifmr_stream_end_pass(s NULL)")
     {
         int done = 0;
@@ -600,7 +600,7 @@ static void cases_numerics(void)
     }
     CASE("calq_range_stream_create(out NULL)") BAD("out is NULL", calq_range_stream_create(&ro, 0, "l", NULL, e));
     CASE("calq_range_stream_feed(s NULL)") BAD("s is NULL", calq_range_stream_feed(NULL, x, 4, e));
-    CASE("calq_range_stream_feed(x NULL)") BAD("x is NULL", calq_range_stream_feed(RS(), NULL, 4, e));
+    CASE("calq_range_stream_feed(x NULL)") BAD("(layer \"l\"): x is NULL", calq_range_stream_feed(RS(), NULL, 4, e));
     CASE("calq_range_stream_end_pass(s NULL)")
     {
         int done = 0;
@@ -612,7 +612,7 @@ static void cases_numerics(void)
     CASE("calq_range_stream_pass(NULL)") EXPECT(calq_range_stream_pass(NULL) == -1);
     CASE("calq_range_stream_bytes(NULL)") EXPECT(calq_range_stream_bytes(NULL) == 0);
     CASE("calq_range_stream_free(NULL)") calq_range_stream_free(NULL);
-    CASE("calq_range(x NULL)") BAD("x is NULL", calq_range(NULL, 4, &ro, "l", &rr, e));
+    CASE("calq_range(x NULL)") BAD("(layer \"l\"): x is NULL", calq_range(NULL, 4, &ro, "l", &rr, e));
     CASE("calq_range(o NULL)") BAD("o is NULL", calq_range(x, 4, NULL, "l", &rr, e));
     CASE("calq_range(out NULL)") BAD("out is NULL", calq_range(x, 4, &ro, "l", NULL, e));
 

@@ -21,6 +21,11 @@ usage: int8_softmax_compare.py CALQ
 3. Two Softmaxes (D = 16 and 64) joined by a Concat share one scale, which must suit D = 16.
 4. Add then Clip(0.5, 6): the Clip is not redundant after a Q, so the Add stays float in the
    QOperator file, and the QDQ file must quantize the same tensors (it rounded the Add's inputs).
+5. A Concat joining a Softmax's output and a Clip(0, 6)'s: the Softmax rule (scale 1 / K) runs
+   after the Clip's cap and widens the group's scale past 6 / 255, so the Clip is no longer
+   redundant after a Q although the plan's pruning saw it redundant. Checked: both files still
+   quantize the same tensors (the writers ask the final scale) and their onnxruntime outputs match
+   the float model's (cosine >= 0.999).
 Exit 0 / 1 / 77 (python3-onnx or onnxruntime-node missing).
 """
 import os
@@ -254,6 +259,53 @@ def check_clip_add(calq, t, rng):
         print("clip after add: both files quantize %s" % sorted(sets["qdq"]))
 
 
+def softmax_clip_model(path, rng):
+    """Concat(Softmax(conv_a(x)), Clip(conv_b(x), 0, 6)) then a Conv: one group holding a Softmax
+    output and a ReLU6 output."""
+    c = lambda n, v: nh.from_array(np.asarray(v, np.float32), n)  # noqa: E731
+    nodes = [h.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", kernel_shape=[1, 1]),
+             h.make_node("Softmax", ["a"], ["pa"], name="softmax", axis=1),
+             h.make_node("Conv", ["x", "wb"], ["b"], name="conv_b", kernel_shape=[1, 1]),
+             h.make_node("Clip", ["b", "lo", "hi"], ["pb"], name="relu6"),
+             h.make_node("Concat", ["pa", "pb"], ["p"], name="join", axis=1),
+             h.make_node("Conv", ["p", "wc"], ["y"], name="conv_c", kernel_shape=[1, 1])]
+    g = h.make_graph(nodes, "softmax_clip", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 8, 8])],
+                     [c("wa", rng.standard_normal((16, 3, 1, 1))), c("wb", rng.standard_normal((16, 3, 1, 1)) * 4),
+                      c("wc", rng.standard_normal((8, 32, 1, 1)) * 0.1), c("lo", 0.0), c("hi", 6.0)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def check_softmax_clip(calq, t, env, rng):
+    model = os.path.join(t, "smclip.onnx")
+    softmax_clip_model(model, rng)
+    out, held = calibrate(calq, t, "smclip", model, (1, 3, 8, 8), rng)
+    fd = os.path.join(t, "smclip_float")
+    os.makedirs(fd)
+    run(["node", os.path.join(HERE, "ort_run.js"), model, fd, "x=" + held], env=env)
+    ref = np.load(os.path.join(fd, "y.npy"))
+    sets = {}
+    for fmt in ("qdq", "qoperator"):
+        path = "%s_%s.onnx" % (out, fmt)
+        m = onnx.load(path)
+        sets[fmt] = {n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"} | \
+                    {n.output[0] for n in m.graph.node if n.op_type.startswith("QLinear")}
+        ort, own = outputs(calq, t, env, "smclip_" + fmt, path, held)
+        c = cosine(ort, ref)
+        print("softmax + clip %s: onnxruntime cosine vs float %.6f, vs calq %.6f" % (fmt, c, cosine(ort, own)))
+        if c < 0.999:
+            fail("softmax + clip %s: onnxruntime cosine %.6f < 0.999" % (fmt, c))
+    qdq = {v for v in sets["qdq"] if not v.endswith("_quantized")}
+    qop = {v[:-len("_quantized")] if v.endswith("_quantized") else v for v in sets["qoperator"]}
+    if qdq != qop:
+        fail("softmax + clip: the files quantize different tensors: QDQ %s, QOperator %s" % (sorted(qdq), sorted(qop)))
+    else:
+        print("softmax + clip: both files quantize %s" % sorted(qdq))
+
+
 def main():
     calq = sys.argv[1]
     node_path = os.path.join(os.environ.get("CALQ_PEERS_DIR", os.path.expanduser("~/.cache/calq-peers")),
@@ -268,6 +320,7 @@ def main():
         check_peaks(calq, t, env, rng)
         check_two_softmax(calq, t, rng)
         check_clip_add(calq, t, rng)
+        check_softmax_clip(calq, t, env, rng)
     print("FAIL: %d" % len(FAILS) if FAILS else "ok")
     return 1 if FAILS else 0
 

@@ -329,6 +329,11 @@ set_tests_properties(cli.hostile_inputs PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 
 add_test(NAME cli.long_names COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/long_names.py
                                      $<TARGET_FILE:calq_cli>)
 set_tests_properties(cli.long_names PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# compare against quantized models with hostile factors (an AscendQuant scale of 1e-45 segfaulted in the
+# histogram; offsets of NaN / 1e30 were converted to int): reported without factors, or the run's error.
+add_test(NAME cli.compare_hostile_factors COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare_hostile_factors.py
+                                                  $<TARGET_FILE:calq_cli>)
+set_tests_properties(cli.compare_hostile_factors PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 # Node names calq adds ("<tensor>_quantized_QuantizeLinear", "<layer>.dmq", "<layer>.quant", ...) that the
 # model's own nodes already have: every saved ONNX file (both schemes, every format) has unique node
 # names, passes onnx.checker and runs; a model without such names keeps them short. About 5 s.

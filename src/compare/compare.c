@@ -295,6 +295,13 @@ static calq_status init_layers(ctx *c, calq_compare_result *r, calq_error *err)
             float span = l->clip_max - l->clip_min;
             l->hist_lo = l->clip_min - 0.25f * span;
             l->hist_hi = l->clip_max + 0.25f * span;
+            /* A hostile quantized model's factors (an AscendQuant scale attribute of 1e-45, i.e. scale_d
+             * inf; a QuantizeLinear scale of NaN or <= 0) gave an infinite, NaN or empty range, and the
+             * histogram converted (v - lo) / w = NaN to a bin index (undefined behaviour): such a layer
+             * is reported without a range, as one whose factors were not found. */
+            if (!(isfinite(l->hist_lo) && isfinite(l->hist_hi) && isfinite(l->hist_hi - l->hist_lo) &&
+                  l->hist_hi > l->hist_lo))
+                l->has_range = false;
         }
     }
     return CALQ_OK;

@@ -14,6 +14,7 @@
  * write ("<blob>/<L>_dequant_layer_out") and lacks the BatchNorm / Scale writes folded into L,
  * which the float model still names ("<blob>/<bn>_out") until compare folds them too: such a
  * name is matched by the layer that writes it rather than by the name itself. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,20 @@ static void as_offset_d(calq__cmp_match *m)
     }
 }
 
+/* scale_d, with *offset_d set, when offset is one AMCT can write (an integer in [-128, 127], §0.3). A
+ * hostile quantized model's offset of NaN or 1e30 was converted to int as it was (undefined
+ * behaviour; the report showed offset -2147483648 and an inverted clip range). Such a chain is still
+ * the layer's quantization, but without usable factors: NaN, which compare.c reports as no range. */
+static float checked_scale(float scale_d, float offset, int *offset_d)
+{
+    if (!(offset == floorf(offset)) || offset < -128.0f || offset > 127.0f) {
+        *offset_d = 0;
+        return NAN;
+    }
+    *offset_d = (int)offset;
+    return scale_d;
+}
+
 /* The factors a quantize node gives (QuantizeLinear, AscendQuant), or the Ascend fake-quant
  * Mul(1/scale_d) -> Round -> Add(offset_d) chain read at its Round. */
 static bool quant_factors(const calq_graph *q, int ni, calq__cmp_match *m)
@@ -208,8 +223,7 @@ static bool quant_factors(const calq_graph *q, int ni, calq__cmp_match *m)
     if (is_op(n, "AscendQuant")) {
         float inv = calq__attr_float(n, "scale", 0.0f);
         if (!(inv > 0.0f)) return false;
-        m->scale = 1.0f / inv;
-        m->offset = (int)calq__attr_float(n, "offset", 0.0f);
+        m->scale = checked_scale(1.0f / inv, calq__attr_float(n, "offset", 0.0f), &m->offset);
         m->qmin = -128;
         m->qmax = 127;
         return true;
@@ -224,8 +238,7 @@ static bool quant_factors(const calq_graph *q, int ni, calq__cmp_match *m)
             if (is_op(&q->nodes[i], "Add") && q->nodes[i].n_inputs == 2 && q->nodes[i].inputs[0] == r)
                 off = const_f32(q, q->nodes[i].inputs[1]);
         if (!inv || !(*inv > 0.0f) || !off) return false;
-        m->scale = 1.0f / *inv;
-        m->offset = (int)*off;
+        m->scale = checked_scale(1.0f / *inv, *off, &m->offset);
         m->qmin = -128;
         m->qmax = 127;
         return true;

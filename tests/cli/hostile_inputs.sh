@@ -61,6 +61,14 @@ expect loop_no_trip_double 1 "after 23 iterations its carried values and scan ou
 # exceeds maximum allowed (2)"); calq reflected again like np.pad, now refuses the same way
 expect pad_reflect_wide 1 "reflect pads 7 and 5 on axis 2 exceed the 2 position\\(s\\) its 3 kept element\\(s\\) can mirror" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-pad-reflect-wide.onnx" --input "x=$T/x3.npy" --output-dir "$T/o"
+# Resize's output length is floor of a float32 product: a tf_crop_and_resize roi of [-3e38, 3e38] (span 6e38,
+# scale 1e-38) and a float64 scale of 1e300 on an empty axis (0 x inf) overflowed float32 and the inf / NaN was
+# converted to int64 (UBSan; Release failed later, "output is too large")
+expect resize_crop_roi_3e38 1 "node 'Resize_0': output dimension 2: input 8 x roi span 6e\\+38 x scale 1e-38 is out of float32's range" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-resize-crop-roi-3e38.onnx" --input "x=$T/x.npy" --output-dir "$T/o"
+/usr/bin/python3 -c "import numpy; numpy.save('$T/x0.npy', numpy.ones((1, 3, 0, 8), numpy.float32))"
+expect resize_empty_axis_scale_1e300 1 "node 'Resize_0': output dimension 2: input 0 x roi span 1 x scale 1e\\+300 is out of float32's range" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-resize-empty-axis-scale-1e300.onnx" --input "x=$T/x0.npy" --output-dir "$T/o"
 # DepthToSpace with blocksize 2^32: blocksize^2 wrapped to 0 and the channel check divided by it (SIGFPE)
 expect depthtospace_blocksize_huge 1 "node 'DepthToSpace_0': blocksize 4294967296 is too large for a 1x3x8x8 input" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-depthtospace-blocksize-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"

@@ -1,5 +1,6 @@
 /* Resize / Upsample: the node's inputs and attributes (opsets 7-19) resolved into rz_params,
  * every value the kernels read validated here. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,17 @@ static calq_status take_scales(calq_op_ctx *c, rz_params *p, const calq_tensor *
             return calq__op_fail(c, CALQ_ERR_SHAPE, "output dimension %d (%g) is out of range", i, len);
         p->out_len[i] = len;
         /* The length is rounded down from the float32 product, as onnxruntime computes it (the
-         * double product of a scale like 0.35f and 20 falls just below 7). */
-        p->out[i] = (int64_t)floorf((float)p->in[i] * (float)span * (float)p->scale[i]);
+         * double product of a scale like 0.35f and 20 falls just below 7). The double check above
+         * does not cover it: a float64 scale of 1e300 on an empty axis, or a crop roi of
+         * [-3e38, 3e38], overflow float32 (inf, or 0 * inf = NaN) and converting that to int64 was
+         * undefined behaviour. */
+        float lenf =
+            fabs(span) <= FLT_MAX && p->scale[i] <= FLT_MAX ? (float)p->in[i] * (float)span * (float)p->scale[i] : NAN;
+        if (!(lenf >= 0.0f) || lenf > (float)RZ_MAX_LEN)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "output dimension %d: input %lld x roi span %g x scale %g is out of float32's range",
+                                 i, (long long)p->in[i], span, p->scale[i]);
+        p->out[i] = (int64_t)floorf(lenf);
     }
     return CALQ_OK;
 }

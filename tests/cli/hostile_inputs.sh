@@ -69,6 +69,10 @@ expect resize_crop_roi_3e38 1 "node 'Resize_0': output dimension 2: input 8 x ro
 /usr/bin/python3 -c "import numpy; numpy.save('$T/x0.npy', numpy.ones((1, 3, 0, 8), numpy.float32))"
 expect resize_empty_axis_scale_1e300 1 "node 'Resize_0': output dimension 2: input 0 x roi span 1 x scale 1e\\+300 is out of float32's range" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-resize-empty-axis-scale-1e300.onnx" --input "x=$T/x0.npy" --output-dir "$T/o"
+# Split sizes (2^63 - 1, 2^63 - 1, 2) on an empty axis: their sum overflowed (UBSan) and wrapped to 0, the axis's size
+/usr/bin/python3 -c "import numpy; numpy.save('$T/x1080.npy', numpy.ones((1, 0, 8, 8), numpy.float32))"
+expect split_sizes_wrap 1 "node 'Split_0': the split sizes add up to more than axis 1's size 0 \\(size 0 is 9223372036854775807\\)" -- \
+    run "$SRC/tests/fuzz/corpus/onnx/regression-split-sizes-wrap-to-0.onnx" --input "x=$T/x1080.npy" --output-dir "$T/o"
 # DepthToSpace with blocksize 2^32: blocksize^2 wrapped to 0 and the channel check divided by it (SIGFPE)
 expect depthtospace_blocksize_huge 1 "node 'DepthToSpace_0': blocksize 4294967296 is too large for a 1x3x8x8 input" -- \
     run "$SRC/tests/fuzz/corpus/onnx/regression-depthtospace-blocksize-huge.onnx" --input "x=$T/x.npy" --output-dir "$T/o"

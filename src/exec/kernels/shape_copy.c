@@ -338,6 +338,12 @@ static calq_status split_sizes(calq_op_ctx *c, int *axis, int64_t *sizes)
     for (int i = 0; i < no; i++) {
         if (sizes[i] < 0)
             return calq__op_fail(c, CALQ_ERR_SHAPE, "split size %d is negative (%lld)", i, (long long)sizes[i]);
+        /* held against what is left of the axis before adding: sizes of INT64_MAX overflowed the
+         * sum (undefined behaviour), and (2^63 - 1, 2^63 - 1, 2) wrapped to 0, an empty axis's size */
+        if (sizes[i] > dim - sum)
+            return calq__op_fail(c, CALQ_ERR_SHAPE,
+                                 "the split sizes add up to more than axis %d's size %lld (size %d is %lld)", *axis,
+                                 (long long)dim, i, (long long)sizes[i]);
         sum += sizes[i];
     }
     if (sum != dim)

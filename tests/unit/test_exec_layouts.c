@@ -1001,6 +1001,42 @@ static void test_deconv_gemm(int64_t batch)
     calq__graph_free(g);
 }
 
+/* A ResNet last stage's maps (7x7, 256 channels here): Winograd down to 7x7 since it keeps the
+ * stage in nChw16c (a residual block: conv, conv + sum + Relu); the same bits for 1, 2 and 3
+ * threads there too. */
+static void test_winograd_7x7(int64_t batch)
+{
+    gb b = gb_new();
+    int64_t xd[4] = {batch, 256, 7, 7};
+    int x = gb_input(&b, "x", xd, 4);
+    int h = gb_unary(&b, "r0", "Relu", gb_conv(&b, "c0", x, 256, 256, 3, 1, 1));
+    int a = gb_unary(&b, "ra", "Relu", gb_conv(&b, "ca", h, 256, 256, 3, 1, 1));
+    int r = gb_unary(&b, "rs", "Relu", gb_binary(&b, "sum", "Add", gb_conv(&b, "cb", a, 256, 256, 3, 1, 1), h));
+    gb_output(&b, gb_conv(&b, "cd", r, 256, 64, 3, 1, 1));
+    calq_graph *g = gb_finish(&b);
+    calq_tensor xt = t_rand_f32(17, 4, xd, -1, 1);
+    const calq_layout nat = calq__layout_native();
+    const bool expected =
+        layout_available(16) && (nat == 16 || nat == CALQ_LAYOUT_CHANNELS_LAST) && sysconf(_SC_NPROCESSORS_ONLN) <= 4;
+    int n16 = 0;
+    const int nw = wino_steps(g, &xt, &n16);
+    /* c0, ca and cb (with its residual sum and Relu); not cd, whose 64 output channels are too
+     * few on a map below 14x14 */
+    if (nw != (expected ? 3 : 0)) fprintf(stderr, "7x7: %d Winograd layers\n", nw);
+    EXPECT(nw == (expected ? 3 : 0));
+    calq_tensor ref[1] = {0}, o1[1] = {0}, o2[1] = {0}, o3[1] = {0};
+    run_reference(g, &xt, ref);
+    run_fused_123(g, &xt, 0, o1, o2, o3, NULL);
+    EXPECT(t_close(&o1[0], &ref[0], 1e-4, 1e-4, "Winograd 7x7: fast vs reference"));
+    EXPECT(t_same_bits(&o1[0], &o2[0]) && t_same_bits(&o1[0], &o3[0]));
+    t_free_all(ref, 1);
+    t_free_all(o1, 1);
+    t_free_all(o2, 1);
+    t_free_all(o3, 1);
+    calq_tensor_free_data(&xt);
+    calq__graph_free(g);
+}
+
 /* ---- squeeze-and-excitation scales folded into the next convolution's weights ---------------- */
 
 /* Two SE blocks: Mul(a, s) before a 1x1 convolution, Mul(s, b) before a grouped 3x3 one (weights
@@ -1101,6 +1137,8 @@ int main(void)
     test_deconv_gemm(2);
     test_winograd(1);
     test_winograd(2);
+    test_winograd_7x7(1);
+    test_winograd_7x7(2);
     test_gap_bits();
     test_logistic_tails(1);
     test_logistic_tails(2);

@@ -20,13 +20,19 @@
 /* Output-channel groups per image: tasks of (image, group). */
 #define WINO_GROUPS 2
 /* Where it beats oneDNN's direct (brgemm, channels-last) kernel at 2 threads, conversions
- * included (docs/performance.md, "Winograd"): ResNet's 64-256 channels on 56x56 to 14x14 maps.
- * It loses on few channels (16 -> 32 on 128x128: 3x the time; 48 -> 32 on 32x32: 5x), on small
- * maps (512 on 7x7) and on large ones (64 -> 32 on 360x640: 1.3x), where a single-threaded
- * task's transformed tiles leave the cache. */
+ * included (docs/performance.md, "Winograd"): ResNet's 64-256 channels on 56x56 to 14x14 maps,
+ * and its 512 channels on 7x7. It loses on few channels (16 -> 32 on 128x128: 3x the time;
+ * 48 -> 32 on 32x32: 5x), on large maps (64 -> 32 on 360x640: 1.3x), where a single-threaded
+ * task's transformed tiles leave the cache, and on maps below 14x14 with fewer channels
+ * (GoogLeNet's 128 -> 256 .. 160 -> 320 on 8x8: 6 % slower in all). On 7x7 with 512 channels
+ * the layer alone gains little, but it keeps ResNet's last stage in nChw16c: ResNet-18 2-6 %
+ * faster, ResNet-50 1-2 % (docs/performance.md, 2026-12-06). */
 #define WINO_MIN_CHANNELS 64
-#define WINO_MIN_SIDE     14
-#define WINO_MAX_MAP      (112 * 112)
+#define WINO_MIN_SIDE     7
+/* below this side, at least WINO_SMALL_MAP_CHANNELS in and out */
+#define WINO_SMALL_MAP_SIDE     14
+#define WINO_SMALL_MAP_CHANNELS 256
+#define WINO_MAX_MAP            (112 * 112)
 /* With more CPUs than this, two tasks per image leave most of them idle at batch 1, where the
  * direct kernel's own threading uses them all. */
 #define WINO_MAX_CPUS 4
@@ -70,6 +76,9 @@ bool calq__conv_wino_fits(const calq_conv_geom *g, calq_layout native)
         if (g->k[i] != 3 || g->stride[i] != 1 || g->dil[i] != 1 || g->out_pad[i] != 0) return false;
         if (g->pad_b[i] < 0 || g->pad_b[i] > 1 || g->pad_e[i] < 0 || g->pad_e[i] > 1) return false;
         if (g->out[i] < WINO_MIN_SIDE) return false;
+        if (g->out[i] < WINO_SMALL_MAP_SIDE &&
+            (g->c_in < WINO_SMALL_MAP_CHANNELS || g->c_out < WINO_SMALL_MAP_CHANNELS))
+            return false;
     }
     return online_cpus() <= WINO_MAX_CPUS;
 }
